@@ -1,0 +1,48 @@
+"""Typed errors. Every message says what is wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class EmbedscopeError(Exception):
+    """Base class for every error embedscope raises on purpose."""
+
+
+class DataFormatError(EmbedscopeError, ValueError):
+    """Input data is malformed: the message names the file, line or field and the fix."""
+
+
+class ConfigError(EmbedscopeError, ValueError):
+    """A configuration (file, CLI flags or API arguments) is invalid."""
+
+
+class UnknownNameError(EmbedscopeError, KeyError):
+    """A name (task, model alias, option) is not known; the message suggests close matches."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str], hint: str = "") -> None:
+        known = sorted(known)
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        msg = f"Unknown {kind} {name!r}."
+        if close:
+            msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
+        msg += f" Known: {', '.join(known) if known else '(none)'}."
+        if hint:
+            msg += f" {hint}"
+        super().__init__(msg)
+        self.message = msg
+
+    def __str__(self) -> str:  # KeyError would otherwise print the repr
+        return self.message
+
+
+class MissingDependencyError(EmbedscopeError, ImportError):
+    """An optional dependency is needed for this feature."""
+
+    def __init__(self, package: str, feature: str) -> None:
+        super().__init__(f"{feature} needs the package {package!r}: pip install {package}")
+
+
+class ResultExistsError(EmbedscopeError, FileExistsError):
+    """A result file exists and overwriting was not asked for."""

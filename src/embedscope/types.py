@@ -1,0 +1,142 @@
+"""The data types that cross stage boundaries: data → models → retrieval → metrics → results.
+
+Everything here is plain, immutable data. Texts of documents are already merged the MTEB way,
+``(title + " " + text).strip()``, by the loaders in :mod:`embedscope.data`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+Role = Literal["query", "document"]
+"""Which side of a retrieval pair a text is on; it selects prompts and is part of every cache key."""
+
+Qrels = Mapping[str, Mapping[str, int]]
+"""Relevance judgments: ``{query_id: {doc_id: relevance}}``; relevance >= 1 means relevant."""
+
+RunDict = Mapping[str, Mapping[str, float]]
+"""A run as a plain mapping: ``{query_id: {doc_id: score}}`` (higher is better)."""
+
+
+def merge_title(title: str | None, text: str | None) -> str:
+    """Document text as MTEB and BEIR build it.
+
+    >>> merge_title("Title", "body ")
+    'Title body'
+    >>> merge_title("", " body")
+    'body'
+    """
+    title = (title or "").strip()
+    text = text or ""
+    return f"{title} {text}".strip() if title else text.strip()
+
+
+@dataclass(frozen=True)
+class Texts:
+    """An ordered collection of identified texts (a corpus or a query set)."""
+
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.ids) != len(self.texts):
+            raise ValueError(f"{len(self.ids)} ids but {len(self.texts)} texts")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def select(self, keep: Sequence[int]) -> Texts:
+        return type(self)(tuple(self.ids[i] for i in keep), tuple(self.texts[i] for i in keep))
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(zip(self.ids, self.texts))
+
+
+class Corpus(Texts):
+    """Documents to search; ``texts`` already include the title."""
+
+
+class Queries(Texts):
+    """Queries to run against a corpus."""
+
+
+@dataclass(frozen=True)
+class RetrievalData:
+    """One split of a retrieval dataset."""
+
+    corpus: Corpus
+    queries: Queries
+    qrels: Mapping[str, Mapping[str, int]]
+    name: str = "custom"
+    split: str = "test"
+    source: str = ""
+    revision: str = "custom"
+
+    def with_positives_only(self) -> RetrievalData:
+        """Drop queries that have no qrels entry at all, as MTEB does before searching.
+
+        Queries whose judgments are all 0 are kept (they count in MTEB's averages).
+        """
+        keep = [i for i, qid in enumerate(self.queries.ids) if len(self.qrels.get(qid, {})) > 0]
+        qrels = {qid: dict(docs) for qid, docs in self.qrels.items() if len(docs) > 0}
+        return RetrievalData(
+            self.corpus, self.queries.select(keep), qrels, self.name, self.split, self.source, self.revision
+        )
+
+
+@dataclass(frozen=True)
+class RankedRun:
+    """A run in array form: for query ``i``, ``doc_index[i, j]`` indexes ``doc_ids`` (−1 = empty slot).
+
+    Scores are float64 as given; metrics that follow trec_eval compare them as float32, like
+    trec_eval does. Rows need not be sorted.
+    """
+
+    query_ids: tuple[str, ...]
+    doc_ids: tuple[str, ...]
+    doc_index: np.ndarray  # int64 [n_queries, depth]
+    scores: np.ndarray  # float64 [n_queries, depth]
+    _lookup: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.doc_index.shape != self.scores.shape or self.doc_index.ndim != 2:
+            raise ValueError(f"doc_index {self.doc_index.shape} and scores {self.scores.shape} must be equal 2-D shapes")
+        if self.doc_index.shape[0] != len(self.query_ids):
+            raise ValueError(f"{len(self.query_ids)} query ids for {self.doc_index.shape[0]} rows")
+
+    @classmethod
+    def from_dict(cls, run: RunDict) -> RankedRun:
+        """Build from ``{qid: {docid: score}}``; rows keep the mapping's order.
+
+        >>> r = RankedRun.from_dict({"q1": {"d1": 0.5, "d2": 0.9}, "q2": {}})
+        >>> r.doc_index.shape
+        (2, 2)
+        """
+        query_ids = tuple(run)
+        vocab: dict[str, int] = {}
+        depth = max((len(d) for d in run.values()), default=0)
+        index = np.full((len(query_ids), depth), -1, dtype=np.int64)
+        scores = np.full((len(query_ids), depth), -np.inf, dtype=np.float64)
+        for i, qid in enumerate(query_ids):
+            docs = run[qid]
+            n = len(docs)
+            if n:
+                index[i, :n] = [vocab.setdefault(d, len(vocab)) for d in docs]
+                scores[i, :n] = np.fromiter(docs.values(), dtype=np.float64, count=n)
+        return cls(query_ids, tuple(vocab), index, scores)
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for i, qid in enumerate(self.query_ids):
+            row = self.doc_index[i]
+            valid = row >= 0
+            out[qid] = {self.doc_ids[j]: float(s) for j, s in zip(row[valid], self.scores[i][valid])}
+        return out
+
+    @property
+    def depth(self) -> int:
+        return int(self.doc_index.shape[1])
