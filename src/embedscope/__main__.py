@@ -1,0 +1,5 @@
+import sys
+
+from embedscope.cli.main import main
+
+sys.exit(main())

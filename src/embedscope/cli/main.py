@@ -1,0 +1,159 @@
+"""``embedscope`` command line: each command is one library call; heavy imports happen lazily."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from embedscope.errors import EmbedscopeError
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="evaluate a model on tasks (default: minilm on the built-in BBCNewsRetrieval)",
+        description="Evaluate a model on retrieval tasks and write MTEB-format results. With no arguments, "
+        "evaluates the built-in 'minilm' model on the built-in BBC News retrieval task (offline).",
+    )
+    p.add_argument("--model", "-m", default=None, help="alias (see 'embedscope models'), local path or hub id")
+    p.add_argument("--tasks", "-t", nargs="+", default=None, help="task names or folders of custom data")
+    p.add_argument("--config", "-c", default=None, help="YAML/JSON config (embedscope or EvalScope eval_config schema)")
+    p.add_argument("--output-folder", default="results")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--top-k", type=int, default=1000)
+    p.add_argument("--overwrite", nargs="?", const="always", default="only-missing",
+                   metavar="STRATEGY", help="re-run and replace stored results ('always', the default when the flag "
+                   "is given alone), or only-missing | never | only-cache")
+    p.add_argument("--save-predictions", action="store_true", help="also write each task's ranked run")
+    p.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
+    p.add_argument("--cache-dir", default=None, help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)")
+    p.add_argument("--limits", type=int, default=None, help="EvalScope limits: first N queries, judged docs only (inflates scores)")
+    p.add_argument("--corpus-chunk-size", type=int, default=50_000)
+    p.add_argument("--backend", default=None, help="force sentence-transformers | transformers | onnx | static")
+    p.add_argument("--pooling", default=None, help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")
+    p.add_argument("--max-seq-length", type=int, default=None)
+    p.add_argument("--query-prompt", default=None, help="instruction prepended to queries only")
+    p.add_argument("--tokenizer", default=None, help="tokenizer.json or folder (ONNX models without one)")
+    p.add_argument("--revision", default=None, help="hub revision of the model")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    p.set_defaults(func=_cmd_run)
+
+
+def _model_options(args: argparse.Namespace) -> dict:
+    names = ("backend", "pooling", "max_seq_length", "query_prompt", "tokenizer", "revision")
+    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import embedscope
+
+    if args.config:
+        if args.model or args.tasks:
+            raise EmbedscopeError("--config already names models and tasks: do not combine it with --model/--tasks")
+        reports = embedscope.evaluate_config(args.config)
+    else:
+        kwargs = dict(
+            output_folder=args.output_folder, batch_size=args.batch_size, top_k=args.top_k,
+            overwrite=args.overwrite, save_predictions=args.save_predictions,
+            cache=False if args.no_cache else (args.cache_dir or True), limits=args.limits,
+            corpus_chunk_size=args.corpus_chunk_size, show_progress=not args.no_progress and sys.stderr.isatty(),
+            model_options=_model_options(args) or None,
+        )
+        if args.tasks:
+            kwargs["tasks"] = args.tasks
+        reports = [embedscope.evaluate(args.model or "minilm", **kwargs)]
+    for report in reports:
+        if args.json:
+            print(json.dumps([o.result.to_dict() for o in report.outcomes], indent=2))
+        else:
+            print(report.table())
+            for o in report.outcomes:
+                print(f"{'reused' if o.reused else 'wrote'} {o.path}")
+    return 0
+
+
+def _add_score(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("score", help="score a precomputed run against qrels (no model)",
+                       description="Score a run file (TREC or JSON {qid: {docid: score}}) against qrels "
+                       "(TREC qrels, BEIR tsv, EvalScope qrels.jsonl or JSON) with trec_eval semantics.")
+    p.add_argument("--qrels", required=True)
+    p.add_argument("--run", required=True)
+    p.add_argument("--k", type=int, nargs="+", default=None, help="cutoffs (default 1 3 5 10 20 100 1000)")
+    p.add_argument("--ignore-identical-ids", action="store_true")
+    p.add_argument("--json", action="store_true", help="print all metrics as JSON with MTEB key names")
+    p.set_defaults(func=_cmd_score)
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    import embedscope
+
+    scores = embedscope.score_run(args.qrels, args.run, k_values=args.k, ignore_identical_ids=args.ignore_identical_ids)
+    if args.json:
+        print(json.dumps(scores, indent=2, sort_keys=True))
+        return 0
+    from embedscope.results.table import markdown_table
+
+    families = ("ndcg", "map", "recall", "precision", "hit_rate", "mrr")
+    ks = sorted({int(k.rsplit("_", 1)[1]) for k in scores if k.startswith("ndcg_at_")})
+    rows = [[f, *[f"{scores[f'{f}_at_{k}']:.5f}" for k in ks]] for f in families]
+    print(markdown_table(["metric", *[f"@{k}" for k in ks]], rows))
+    return 0
+
+
+def _add_models(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("models", help="list the built-in model aliases (they ship on PyPI and work offline)")
+    p.set_defaults(func=_cmd_models)
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from embedscope.models.specs import list_aliases
+
+    for name, description in list_aliases().items():
+        print(f"{name:24s} {description}")
+    return 0
+
+
+def _add_tasks(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tasks", help="list the built-in tasks")
+    p.set_defaults(func=_cmd_tasks)
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    from embedscope.tasks.registry import list_tasks
+
+    for t in list_tasks():
+        print(f"{t.name:24s} {t.type:10s} {t.main_score:12s} {t.description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from embedscope import __version__
+
+    parser = argparse.ArgumentParser(prog="embedscope", description="Evaluate embedding models and retrieval setups.")
+    parser.add_argument("--version", action="version", version=f"embedscope {__version__}")
+    parser.add_argument("--verbose", "-v", action="count", default=0)
+    sub = parser.add_subparsers(dest="command")
+    for add in (_add_run, _add_score, _add_models, _add_tasks):
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), format="%(levelname)s %(name)s: %(message)s")
+    if args.command is None:
+        args = parser.parse_args(["run", *(argv or sys.argv[1:])])
+    try:
+        return int(args.func(args) or 0)
+    except EmbedscopeError as e:
+        print(f"embedscope: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Config files (YAML or JSON), validated up front: unknown keys are rejected with the valid ones.
+
+Two schemas are accepted.
+
+embedscope's own::
+
+    model: minilm                 # or models: [minilm, static-64]
+    model_options: {pooling: mean, query_prompt: "query: "}
+    tasks: [BBCNewsRetrieval, ./my_beir_folder]
+    custom_tasks: [{name: MyTask, data_path: ./data, eval_splits: [test]}]
+    output_folder: results
+    top_k: 1000
+    overwrite: only-missing
+
+EvalScope's ``eval_config`` (current keys ``models``, ``eval.task_names``, ``custom_tasks``,
+``overwrite_results``, ``top_k``, ``limits``; legacy keys ``model``, ``eval.tasks``,
+``eval.dataset_path``, ``topk``), optionally wrapped in ``{eval_backend: RAGEval, eval_config: …}``.
+EvalScope's ``top_k`` only sizes the stage-1 candidate list of a two-stage run; a one-stage run
+keeps MTEB's top 1000, so ``top_k`` does not change one-stage metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from embedscope.errors import ConfigError
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+class CustomTask(BaseModel):
+    model_config = _STRICT
+    name: str
+    data_path: str
+    eval_splits: list[str] = Field(default_factory=lambda: ["test"])
+    main_score: str = "ndcg_at_10"
+    ignore_identical_ids: bool = False
+    columns: dict[str, str] | None = None
+
+
+class NativeConfig(BaseModel):
+    """embedscope's own schema."""
+
+    model_config = _STRICT
+    model: str | None = None
+    models: list[str] | None = None
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    tasks: list[str] = Field(default_factory=list)
+    custom_tasks: list[CustomTask] = Field(default_factory=list)
+    output_folder: str = "results"
+    batch_size: int = 32
+    top_k: int = 1000
+    overwrite: Literal["only-missing", "never", "always", "only-cache"] = "only-missing"
+    save_predictions: bool = False
+    cache: bool | str = True
+    limits: int | None = None
+    corpus_chunk_size: int = 50_000
+    show_progress: bool = True
+
+
+class EvalScopeModel(BaseModel):
+    """One entry of EvalScope's ``models`` (or legacy ``model``) list."""
+
+    model_config = _STRICT
+    model_name_or_path: str | None = None
+    is_cross_encoder: bool = False
+    pooling_mode: str | None = None
+    max_seq_length: int | None = None
+    prompt: str | None = None
+    prompts: dict[str, str] | None = None
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)
+    config_kwargs: dict[str, Any] = Field(default_factory=dict)
+    encode_kwargs: dict[str, Any] = Field(default_factory=dict)
+    hub: str | None = None
+    model_name: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    dimensions: int | None = None
+
+
+class EvalScopeEval(BaseModel):
+    model_config = _STRICT
+    task_names: list[str] | None = None
+    tasks: list[str] | None = None  # legacy
+    task_types: list[str] | None = None
+    languages: list[str] | None = None
+    custom_tasks: list[CustomTask] = Field(default_factory=list)
+    dataset_path: str | None = None  # legacy, with tasks: [CustomRetrieval]
+    output_folder: str = "outputs"
+    overwrite_results: bool = True
+    limits: int | None = None
+    hub: str | None = None
+    top_k: int | None = None
+    topk: int | None = None  # legacy spelling
+    verbosity: int | None = None
+    encode_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvalScopeConfig(BaseModel):
+    model_config = _STRICT
+    tool: str = "MTEB"
+    models: list[EvalScopeModel] | None = None
+    model: list[EvalScopeModel] | None = None  # legacy
+    eval: EvalScopeEval = Field(default_factory=EvalScopeEval)
+
+
+class EvalScopeTaskConfig(BaseModel):
+    model_config = _STRICT
+    eval_backend: str = "RAGEval"
+    eval_config: EvalScopeConfig
+    work_dir: str | None = None
+
+
+def _valid_keys(model: type[BaseModel]) -> str:
+    return ", ".join(sorted(model.model_fields))
+
+
+def _validate(model: type[BaseModel], data: dict[str, Any], where: str) -> BaseModel:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "extra_forbidden":
+                problems.append(f"unknown key {loc!r}")
+            else:
+                problems.append(f"{loc}: {err['msg']}")
+        raise ConfigError(
+            f"{where}: {'; '.join(problems)}. Valid keys for {model.__name__}: {_valid_keys(model)}"
+        ) from None
+
+
+class Plan:
+    """A validated config, turned into :func:`embedscope.evaluate` calls."""
+
+    def __init__(self, calls: list[dict[str, Any]]) -> None:
+        self.calls = calls
+
+    def runs(self) -> Iterator[dict[str, Any]]:
+        yield from self.calls
+
+
+def _custom_task_objects(custom: list[CustomTask]) -> list[Any]:
+    from embedscope.tasks.registry import custom_retrieval_task
+
+    return [
+        custom_retrieval_task(
+            c.data_path, name=c.name, eval_splits=tuple(c.eval_splits), columns=c.columns,
+            main_score=c.main_score, ignore_identical_ids=c.ignore_identical_ids,
+        )
+        for c in custom
+    ]
+
+
+def _native_plan(cfg: NativeConfig) -> Plan:
+    models = ([cfg.model] if cfg.model else []) + list(cfg.models or [])
+    if not models:
+        models = ["minilm"]
+    tasks: list[Any] = list(cfg.tasks) + _custom_task_objects(cfg.custom_tasks)
+    common = cfg.model_dump(exclude={"model", "models", "tasks", "custom_tasks", "model_options"})
+    if tasks:
+        common["tasks"] = tasks
+    return Plan([{"model": m, "model_options": dict(cfg.model_options) or None, **common} for m in models])
+
+
+def _evalscope_model_options(m: EvalScopeModel) -> dict[str, Any]:
+    if m.is_cross_encoder:
+        raise ConfigError(
+            "EvalScope model with is_cross_encoder=true: cross-encoder and two-stage evaluation are not "
+            "available in this embedscope version. Remove the cross-encoder entry to run stage 1 alone."
+        )
+    if m.api_base or m.api_key or m.model_name:
+        raise ConfigError("API embedding models (model_name/api_base/api_key) are not supported: use a local model")
+    if not m.model_name_or_path:
+        raise ConfigError("EvalScope model entry needs 'model_name_or_path'")
+    unsupported = {k: v for k, v in m.model_kwargs.items() if not (k == "torch_dtype" and v in ("auto", "float32"))}
+    if unsupported or m.config_kwargs:
+        raise ConfigError(
+            f"model_kwargs {unsupported or ''} config_kwargs {m.config_kwargs or ''}: only torch_dtype auto/float32 "
+            "is supported (embedscope evaluates in float32)"
+        )
+    options: dict[str, Any] = {}
+    if m.pooling_mode:
+        options["pooling"] = m.pooling_mode
+    if m.max_seq_length is not None:
+        options["max_seq_length"] = m.max_seq_length
+    if m.prompt:
+        options["query_prompt"] = m.prompt
+    return options
+
+
+def _evalscope_plan(cfg: EvalScopeConfig) -> Plan:
+    if cfg.tool.lower() != "mteb":
+        raise ConfigError(f"eval_config.tool is {cfg.tool!r}: embedscope runs EvalScope's 'MTEB' tool configs")
+    models = (cfg.models or []) + (cfg.model or [])
+    if not models:
+        raise ConfigError("EvalScope config has no 'models' (or legacy 'model') list")
+    ev = cfg.eval
+    names = list(ev.task_names or []) + list(ev.tasks or [])
+    tasks: list[Any] = []
+    for name in names:
+        if name == "CustomRetrieval":
+            if not ev.dataset_path:
+                raise ConfigError("task 'CustomRetrieval' needs eval.dataset_path (the folder with corpus.jsonl …)")
+            from embedscope.tasks.registry import custom_retrieval_task
+
+            # EvalScope's legacy CustomRetrieval: identical ids ignored, main score recall_at_5, Chinese.
+            tasks.append(custom_retrieval_task(
+                ev.dataset_path, name="CustomRetrieval", ignore_identical_ids=True, main_score="recall_at_5",
+                languages=("cmn-Hans",),
+            ))
+        else:
+            tasks.append(name)
+    tasks += _custom_task_objects(ev.custom_tasks)
+    if not tasks:
+        raise ConfigError("EvalScope config lists no tasks: set eval.task_names (or legacy eval.tasks) or custom_tasks")
+    calls = []
+    for m in models:
+        options = _evalscope_model_options(m)
+        encode = {**ev.encode_kwargs, **m.encode_kwargs}
+        per_task_prompts = m.prompts or {}
+        groups: dict[str | None, list[Any]] = {}
+        for t in tasks:
+            key = per_task_prompts.get(t if isinstance(t, str) else t.name)
+            groups.setdefault(key, []).append(t)
+        for prompt, group in groups.items():
+            opts = dict(options)
+            if prompt:
+                opts["query_prompt"] = prompt
+            calls.append({
+                "model": m.model_name_or_path,
+                "model_options": opts or None,
+                "tasks": group,
+                "output_folder": ev.output_folder,
+                "overwrite": "always" if ev.overwrite_results else "only-missing",
+                "limits": ev.limits,
+                "batch_size": int(encode.get("batch_size", 32)),
+                "show_progress": bool(encode.get("show_progress_bar", True)),
+            })
+    return Plan(calls)
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML or JSON file into a dict (errors name the file and position)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"Config file {p} does not exist")
+    text = p.read_text(encoding="utf-8")
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except Exception as e:  # yaml.YAMLError carries the position in its text
+        raise ConfigError(f"{p}: invalid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of keys to values")
+    return data
+
+
+def load_config(source: str | Path | dict[str, Any]) -> Plan:
+    """Validate a config (file path or dict) and turn it into a plan of evaluation calls."""
+    data = read_config_file(source) if isinstance(source, (str, Path)) else dict(source)
+    where = str(source) if isinstance(source, (str, Path)) else "config"
+    if "eval_config" in data:
+        cfg = _validate(EvalScopeTaskConfig, data, where)
+        return _evalscope_plan(cfg.eval_config)  # type: ignore[attr-defined]
+    if "eval" in data or "tool" in data:
+        return _evalscope_plan(_validate(EvalScopeConfig, data, where))  # type: ignore[arg-type]
+    return _native_plan(_validate(NativeConfig, data, where))  # type: ignore[arg-type]

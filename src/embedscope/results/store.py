@@ -1,0 +1,104 @@
+"""Where results live on disk, and how they are written: atomically, never silently overwritten.
+
+Layout (MTEB's): ``<output>/<org__model>/<revision>/<Task>.json`` plus ``model_meta.json``;
+with ``--save-predictions`` also ``<Task>_predictions.json`` (MTEB's prediction format,
+``{subset: {split: {qid: {doc_id: score}}}}``).
+
+Overwrite strategies (MTEB's names):
+
+- ``only-missing`` (default): reuse a stored result; run only the splits it lacks.
+- ``never``: reuse a stored result whatever splits it has; run only when there is none.
+- ``always``: run and replace the stored result.
+- ``only-cache``: never run; fail when there is no stored result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from embedscope.errors import ConfigError, UnknownNameError
+from embedscope.results.schema import TaskResult
+
+OverwriteStrategy = Literal["only-missing", "never", "always", "only-cache"]
+OVERWRITE_STRATEGIES: tuple[str, ...] = ("only-missing", "never", "always", "only-cache")
+
+
+def check_strategy(strategy: str) -> OverwriteStrategy:
+    if strategy not in OVERWRITE_STRATEGIES:
+        raise UnknownNameError("overwrite strategy", strategy, OVERWRITE_STRATEGIES)
+    return strategy  # type: ignore[return-value]
+
+
+def safe_name(name: str) -> str:
+    """``org/model`` → ``org__model`` (MTEB's folder naming); other separators are replaced too."""
+    return name.replace("/", "__").replace("\\", "__").replace(" ", "_") or "unnamed"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temporary file in the same folder, then rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, ensure_ascii=False, allow_nan=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ResultStore:
+    """Results of one model (name + revision) under an output folder."""
+
+    def __init__(self, output_folder: str | Path, model_name: str, revision: str) -> None:
+        self.folder = Path(output_folder) / safe_name(model_name) / safe_name(revision or "no_revision_available")
+
+    def path(self, task_name: str) -> Path:
+        return self.folder / f"{task_name}.json"
+
+    def predictions_path(self, task_name: str) -> Path:
+        return self.folder / f"{task_name}_predictions.json"
+
+    def load(self, task_name: str) -> TaskResult | None:
+        path = self.path(task_name)
+        if not path.exists():
+            return None
+        try:
+            return TaskResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (json.JSONDecodeError, KeyError) as e:
+            raise ConfigError(
+                f"Stored result {path} is unreadable ({e}). Delete it or run with --overwrite to replace it."
+            ) from e
+
+    def save(self, result: TaskResult) -> Path:
+        path = self.path(result.task_name)
+        write_json_atomic(path, result.to_dict())
+        return path
+
+    def save_model_meta(self, meta: dict[str, Any]) -> None:
+        write_json_atomic(self.folder / "model_meta.json", meta)
+
+    def save_predictions(self, task_name: str, predictions: dict[str, dict[str, dict[str, dict[str, float]]]]) -> Path:
+        path = self.predictions_path(task_name)
+        write_json_atomic(path, predictions)
+        return path
+
+
+def splits_to_run(
+    stored: TaskResult | None, wanted: tuple[str, ...], strategy: OverwriteStrategy, task_name: str, where: Path
+) -> tuple[str, ...]:
+    """Which splits must be evaluated, given what is stored and the overwrite strategy."""
+    if strategy == "always" or stored is None:
+        if strategy == "only-cache":
+            raise ConfigError(f"overwrite strategy 'only-cache': no stored result for {task_name} at {where}")
+        return wanted
+    if strategy in ("never", "only-cache"):
+        return ()
+    return tuple(s for s in wanted if s not in stored.scores)

@@ -1,0 +1,51 @@
+"""Human-readable summaries of results (markdown tables)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from embedscope.evaluation.runner import EvaluationReport
+
+SUMMARY_METRICS = ("ndcg_at_10", "recall_at_10", "mrr_at_10", "map_at_100", "recall_at_100")
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-flavoured markdown table.
+
+    >>> print(markdown_table(["a", "b"], [["1", "2"]]))
+    | a | b |
+    |---|---|
+    | 1 | 2 |
+    """
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _fmt(value: object) -> str:
+    return f"{value:.5f}" if isinstance(value, float) else ("" if value is None else str(value))
+
+
+def summary_table(report: EvaluationReport) -> str:
+    """Main score and common retrieval metrics per task and split, with timing and cache use."""
+    header = ["task", "split", "main score", *SUMMARY_METRICS, "seconds", "source"]
+    rows = []
+    for outcome in report.outcomes:
+        for split, entries in outcome.result.scores.items():
+            for entry in entries:
+                main = f"{entry.get('main_score', float('nan')):.5f} ({outcome.task.main_score})"
+                rows.append([
+                    outcome.task.name,
+                    split if entry.get("hf_subset", "default") == "default" else f"{split}/{entry['hf_subset']}",
+                    main,
+                    *[_fmt(entry.get(m)) for m in SUMMARY_METRICS],
+                    _fmt(outcome.result.evaluation_time and round(outcome.result.evaluation_time, 1)),
+                    "stored result" if outcome.reused else "evaluated",
+                ])
+    lines = [f"model: {report.model_name} (revision {report.revision})", "", markdown_table(header, rows)]
+    if report.cache is not None:
+        lines.append("")
+        lines.append(f"embedding cache: {report.cache.hits} texts served, {report.cache.encoded} encoded; "
+                     f"total {report.seconds:.1f} s")
+    return "\n".join(lines)

@@ -1,0 +1,129 @@
+"""Retrieval tasks: declarative specs, and the MTEB protocol that scores one split.
+
+Protocol (MTEB v2, ``AbsTaskRetrieval``): drop queries with no qrels entry; encode the queries
+in one call and the corpus in chunks of ``corpus_chunk_size`` in dataset order; keep the top
+``top_k`` documents per query by the model's similarity; optionally drop a document whose id
+equals the query id; score with trec_eval semantics (:func:`embedscope.metrics.evaluate_ranking`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
+from embedscope.models.base import Encoder
+from embedscope.retrieval.dense import top_k_search
+from embedscope.types import Corpus, Queries, RankedRun, RetrievalData
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetrievalTask:
+    """A retrieval task as data: where its splits come from and how it is scored."""
+
+    name: str
+    load_split: Callable[[str], RetrievalData] = field(repr=False, compare=False)
+    eval_splits: tuple[str, ...] = ("test",)
+    main_score: str = "ndcg_at_10"
+    ignore_identical_ids: bool = False
+    k_values: tuple[int, ...] = DEFAULT_K_VALUES
+    languages: tuple[str, ...] = ("eng-Latn",)
+    dataset_revision: str = "custom"
+    hf_subset: str = "default"
+    description: str = ""
+    source: str = ""
+    type: str = "Retrieval"
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How a retrieval split is searched (defaults are MTEB's)."""
+
+    top_k: int = 1000
+    batch_size: int = 32
+    corpus_chunk_size: int = 50_000
+    show_progress: bool = False
+    limits: int | None = None
+
+
+@dataclass(frozen=True)
+class SplitOutcome:
+    """What scoring one split produced."""
+
+    scores: dict[str, float]
+    run: RankedRun
+    timings: dict[str, float]
+    n_queries: int
+    n_documents: int
+
+
+def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
+    """EvalScope's ``limits``: first ``limits`` queries, their qrels, and only the judged documents.
+
+    Shrinking the corpus to judged documents makes retrieval far easier than on the full corpus,
+    so scores are inflated; a warning says so.
+    """
+    keep = list(range(min(limits, len(data.queries))))
+    queries = data.queries.select(keep)
+    qrels = {qid: dict(data.qrels[qid]) for qid in queries.ids if qid in data.qrels}
+    judged = {doc for docs in qrels.values() for doc in docs}
+    doc_keep = [i for i, doc in enumerate(data.corpus.ids) if doc in judged]
+    warnings.warn(
+        f"limits={limits}: kept {len(queries)} queries and only the {len(doc_keep)} documents judged for them "
+        f"(of {len(data.corpus)}), as EvalScope does. Retrieval among judged documents only is much easier: "
+        "scores are inflated and not comparable with full-corpus results.",
+        stacklevel=2,
+    )
+    return RetrievalData(data.corpus.select(doc_keep), queries, qrels, data.name, data.split, data.source, data.revision)
+
+
+def _corpus_chunks(
+    encoder: Encoder, corpus: Corpus, options: SearchOptions, timings: dict[str, float]
+) -> Iterator[np.ndarray]:
+    for start in range(0, len(corpus), options.corpus_chunk_size):
+        texts = list(corpus.texts[start : start + options.corpus_chunk_size])
+        t0 = time.perf_counter()
+        vectors = encoder.encode(texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress)
+        timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t0
+        yield vectors
+
+
+def dense_search(
+    encoder: Encoder, queries: Queries, corpus: Corpus, options: SearchOptions, timings: dict[str, float] | None = None
+) -> RankedRun:
+    """Encode queries and corpus (chunked) and keep each query's top ``top_k`` documents."""
+    timings = {} if timings is None else timings
+    t0 = time.perf_counter()
+    q_vectors = encoder.encode(
+        list(queries.texts), role="query", batch_size=options.batch_size, show_progress=options.show_progress
+    )
+    timings["encode_queries"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    index, scores = top_k_search(
+        q_vectors, _corpus_chunks(encoder, corpus, options, timings), top_k=options.top_k, similarity=encoder.similarity
+    )
+    timings["search"] = time.perf_counter() - t1 - timings.get("encode_corpus", 0.0)
+    return RankedRun(tuple(queries.ids), tuple(corpus.ids), index, scores)
+
+
+def evaluate_retrieval_split(
+    task: RetrievalTask, data: RetrievalData, encoder: Encoder, options: SearchOptions
+) -> SplitOutcome:
+    """Run MTEB's retrieval protocol on one split and return MTEB-keyed scores."""
+    if options.limits is not None:
+        data = limit_queries(data, options.limits)
+    data = data.with_positives_only()
+    timings: dict[str, float] = {}
+    run = dense_search(encoder, data.queries, data.corpus, options, timings)
+    t0 = time.perf_counter()
+    ranking = evaluate_ranking(data.qrels, run, task.k_values, ignore_identical_ids=task.ignore_identical_ids)
+    scores = ranking.to_mteb()
+    timings["metrics"] = time.perf_counter() - t0
+    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus))

@@ -1,0 +1,1 @@
+"""Deterministic fakes and reference bridges for tests and benchmarks (no model downloads)."""

@@ -1,0 +1,72 @@
+"""Dense exact search against a direct computation, MTEB's torch scores and faiss."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from embedscope.retrieval.dense import similarity_matrix, top_k_search
+
+
+def _data(n_q=37, n_d=503, dim=24, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n_q, dim)).astype(np.float32), rng.standard_normal((n_d, dim)).astype(np.float32)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot"])
+@pytest.mark.parametrize("chunk", [1000, 100, 7])
+@pytest.mark.parametrize("query_block", [4096, 5])
+def test_chunked_search_equals_full_sort(similarity, chunk, query_block):
+    q, d = _data()
+    full = similarity_matrix(torch.from_numpy(q), torch.from_numpy(d), similarity).numpy()
+    idx, scores = top_k_search(q, [d[i : i + chunk] for i in range(0, len(d), chunk)], top_k=50,
+                               similarity=similarity, query_block=query_block)
+    assert idx.shape == (37, 50)
+    expected = np.argsort(-full, axis=1, kind="stable")[:, :50]
+    np.testing.assert_array_equal(idx, expected)
+    # BLAS may round differently for other matrix shapes: exact only when nothing is split
+    exact = chunk >= len(d) and query_block >= len(q)
+    ref = np.take_along_axis(full, expected, 1).astype(np.float64)
+    if exact:
+        np.testing.assert_array_equal(scores, ref)
+    else:
+        np.testing.assert_allclose(scores, ref, rtol=1e-6)
+
+
+def test_scores_are_bit_identical_to_mteb_cos_sim():
+    from mteb.similarity_functions import cos_sim
+
+    q, d = _data(n_q=10, n_d=64)
+    _, scores = top_k_search(q, [d], top_k=64, similarity="cosine")
+    ref = cos_sim(q, d).numpy()
+    assert set(scores.ravel().tolist()) == set(ref.ravel().astype(np.float64).tolist())
+
+
+def test_top_k_larger_than_corpus_and_empty_inputs():
+    q, d = _data(n_q=3, n_d=5)
+    idx, scores = top_k_search(q, [d[:2], d[2:]], top_k=1000)
+    assert idx.shape == (3, 5) and sorted(idx[0].tolist()) == [0, 1, 2, 3, 4]
+    idx, _ = top_k_search(q, [], top_k=10)
+    assert idx.shape == (3, 0)
+    idx, _ = top_k_search(q[:0], [d], top_k=10)
+    assert idx.shape == (0, 0)
+
+
+def test_agrees_with_faiss_inner_product():
+    faiss = pytest.importorskip("faiss")
+    q, d = _data(n_q=50, n_d=2000, dim=32, seed=3)
+    qn = q / np.linalg.norm(q, axis=1, keepdims=True)
+    dn = d / np.linalg.norm(d, axis=1, keepdims=True)
+    index = faiss.IndexFlatIP(32)
+    index.add(dn)
+    f_scores, f_idx = index.search(qn, 10)
+    idx, scores = top_k_search(q, [d], top_k=10, similarity="cosine")
+    np.testing.assert_array_equal(idx, f_idx)
+    np.testing.assert_allclose(scores, f_scores, atol=1e-6)
+
+
+def test_unknown_similarity():
+    q, d = _data(n_q=2, n_d=3)
+    with pytest.raises(ValueError, match="Unknown similarity"):
+        top_k_search(q, [d], similarity="manhattan")
