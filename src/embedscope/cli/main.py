@@ -32,6 +32,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", default=None, help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)")
     p.add_argument("--limits", type=int, default=None, help="EvalScope limits: first N queries, judged docs only (inflates scores)")
     p.add_argument("--corpus-chunk-size", type=int, default=50_000)
+    p.add_argument("--data-dir", default=None, help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
     p.add_argument("--backend", default=None, help="force sentence-transformers | transformers | onnx | static")
     p.add_argument("--pooling", default=None, help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")
     p.add_argument("--max-seq-length", type=int, default=None)
@@ -61,7 +62,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite, save_predictions=args.save_predictions,
             cache=False if args.no_cache else (args.cache_dir or True), limits=args.limits,
             corpus_chunk_size=args.corpus_chunk_size, show_progress=not args.no_progress and sys.stderr.isatty(),
-            model_options=_model_options(args) or None,
+            model_options=_model_options(args) or None, data_dir=args.data_dir,
         )
         if args.tasks:
             kwargs["tasks"] = args.tasks
@@ -118,15 +119,98 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _add_tasks(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tasks", help="list the built-in tasks")
+    p = sub.add_parser("tasks", help="list tasks: built-in (offline) and the MTEB / C-MTEB / ruMTEB catalog",
+                       description="List tasks. Built-in tasks run offline; catalog tasks need their Hugging Face "
+                       "dataset (online, or a local copy passed with --data-dir).")
+    p.add_argument("--type", default=None, help="Retrieval | Reranking | STS | Classification | PairClassification | "
+                   "MultilabelClassification | Clustering")
+    p.add_argument("--language", "-l", default=None, help="ISO 639-3 code such as rus, cmn, eng")
+    p.add_argument("--name", default=None, help="substring of the task name")
+    p.add_argument("--suite", default=None, help="C-MTEB | ruMTEB | MTEB(eng)")
+    p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_tasks)
 
 
 def _cmd_tasks(args: argparse.Namespace) -> int:
-    from embedscope.tasks.registry import list_tasks
+    from embedscope.tasks.registry import task_listing
 
-    for t in list_tasks():
-        print(f"{t.name:24s} {t.type:10s} {t.main_score:12s} {t.description}")
+    rows = task_listing(type=args.type, language=args.language, name=args.name, suite=args.suite)
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    from embedscope.results.table import markdown_table
+
+    print(markdown_table(["task", "type", "languages", "main score", "data"],
+                         [[r["name"], r["type"], ",".join(r["languages"]), r["main_score"], r["data"]] for r in rows]))
+    print(f"{len(rows)} tasks")
+    return 0
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="aggregate result folders: per task, per task type and overall, models side by side")
+    p.add_argument("folders", nargs="+", help="results folders (as written by 'embedscope run' or mteb)")
+    p.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    p.add_argument("--csv", default=None, metavar="FILE", help="also write the tables as CSV to FILE")
+    p.add_argument("--digits", type=int, default=3)
+    p.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from embedscope.results.report import build_report, collect_results
+
+    tables = build_report(collect_results(args.folders), digits=args.digits)
+    print(tables.csv() if args.format == "csv" else tables.markdown())
+    if args.csv:
+        from embedscope.results.store import atomic_write_text
+
+        atomic_write_text(args.csv, tables.csv())
+    return 0
+
+
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="feature-extraction / sentence-similarity evaluator (Spearman x100 on STS pairs)",
+                       description="Encode sentence pairs, cosine similarity, Spearman x100 against the gold "
+                       "scores, printed and written as JSON (the ONNX evaluator's format).")
+    p.add_argument("-m", "--model", required=True, help="ONNX file, model folder or built-in alias")
+    p.add_argument("--model-id", default=None, help="model id recorded in the JSON (default: the model's name)")
+    p.add_argument("--task", default="feature-extraction", help="feature-extraction | sentence-similarity")
+    p.add_argument("--dataset", required=True, help="CSV/JSONL/Parquet file, dataset folder or hub id")
+    p.add_argument("--split", default="test")
+    p.add_argument("--samples", type=int, default=None, help="shuffle with seed 42 and keep N pairs")
+    p.add_argument("--column", action="append", default=None, metavar="KEY=COLUMN",
+                   help="input_column_1=, input_column_2=, score_column= (defaults sentence1, sentence2, score)")
+    p.add_argument("--output", default=None, help="write the JSON here too")
+    p.add_argument("--tokenizer", default=None)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.set_defaults(func=_cmd_eval)
+
+
+def _model_path(encoder, spec: str) -> str:
+    """The file or folder the model was loaded from (aliases resolve to their installed path)."""
+    import re
+
+    source = str(getattr(encoder, "source", "") or spec)
+    match = re.match(r"alias:\S+ \((.*)\)$", source)
+    return match.group(1) if match else source
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from embedscope.evaluation.feature_extraction import evaluate_feature_extraction, parse_column_mapping
+    from embedscope.models.specs import load_encoder
+
+    columns = parse_column_mapping(args.column)
+    encoder = load_encoder(args.model, **({"tokenizer": args.tokenizer} if args.tokenizer else {}))
+    record = evaluate_feature_extraction(
+        encoder, model_id=args.model_id or encoder.name, model_path=_model_path(encoder, args.model),
+        dataset=args.dataset, task=args.task, split=args.split, samples=args.samples, columns=columns,
+        batch_size=args.batch_size,
+    )
+    text = json.dumps(record, indent=2, ensure_ascii=False)
+    print(text)
+    if args.output:
+        from embedscope.results.store import atomic_write_text
+
+        atomic_write_text(args.output, text + "\n")
     return 0
 
 
@@ -137,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"embedscope {__version__}")
     parser.add_argument("--verbose", "-v", action="count", default=0)
     sub = parser.add_subparsers(dest="command")
-    for add in (_add_run, _add_score, _add_models, _add_tasks):
+    for add in (_add_run, _add_score, _add_eval, _add_models, _add_tasks, _add_report):
         add(sub)
     return parser
 

@@ -110,3 +110,45 @@ def _balanced(articles: tuple[Article, ...], limit: int | None) -> tuple[Article
         depth += 1
     order = {a.id: i for i, a in enumerate(articles)}
     return tuple(sorted(picked, key=lambda a: order[a.id]))
+
+
+def gensim_test_data_folder() -> Path:
+    """``gensim/test/test_data`` inside the installed ``gensim`` package (Lee corpus and friends)."""
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataFormatError("The built-in Lee similarity data needs the package 'gensim': pip install gensim==4.4.0")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "test" / "test_data"
+    if not (folder / "lee.cor").is_file():
+        raise DataFormatError(f"{folder / 'lee.cor'} is missing: reinstall gensim==4.4.0")
+    return folder
+
+
+@dataclass(frozen=True)
+class ScoredPairs:
+    """Text pairs with a human similarity score."""
+
+    sentence1: tuple[str, ...]
+    sentence2: tuple[str, ...]
+    scores: tuple[float, ...]
+
+
+@lru_cache(maxsize=1)
+def lee_similarity() -> ScoredPairs:
+    """The Lee et al. (2005) document-similarity set: 50 news documents, 1,225 pairs scored 0–1.
+
+    ``lee.cor`` holds one document per line; ``similarities0-1.txt`` the 50×50 matrix of mean human
+    ratings, of which the upper triangle (i < j, row-major order) gives the pairs.
+    """
+    folder = gensim_test_data_folder()
+    docs = [line.strip() for line in (folder / "lee.cor").read_text(encoding="latin-1").splitlines() if line.strip()]
+    matrix_path = folder / "similarities0-1.txt"
+    rows = [line.split() for line in matrix_path.read_text().splitlines() if line.strip()]
+    if len(docs) != 50 or len(rows) != 50 or any(len(r) != 50 for r in rows):
+        raise DataFormatError(f"{matrix_path}: expected a 50×50 matrix for 50 documents; reinstall gensim==4.4.0")
+    s1, s2, scores = [], [], []
+    for i in range(50):
+        for j in range(i + 1, 50):
+            s1.append(docs[i])
+            s2.append(docs[j])
+            scores.append(float(rows[i][j]))
+    return ScoredPairs(tuple(s1), tuple(s2), tuple(scores))

@@ -24,7 +24,7 @@ from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
 from embedscope.results.schema import TaskResult, now_iso, score_entry
 from embedscope.results.store import OverwriteStrategy, ResultStore, check_strategy, splits_to_run
 from embedscope.tasks.registry import DEFAULT_TASKS, resolve_task
-from embedscope.tasks.retrieval import RetrievalTask, SearchOptions, evaluate_retrieval_split
+from embedscope.tasks.base import SearchOptions, Task
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 class TaskOutcome:
     """One task's result and how it was obtained."""
 
-    task: RetrievalTask
+    task: Task
     result: TaskResult
     path: Path
     reused: bool  # True when served from the result store without running
@@ -96,7 +96,7 @@ def model_meta(encoder: Encoder) -> dict[str, Any]:
 
 
 def _run_task(
-    task: RetrievalTask,
+    task: Task,
     encoder: Encoder,
     store: ResultStore,
     strategy: OverwriteStrategy,
@@ -113,14 +113,11 @@ def _run_task(
     predictions: dict[str, dict[str, dict[str, float]]] = {}
     timings: dict[str, float] = {}
     for split in splits:
-        t0 = time.perf_counter()
-        data = task.load_split(split)
-        timings["load_data"] = timings.get("load_data", 0.0) + time.perf_counter() - t0
-        outcome = evaluate_retrieval_split(task, data, encoder, options)
+        outcome = task.evaluate_split(split, encoder, options)
         for key, value in outcome.timings.items():
             timings[key] = timings.get(key, 0.0) + value
         scores[split] = [score_entry(outcome.scores, task.main_score, task.hf_subset, task.languages)]
-        if save_predictions:
+        if save_predictions and outcome.run is not None:
             predictions[split] = outcome.run.to_dict()
     result = TaskResult(
         task_name=task.name,
@@ -129,16 +126,17 @@ def _run_task(
         evaluation_time=time.perf_counter() - started,
         date=now_iso(),
         evaluation_phases=[{"name": k, "seconds": round(v, 4)} for k, v in timings.items()],
+        extra={"task_type": task.type},
     )
     path = store.save(result)
-    if save_predictions:
+    if predictions:
         store.save_predictions(task.name, {task.hf_subset: predictions})
     return TaskOutcome(task, result, path, reused=False, splits_run=splits, timings=timings)
 
 
 def evaluate(
     model: str | Encoder = "minilm",
-    tasks: Sequence[str | Path | RetrievalTask] = DEFAULT_TASKS,
+    tasks: Sequence[str | Path | Task] = DEFAULT_TASKS,
     *,
     output_folder: str | Path = "results",
     batch_size: int = 32,
@@ -150,6 +148,7 @@ def evaluate(
     corpus_chunk_size: int = 50_000,
     show_progress: bool = True,
     model_options: dict[str, Any] | None = None,
+    data_dir: str | Path | None = None,
 ) -> EvaluationReport:
     """Evaluate one model on retrieval tasks and write MTEB-format results.
 
@@ -166,12 +165,13 @@ def evaluate(
         corpus_chunk_size: documents encoded and scored at once (MTEB's 50,000).
         show_progress: progress bars while encoding.
         model_options: options for :func:`embedscope.models.specs.load_encoder` (pooling, prompts, …).
+        data_dir: folder holding local copies of catalog datasets (``<dir>/<Task>`` in the hub's layout).
     """
     started = time.perf_counter()
     strategy = check_strategy(overwrite)
     if top_k < 1 or batch_size < 1 or corpus_chunk_size < 1:
         raise ConfigError("top_k, batch_size and corpus_chunk_size must be positive integers")
-    resolved = [resolve_task(t) for t in tasks]
+    resolved = [resolve_task(t, data_dir=data_dir) for t in tasks]
     encoder = _with_cache(_as_encoder(model, model_options), cache)
     store = ResultStore(output_folder, encoder.name, encoder.revision)
     store.save_model_meta(model_meta(encoder))

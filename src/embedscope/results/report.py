@@ -1,0 +1,170 @@
+"""Aggregated tables over result folders, as the ruMTEB article shows them.
+
+Per task (main score of each model), per task type (mean of the task scores of that type) and the
+overall mean over tasks, several models side by side. Task scores follow MTEB's ``get_score``:
+the plain mean of ``main_score`` over every (split, subset) entry. The type mean is the mean of
+task scores of that type; "Mean (Task)" is the mean over all tasks and "Mean (TaskType)" the mean
+of the type means (MTEB's two benchmark aggregates). A model missing a task gets an empty cell and
+no aggregate over a set it does not fully cover.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from embedscope.errors import DataFormatError
+from embedscope.results.schema import TaskResult
+from embedscope.results.table import markdown_table
+
+METRIC_NAMES = {
+    "ndcg_at_10": "NDCG@10", "map_at_1000": "MAP@1000", "map": "MAP", "mrr_at_10": "MRR@10",
+    "cosine_spearman": "Spearman (cosine)", "cosine_pearson": "Pearson (cosine)", "accuracy": "Accuracy",
+    "v_measure": "V-measure", "max_ap": "Average precision", "max_accuracy": "Accuracy", "lrap": "LRAP", "f1": "F1",
+}
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One model's score on one task."""
+
+    model: str
+    task: str
+    task_type: str
+    main_metric: str
+    score: float
+    path: Path
+
+
+def infer_task_type(result: TaskResult) -> str:
+    """The task type of a result: recorded by embedscope, else from the catalogs, else from its keys."""
+    recorded = result.extra.get("task_type")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    from embedscope.tasks.catalog import catalog_entry, in_catalog
+    from embedscope.tasks.registry import TASKS
+
+    if result.task_name in TASKS:
+        return TASKS.get(result.task_name).type
+    if in_catalog(result.task_name):
+        return catalog_entry(result.task_name).type
+    keys = {k for entries in result.scores.values() for e in entries for k in e}
+    for key, kind in (("cosine_spearman", "STS"), ("v_measure", "Clustering"), ("max_ap", "PairClassification"),
+                      ("lrap", "MultilabelClassification"), ("accuracy", "Classification"),
+                      ("ndcg_at_10", "Retrieval"), ("map", "Reranking")):
+        if key in keys:
+            return kind
+    return "Unknown"
+
+
+def _main_metric(result: TaskResult) -> str:
+    for entries in result.scores.values():
+        for e in entries:
+            for k, v in e.items():
+                if k != "main_score" and isinstance(v, float) and v == e.get("main_score"):
+                    return k
+    return "main_score"
+
+
+def _model_name(result_file: Path) -> str:
+    meta = result_file.parent / "model_meta.json"
+    if meta.is_file():
+        try:
+            name = json.loads(meta.read_text(encoding="utf-8")).get("name")
+            if isinstance(name, str) and name:
+                return name
+        except json.JSONDecodeError:
+            pass
+    return result_file.parent.parent.name.replace("__", "/")
+
+
+def collect_results(folders: list[str | Path]) -> list[ResultRow]:
+    """Every task result under ``folders`` (``<org__model>/<revision>/<Task>.json``, any depth)."""
+    rows: list[ResultRow] = []
+    for folder in folders:
+        root = Path(folder)
+        if not root.exists():
+            raise DataFormatError(f"{root}: no such results folder")
+        files = [root] if root.is_file() else sorted(root.rglob("*.json"))
+        for path in files:
+            if path.name == "model_meta.json" or path.name.endswith("_predictions.json"):
+                continue
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as e:
+                raise DataFormatError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); remove or fix it") from e
+            if not isinstance(data, dict) or "task_name" not in data or "scores" not in data:
+                continue  # not a task result (some other JSON file in the folder)
+            result = TaskResult.from_dict(data)
+            rows.append(ResultRow(_model_name(path), result.task_name, infer_task_type(result), _main_metric(result),
+                                  result.main_score(), path))
+    if not rows:
+        raise DataFormatError(f"No task results found under {', '.join(map(str, folders))}")
+    return rows
+
+
+@dataclass(frozen=True)
+class ReportTables:
+    """The three tables, as lists of rows (first row = header)."""
+
+    per_task: list[list[str]]
+    per_type: list[list[str]]
+
+    def markdown(self) -> str:
+        return "\n\n".join([
+            "## Per task", markdown_table(self.per_task[0], self.per_task[1:]),
+            "## Per task type (mean over tasks) and overall", markdown_table(self.per_type[0], self.per_type[1:]),
+        ])
+
+    def csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["table", *self.per_task[0]])
+        for row in self.per_task[1:]:
+            writer.writerow(["task", *row])
+        writer.writerow(["table", *self.per_type[0]])
+        for row in self.per_type[1:]:
+            writer.writerow(["type", *row])
+        return out.getvalue()
+
+
+def _mean(values: list[float | None]) -> float | None:
+    if not values or any(v is None for v in values):
+        return None
+    return float(sum(values) / len(values))  # type: ignore[arg-type]
+
+
+def build_report(rows: list[ResultRow], digits: int = 3) -> ReportTables:
+    """Per-task and per-type tables with models as columns.
+
+    >>> from pathlib import Path
+    >>> rows = [ResultRow("m1", "A", "STS", "cosine_spearman", 0.5, Path()),
+    ...         ResultRow("m1", "B", "Retrieval", "ndcg_at_10", 0.25, Path())]
+    >>> build_report(rows).per_type[-1]
+    ['Mean (TaskType)', '', '0.375']
+    """
+    models = list(dict.fromkeys(r.model for r in rows))
+    tasks = list(dict.fromkeys((r.task_type, r.task) for r in sorted(rows, key=lambda r: (r.task_type, r.task))))
+    score = {(r.model, r.task): r.score for r in rows}
+    metric = {r.task: r.main_metric for r in rows}
+    fmt = lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"  # noqa: E731
+    per_task = [["task", "type", "metric", *models]]
+    for kind, task in tasks:
+        per_task.append([task, kind, METRIC_NAMES.get(metric[task], metric[task]),
+                         *[fmt(score.get((m, task))) for m in models]])
+    types = list(dict.fromkeys(kind for kind, _ in tasks))
+    per_type = [["task type", "metric", *models]]
+    type_means: dict[tuple[str, str], float | None] = {}
+    for kind in types:
+        names = [t for k, t in tasks if k == kind]
+        metrics = sorted({METRIC_NAMES.get(metric[t], metric[t]) for t in names})
+        for m in models:
+            type_means[(m, kind)] = _mean([score.get((m, t)) for t in names])
+        per_type.append([f"{kind} ({len(names)})", ", ".join(metrics), *[fmt(type_means[(m, kind)]) for m in models]])
+    per_type.append(["Mean (Task)", "", *[fmt(_mean([score.get((m, t)) for _, t in tasks])) for m in models]])
+    per_type.append(["Mean (TaskType)", "", *[fmt(_mean([type_means[(m, k)] for k in types])) for m in models]])
+    return ReportTables(per_task, per_type)

@@ -1,0 +1,53 @@
+"""What every task type shares: the options a run passes down, and what scoring one split returns.
+
+A task is declarative data (name, type, splits, main score, languages, where its data comes from)
+plus one method, ``evaluate_split(split, encoder, options) -> SplitOutcome``, that runs the task
+type's MTEB protocol on one split. The runner needs nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from embedscope.models.base import Encoder
+from embedscope.types import RankedRun
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Run-wide options (defaults are MTEB's); task types use the ones that apply to them."""
+
+    top_k: int = 1000
+    batch_size: int = 32
+    corpus_chunk_size: int = 50_000
+    show_progress: bool = False
+    limits: int | None = None
+
+
+@dataclass(frozen=True)
+class SplitOutcome:
+    """What scoring one split produced: MTEB-keyed scores, timings, sizes and, for rankings, the run."""
+
+    scores: dict[str, float]
+    run: RankedRun | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    n_queries: int = 0
+    n_documents: int = 0
+
+
+@runtime_checkable
+class Task(Protocol):
+    """The interface the runner uses; every task type's dataclass satisfies it."""
+
+    name: str
+    type: str
+    eval_splits: tuple[str, ...]
+    main_score: str
+    languages: tuple[str, ...]
+    dataset_revision: str
+    hf_subset: str
+    description: str
+    source: str
+
+    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome: ...

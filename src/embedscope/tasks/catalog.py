@@ -1,0 +1,159 @@
+"""The task catalog: MTEB, C-MTEB and ruMTEB tasks as declarative data (``catalog.json``).
+
+Each entry names the task type, the Hugging Face dataset (path and pinned revision), splits,
+languages, main score and the protocol parameters mteb uses. ``scripts/build_catalog.py``
+regenerates the file from the installed ``mteb``; nothing here needs ``mteb`` at run time.
+
+>>> entry = catalog_entry("SciFact")
+>>> entry.type, entry.dataset_path, entry.main_score
+('Retrieval', 'mteb/scifact', 'ndcg_at_10')
+>>> [e.name for e in find_entries(language="rus", type="STS")]
+['RuSTSBenchmarkSTS', 'STS22', 'RUParaPhraserSTS']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from embedscope.errors import ConfigError, UnknownNameError
+
+CATALOG_FILE = Path(__file__).with_name("catalog.json")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One catalog task: where its data lives and how mteb scores it."""
+
+    name: str
+    type: str
+    protocol: str
+    dataset_path: str
+    dataset_revision: str
+    eval_splits: tuple[str, ...]
+    hf_subsets: dict[str, tuple[str, ...]]
+    languages: tuple[str, ...]
+    main_score: str
+    params: dict[str, Any] = field(default_factory=dict)
+    dataset_name: str | None = None
+    stratified_subsample: dict[str, Any] | None = None
+    rename_columns: dict[str, str] = field(default_factory=dict)
+    transform: str = ""
+    description: str = ""
+    reference: str = ""
+    suites: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> CatalogEntry:
+        return cls(
+            name=raw["name"], type=raw["type"], protocol=raw["protocol"],
+            dataset_path=raw["dataset"]["path"], dataset_revision=raw["dataset"]["revision"],
+            dataset_name=raw["dataset"].get("name"), eval_splits=tuple(raw["eval_splits"]),
+            hf_subsets={k: tuple(v) for k, v in raw["hf_subsets"].items()}, languages=tuple(raw["languages"]),
+            main_score=raw["main_score"], params=dict(raw.get("params", {})),
+            stratified_subsample=raw.get("stratified_subsample"), rename_columns=dict(raw.get("rename_columns", {})),
+            transform=raw.get("transform", ""), description=raw.get("description", ""),
+            reference=raw.get("reference", ""), suites=tuple(raw.get("suites", ())),
+        )
+
+    @property
+    def full_languages(self) -> tuple[str, ...]:
+        """ISO 639-3 + script codes of every subset, e.g. ``('eng-Latn',)``."""
+        return tuple(dict.fromkeys(lang for langs in self.hf_subsets.values() for lang in langs))
+
+
+@lru_cache(maxsize=1)
+def _load() -> tuple[dict[str, CatalogEntry], dict[str, str], dict[str, tuple[str, ...]]]:
+    raw = json.loads(CATALOG_FILE.read_text(encoding="utf-8"))
+    entries = {t["name"]: CatalogEntry.from_json(t) for t in raw["tasks"]}
+    return entries, dict(raw.get("aliases", {})), {k: tuple(v) for k, v in raw.get("suites", {}).items()}
+
+
+def catalog_names() -> list[str]:
+    return list(_load()[0])
+
+
+def suites() -> dict[str, tuple[str, ...]]:
+    """Named task lists: ``C-MTEB``, ``ruMTEB`` (17 + 6 tasks), ``MTEB(eng)``."""
+    return dict(_load()[2])
+
+
+def in_catalog(name: str) -> bool:
+    entries, aliases, _ = _load()
+    return name in entries or name in aliases
+
+
+def catalog_entry(name: str) -> CatalogEntry:
+    """The entry for ``name`` (or one of its aliases); unknown names get suggestions."""
+    entries, aliases, _ = _load()
+    name = aliases.get(name, name)
+    if name not in entries:
+        raise UnknownNameError("catalog task", name, list(entries) + list(aliases),
+                               hint="`embedscope tasks` lists every task.")
+    return entries[name]
+
+
+def find_entries(
+    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None
+) -> list[CatalogEntry]:
+    """Catalog entries filtered by type (case-insensitive), language (``rus``, ``eng-Latn``), name substring, suite."""
+    entries, _, suite_map = _load()
+    out = list(entries.values())
+    if suite is not None:
+        if suite not in suite_map:
+            raise UnknownNameError("suite", suite, suite_map)
+        keep = set(suite_map[suite])
+        out = [e for e in out if e.name in keep]
+    if type is not None:
+        out = [e for e in out if e.type.lower() == type.lower()]
+    if language is not None:
+        lang = language.split("-")[0].lower()
+        out = [e for e in out if lang in e.languages]
+    if name is not None:
+        out = [e for e in out if name.lower() in e.name.lower()]
+    return out
+
+
+def local_data_candidates(entry: CatalogEntry, data_dir: str | Path) -> list[Path]:
+    """Where a local copy of ``entry``'s dataset may sit under ``data_dir`` (first existing wins)."""
+    root = Path(data_dir)
+    repo = entry.dataset_path
+    return [root / entry.name, root / repo, root / repo.split("/")[-1], root / repo.replace("/", "__")]
+
+
+def locate_data(entry: CatalogEntry, data_dir: str | Path | None = None, path: str | Path | None = None) -> str:
+    """A local folder holding the task's data in the hub's own layout, or the hub id when online.
+
+    Raises ConfigError, saying how to get the data, when neither is available.
+    """
+    if path is not None:
+        if not Path(path).exists():
+            raise ConfigError(f"{entry.name}: data path {str(path)!r} does not exist")
+        return str(path)
+    tried: list[Path] = []
+    for folder in [data_dir] if data_dir is not None else [os.environ.get("EMBEDSCOPE_DATA_DIR")]:
+        if folder is None:
+            continue
+        for candidate in local_data_candidates(entry, folder):
+            tried.append(candidate)
+            if candidate.exists():
+                return str(candidate)
+    if not _hub_offline():
+        return entry.dataset_path
+    where = f" (looked in {', '.join(str(t) for t in tried)})" if tried else ""
+    raise ConfigError(
+        f"{entry.name} needs its dataset {entry.dataset_path} (revision {entry.dataset_revision[:12]}), and the hub "
+        f"is not reachable offline{where}. On a machine with internet run:\n"
+        f"  huggingface-cli download {entry.dataset_path} --repo-type dataset --revision {entry.dataset_revision} "
+        f"--local-dir DATA/{entry.name}\n"
+        f"then copy DATA here and pass --data-dir DATA (or set EMBEDSCOPE_DATA_DIR)."
+    )
+
+
+def _hub_offline() -> bool:
+    flags = (os.environ.get("HF_HUB_OFFLINE", ""), os.environ.get("HF_DATASETS_OFFLINE", ""))
+    return any(f.strip().lower() in ("1", "true", "yes", "on") for f in flags)

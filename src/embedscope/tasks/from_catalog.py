@@ -1,0 +1,212 @@
+"""Catalog entries → runnable tasks, with data from a local copy in the hub's layout or the hub.
+
+``catalog_task("SciFact", data_dir="data")`` finds ``data/SciFact`` (or ``data/mteb/scifact``,
+``data/scifact``), a copy of the dataset repository as ``huggingface-cli download`` leaves it, and
+builds the task type's object with mteb's protocol parameters from the catalog. Online, without a
+local copy, the dataset comes from the hub at the pinned revision. Tasks with several subsets
+(languages) are named ``Task:subset``, e.g. ``STS22:ru``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from embedscope.errors import ConfigError, DataFormatError
+from embedscope.tasks.base import Task
+from embedscope.tasks.catalog import CatalogEntry, catalog_entry, locate_data
+
+
+def split_name_and_subset(spec: str) -> tuple[str, str | None]:
+    """``"STS22:ru"`` → ``("STS22", "ru")``.
+
+    >>> split_name_and_subset("SciFact")
+    ('SciFact', None)
+    """
+    name, sep, subset = spec.partition(":")
+    return name, (subset or None) if sep else None
+
+
+def choose_subset(entry: CatalogEntry, subset: str | None) -> str:
+    """The hf subset to evaluate: the only one, or the one asked for (checked)."""
+    subsets = list(entry.hf_subsets)
+    if subset is None:
+        if len(subsets) == 1:
+            return subsets[0]
+        raise ConfigError(f"{entry.name} has {len(subsets)} subsets; name one as {entry.name}:SUBSET "
+                          f"(subsets: {', '.join(subsets)})")
+    if subset not in entry.hf_subsets:
+        raise ConfigError(f"{entry.name} has no subset {subset!r}; subsets: {', '.join(subsets)}")
+    return subset
+
+
+def load_hf_table(location: str, entry: CatalogEntry, subset: str, split: str):
+    """One split of a tabular dataset (STS, classification, …) as a ``datasets.Dataset``.
+
+    ``location`` is a local folder (a downloaded dataset repository or a ``save_to_disk`` folder)
+    or the hub id. Column renames that mteb's ``dataset_transform`` does are applied.
+    """
+    import datasets
+
+    folder = Path(location)
+    config = subset if subset != "default" else entry.dataset_name
+    try:
+        if folder.is_dir() and any((folder / f).is_file() for f in ("dataset_dict.json", "dataset_info.json")):
+            loaded = datasets.load_from_disk(str(folder))
+            if isinstance(loaded, datasets.DatasetDict):
+                if split not in loaded:
+                    raise DataFormatError(f"{folder}: no split {split!r}; splits: {', '.join(loaded)}")
+                loaded = loaded[split]
+            ds = loaded
+        elif folder.is_dir():
+            ds = _load_local_repo(folder, config, split)
+        else:
+            ds = datasets.load_dataset(location, config, split=split, revision=entry.dataset_revision)
+    except (ConnectionError, OSError) as e:
+        raise DataFormatError(f"{entry.name}: cannot load {location} ({e}). Offline, download the dataset "
+                              "and pass its folder with --data-dir.") from e
+    for old, new in entry.rename_columns.items():
+        if old in ds.column_names and new not in ds.column_names:
+            ds = ds.rename_column(old, new)
+    return ds
+
+
+def _load_local_repo(folder: Path, config: str | None, split: str):
+    """A downloaded dataset repository: honour its README configs, else guess data files by split name."""
+    import datasets
+
+    try:
+        if config and (folder / config).is_dir() and not (folder / "README.md").is_file():
+            return datasets.load_dataset(str(folder / config), split=split)
+        return datasets.load_dataset(str(folder), config, split=split)
+    except ValueError as e:
+        if "split" in str(e).lower() or "Unknown split" in str(e):
+            raise DataFormatError(f"{folder}: no split {split!r} ({e})") from e
+        raise
+
+
+def _columns(ds, *names: str, where: str) -> list[list[Any]]:
+    missing = [n for n in names if n not in ds.column_names]
+    if missing:
+        raise DataFormatError(f"{where}: column(s) {missing} not found; columns are {ds.column_names}")
+    return [ds[n] for n in names]
+
+
+def catalog_task(spec: str, *, data_dir: str | Path | None = None, path: str | Path | None = None) -> Task:
+    """The runnable task for a catalog name (``Name`` or ``Name:subset``)."""
+    name, subset = split_name_and_subset(spec)
+    entry = catalog_entry(name)
+    subset = choose_subset(entry, subset)
+    location = locate_data(entry, data_dir=data_dir, path=path)
+    builder = _BUILDERS.get(entry.protocol)
+    if builder is None:
+        raise ConfigError(f"{entry.name}: task protocol {entry.protocol!r} is not supported yet")
+    return builder(entry, subset, location)
+
+
+def _common(entry: CatalogEntry, subset: str) -> dict[str, Any]:
+    name = entry.name if len(entry.hf_subsets) == 1 else f"{entry.name}"
+    return {
+        "name": name, "eval_splits": entry.eval_splits, "main_score": entry.main_score,
+        "languages": entry.hf_subsets[subset], "dataset_revision": entry.dataset_revision, "hf_subset": subset,
+        "description": entry.description, "source": entry.dataset_path,
+    }
+
+
+def _retrieval(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.data.detect import load_retrieval
+    from embedscope.tasks.retrieval import RetrievalTask
+
+    def load(split: str):
+        kwargs: dict[str, Any] = {"split": split}
+        if not Path(location).exists():
+            kwargs["revision"] = entry.dataset_revision
+        if subset != "default":
+            kwargs["subset"] = subset
+        return load_retrieval(location, **kwargs)
+
+    params = entry.params
+    return RetrievalTask(
+        load_split=load, ignore_identical_ids=bool(params.get("ignore_identical_ids", False)),
+        k_values=tuple(params.get("k_values", (1, 3, 5, 10, 20, 100, 1000))),
+        type=entry.type, **_common(entry, subset),
+    )
+
+
+def _text_label_columns(entry: CatalogEntry, text: str, label: str) -> tuple[str, str]:
+    return str(entry.params.get("input_column_name", text)), str(entry.params.get("label_column_name", label))
+
+
+def _classification(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.tasks.classification import ClassificationTask, LabelledTexts
+
+    text_col, label_col = _text_label_columns(entry, "text", "label")
+
+    def load(split: str) -> LabelledTexts:
+        ds = load_hf_table(location, entry, subset, split)
+        texts, labels = _columns(ds, text_col, label_col, where=f"{entry.name} {split}")
+        return LabelledTexts(tuple(map(str, texts)), tuple(labels))
+
+    params, sub = entry.params, entry.stratified_subsample or {}
+    return ClassificationTask(
+        load_split=load, train_split=str(params.get("train_split", "train")),
+        samples_per_label=int(params.get("samples_per_label", 8)), n_experiments=int(params.get("n_experiments", 10)),
+        test_subsample_size=sub.get("n_samples"), subsample_splits=tuple(sub.get("splits", ("test",))),
+        type=entry.type, **_common(entry, subset),
+    )
+
+
+def _multilabel(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.tasks.multilabel import MultilabelTask, MultilabelTexts
+
+    text_col, label_col = _text_label_columns(entry, "text", "label")
+
+    def load(split: str) -> MultilabelTexts:
+        ds = load_hf_table(location, entry, subset, split)
+        texts, labels = _columns(ds, text_col, label_col, where=f"{entry.name} {split}")
+        return MultilabelTexts(tuple(map(str, texts)), tuple(tuple(x) for x in labels))
+
+    params = entry.params
+    return MultilabelTask(
+        load_split=load, train_split=str(params.get("train_split", "train")),
+        samples_per_label=int(params.get("samples_per_label", 8)), n_experiments=int(params.get("n_experiments", 10)),
+        max_eval_samples=params.get("max_eval_samples", 3000), type=entry.type, **_common(entry, subset),
+    )
+
+
+def _clustering(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.tasks.classification import LabelledTexts
+    from embedscope.tasks.clustering import ClusteringTask
+
+    text_col, label_col = _text_label_columns(entry, "sentences", "labels")
+    legacy = entry.protocol == "clustering-legacy"
+
+    def load(split: str):
+        ds = load_hf_table(location, entry, subset, split)
+        texts, labels = _columns(ds, text_col, label_col, where=f"{entry.name} {split}")
+        if legacy:  # one row per set: a list of sentences and a list of labels
+            return [LabelledTexts(tuple(map(str, t)), tuple(lab)) for t, lab in zip(texts, labels)]
+        return LabelledTexts(tuple(map(str, texts)), tuple(labels))
+
+    params = entry.params
+    extra: dict[str, Any] = {}
+    if not legacy:
+        extra = {
+            "max_fraction_of_documents_to_embed": params.get("max_fraction_of_documents_to_embed"),
+            "max_document_to_embed": params.get("max_document_to_embed"),
+            "max_documents_per_cluster": int(params.get("max_documents_per_cluster", 16_384)),
+            "n_clusters": int(params.get("n_clusters", 10)),
+            "max_depth": params.get("max_depth"),
+        }
+    return ClusteringTask(load_split=load, protocol="legacy" if legacy else "v2", type=entry.type,
+                          **extra, **_common(entry, subset))
+
+
+_BUILDERS: dict[str, Any] = {
+    "retrieval": _retrieval,
+    "classification": _classification,
+    "multilabel": _multilabel,
+    "clustering-v2": _clustering,
+    "clustering-legacy": _clustering,
+}

@@ -1,0 +1,49 @@
+"""Catalog tasks run from local copies in the hub's layout, and fail helpfully without one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from embedscope.errors import ConfigError
+from embedscope.evaluation.runner import evaluate
+from embedscope.tasks.from_catalog import catalog_task
+from embedscope.testing.fakes import HashEncoder
+
+
+def _jsonl(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_classification_task_from_a_local_hub_copy(tmp_path):
+    labels = ["card_arrival", "card_linking", "exchange_rate"]
+    _jsonl(tmp_path / "mteb" / "banking77" / "train.jsonl",
+           [{"text": f"train text {i} about {labels[i % 3]}", "label": labels[i % 3]} for i in range(60)])
+    _jsonl(tmp_path / "mteb" / "banking77" / "test.jsonl",
+           [{"text": f"test text {i} about {labels[i % 3]}", "label": labels[i % 3]} for i in range(30)])
+    task = catalog_task("Banking77Classification", data_dir=tmp_path)
+    assert (task.type, task.samples_per_label, task.dataset_revision[:7]) == ("Classification", 8, "0fd18e2")
+    report = evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
+    entry = report.outcomes[0].result.scores["test"][0]
+    assert len(entry["scores_per_experiment"]) == 10 and entry["main_score"] == entry["accuracy"]
+
+
+def test_legacy_clustering_rows_are_sets(tmp_path):
+    _jsonl(tmp_path / "TwentyNewsgroupsClustering" / "test.jsonl",
+           [{"sentences": [f"s{i}{j}" for j in range(12)], "labels": [j % 3 for j in range(12)]} for i in range(2)])
+    task = catalog_task("TwentyNewsgroupsClustering", data_dir=tmp_path)
+    report = evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
+    assert 0.0 <= report.outcomes[0].result.main_score() <= 1.0
+
+
+def test_catalog_task_without_data_offline_fails_at_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match="huggingface-cli download mteb/banking77"):
+        evaluate(HashEncoder(), ["Banking77Classification"], output_folder=tmp_path, cache=False, data_dir=tmp_path)
+
+
+def test_multi_subset_task_needs_a_subset():
+    with pytest.raises(ConfigError, match="STS22:SUBSET"):
+        catalog_task("STS22")
