@@ -128,12 +128,33 @@ def _validate(model: type[BaseModel], data: dict[str, Any], where: str) -> BaseM
         for err in e.errors():
             loc = ".".join(str(p) for p in err["loc"])
             if err["type"] == "extra_forbidden":
-                problems.append(f"unknown key {loc!r}")
+                owner = _model_at(model, err["loc"][:-1])
+                problems.append(f"unknown key {loc!r} (Valid keys{' for ' + owner.__name__ if owner else ''}: "
+                                f"{_valid_keys(owner or model)})")
             else:
                 problems.append(f"{loc}: {err['msg']}")
-        raise ConfigError(
-            f"{where}: {'; '.join(problems)}. Valid keys for {model.__name__}: {_valid_keys(model)}"
-        ) from None
+        raise ConfigError(f"{where}: {'; '.join(problems)}") from None
+
+
+def _model_at(model: type[BaseModel], path: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model that owns the field at ``path`` (list indices skipped), for error messages."""
+    import typing
+
+    current: Any = model
+    for part in path:
+        if isinstance(part, int):
+            continue
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        annotation = field.annotation
+        candidates = [annotation, *typing.get_args(annotation)]
+        for c in list(candidates):
+            candidates.extend(typing.get_args(c))
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if current is None:
+            return None
+    return current
 
 
 class Plan:

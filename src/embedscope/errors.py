@@ -23,7 +23,8 @@ class UnknownNameError(EmbedscopeError, KeyError):
 
     def __init__(self, kind: str, name: str, known: Iterable[str], hint: str = "") -> None:
         known = sorted(known)
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        by_lower = {k.lower(): k for k in known}
+        close = [by_lower[c] for c in difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.5)]
         msg = f"Unknown {kind} {name!r}."
         if close:
             msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"

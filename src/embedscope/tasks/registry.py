@@ -125,7 +125,7 @@ def resolve_task(spec: str | Path | Task, *, data_dir: str | Path | None = None)
         return catalog_task(text, data_dir=data_dir)
     from embedscope.errors import UnknownNameError
 
-    raise UnknownNameError("task", text, [*TASKS.names(), *catalog_names()],
+    raise UnknownNameError("task", text, [*(t.name for t in list_tasks()), *catalog_names()],
                            hint="A task can also be a folder of custom data: pass its path.")
 
 
