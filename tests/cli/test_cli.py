@@ -76,7 +76,7 @@ def test_run_on_a_beir_folder_with_the_static_model(tmp_path, capsys):
             "--cache-dir", str(tmp_path / "cache"), "--save-predictions"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "| beir | test |" in out
+    assert "| beir | Retrieval | test |" in out
     assert main([*args, "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)
     assert result["task_name"] == "beir" and result["scores"]["test"][0]["recall_at_3"] == 1.0

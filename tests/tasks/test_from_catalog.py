@@ -47,3 +47,12 @@ def test_catalog_task_without_data_offline_fails_at_once(tmp_path, monkeypatch):
 def test_multi_subset_task_needs_a_subset():
     with pytest.raises(ConfigError, match="STS22:SUBSET"):
         catalog_task("STS22")
+
+
+def test_sts_benchmark_from_a_local_hub_copy(tmp_path):
+    rows = [{"sentence1": f"a {i}", "sentence2": f"b {i % 7}", "score": float(i % 6)} for i in range(20)]
+    _jsonl(tmp_path / "STSBenchmark" / "test.jsonl", rows)
+    task = catalog_task("STSBenchmark", data_dir=tmp_path)
+    assert (task.type, task.max_score, task.main_score) == ("STS", 5, "cosine_spearman")
+    report = evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
+    assert -1.0 <= report.outcomes[0].result.main_score() <= 1.0

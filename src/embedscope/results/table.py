@@ -29,7 +29,7 @@ def _fmt(value: object) -> str:
 
 def summary_table(report: EvaluationReport) -> str:
     """Main score and common retrieval metrics per task and split, with timing and cache use."""
-    header = ["task", "split", "main score", *SUMMARY_METRICS, "seconds", "source"]
+    header = ["task", "type", "split", "main score", *SUMMARY_METRICS, "seconds", "source"]
     rows = []
     for outcome in report.outcomes:
         for split, entries in outcome.result.scores.items():
@@ -37,10 +37,11 @@ def summary_table(report: EvaluationReport) -> str:
                 main = f"{entry.get('main_score', float('nan')):.5f} ({outcome.task.main_score})"
                 rows.append([
                     outcome.task.name,
+                    outcome.task.type,
                     split if entry.get("hf_subset", "default") == "default" else f"{split}/{entry['hf_subset']}",
                     main,
                     *[_fmt(entry.get(m)) for m in SUMMARY_METRICS],
-                    _fmt(outcome.result.evaluation_time and round(outcome.result.evaluation_time, 1)),
+                    "" if outcome.result.evaluation_time is None else f"{outcome.result.evaluation_time:.1f}",
                     "stored result" if outcome.reused else "evaluated",
                 ])
     lines = [f"model: {report.model_name} (revision {report.revision})", "", markdown_table(header, rows)]

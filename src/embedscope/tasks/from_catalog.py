@@ -203,7 +203,21 @@ def _clustering(entry: CatalogEntry, subset: str, location: str) -> Task:
                           **extra, **_common(entry, subset))
 
 
+def _sts(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.tasks.sts import STSData, STSTask
+
+    def load(split: str) -> STSData:
+        ds = load_hf_table(location, entry, subset, split)
+        s1, s2, gold = _columns(ds, "sentence1", "sentence2", "score", where=f"{entry.name} {split}")
+        return STSData(tuple(map(str, s1)), tuple(map(str, s2)), tuple(float(x) for x in gold))
+
+    params = entry.params
+    return STSTask(load_split=load, min_score=params.get("min_score", 0), max_score=params.get("max_score", 5),
+                   type=entry.type, **_common(entry, subset))
+
+
 _BUILDERS: dict[str, Any] = {
+    "sts": _sts,
     "retrieval": _retrieval,
     "classification": _classification,
     "multilabel": _multilabel,

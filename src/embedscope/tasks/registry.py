@@ -16,7 +16,7 @@ TASKS: Registry[Task] = Registry(
     "task", hint="A task can also be a folder of custom data (BEIR or EvalScope layout): pass its path."
 )
 
-DEFAULT_TASKS = ("BBCNewsRetrieval",)
+DEFAULT_TASKS = ("BBCNewsRetrieval", "BBCNewsClustering", "BBCNewsClassification", "LeeDocumentSimilarity")
 
 
 def _builtin_split(loader, split: str) -> RetrievalData:
@@ -79,6 +79,27 @@ def _register_builtin_label_tasks() -> None:
 
 
 _register_builtin_label_tasks()
+
+
+def _register_builtin_sts() -> None:
+    from embedscope.tasks.sts import STSTask, lee_sts_split
+
+    TASKS.add(
+        "LeeDocumentSimilarity",
+        STSTask(
+            name="LeeDocumentSimilarity",
+            load_split=lee_sts_split,
+            min_score=0,
+            max_score=1,
+            description="Lee et al. (2005): 50 news documents, 1,225 pairs with mean human similarity ratings "
+            "(gensim test data); MTEB's STS protocol.",
+            source="gensim==4.4.0",
+            dataset_revision="gensim-4.4.0",
+        ),
+    )
+
+
+_register_builtin_sts()
 
 
 def custom_retrieval_task(

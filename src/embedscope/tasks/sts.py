@@ -1,0 +1,146 @@
+"""Semantic textual similarity with MTEB v2's protocol (``AbsTaskSTS`` + ``AnySTSEvaluator``).
+
+Encode the first sentences, then the second sentences (two calls, in dataset order); predictions are
+``1 − paired cosine distance``, ``−paired manhattan``, ``−paired euclidean`` (scikit-learn) and the
+model's own pairwise similarity; gold scores are normalised ``(x − min) / (max − min)``; Pearson and
+Spearman (scipy) of each against the gold. Main score ``cosine_spearman``.
+
+>>> import numpy as np
+>>> e1 = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]); e2 = np.array([[1.0, 0.1], [1.0, 0.0], [1.0, 0.0]])
+>>> sts_scores(e1, e2, [5.0, 2.5, 0.0])["cosine_spearman"]
+1.0
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embedscope.errors import DataFormatError
+from embedscope.models.base import Encoder, Similarity
+from embedscope.tasks.base import SearchOptions, SplitOutcome
+
+
+@dataclass(frozen=True)
+class STSData:
+    """Sentence pairs with a gold similarity score."""
+
+    sentence1: tuple[str, ...]
+    sentence2: tuple[str, ...]
+    scores: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not len(self.sentence1) == len(self.sentence2) == len(self.scores):
+            raise ValueError("sentence1, sentence2 and scores must have the same length")
+
+
+def pairwise_similarity(e1: np.ndarray, e2: np.ndarray, similarity: Similarity) -> np.ndarray:
+    """The model's pairwise similarity as sentence-transformers computes it (float32 torch)."""
+    import torch
+
+    a, b = torch.from_numpy(np.ascontiguousarray(e1, dtype=np.float32)), torch.from_numpy(
+        np.ascontiguousarray(e2, dtype=np.float32))
+    if similarity == "cosine":
+        a, b = torch.nn.functional.normalize(a, p=2, dim=-1), torch.nn.functional.normalize(b, p=2, dim=-1)
+    return (a * b).sum(dim=-1).numpy()
+
+
+def sts_scores(e1: np.ndarray, e2: np.ndarray, gold: Sequence[float], *, min_score: float = 0, max_score: float = 5,
+               similarity: Similarity = "cosine") -> dict[str, float]:
+    """MTEB's STS metrics for paired embeddings and raw gold scores."""
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics.pairwise import (
+        paired_cosine_distances,
+        paired_euclidean_distances,
+        paired_manhattan_distances,
+    )
+
+    normalized = [(x - min_score) / (max_score - min_score) for x in gold]
+    predictions = {
+        "cosine": (1 - paired_cosine_distances(e1, e2)).tolist(),
+        "manhattan": (-paired_manhattan_distances(e1, e2)).tolist(),
+        "euclidean": (-paired_euclidean_distances(e1, e2)).tolist(),
+        "": pairwise_similarity(e1, e2, similarity).tolist(),
+    }
+    out: dict[str, float] = {}
+    for name, predicted in predictions.items():
+        prefix = f"{name}_" if name else ""
+        out[f"{prefix}pearson"] = float(pearsonr(normalized, predicted)[0])
+        out[f"{prefix}spearman"] = float(spearmanr(normalized, predicted)[0])
+    order = ("pearson", "spearman", "cosine_pearson", "cosine_spearman", "manhattan_pearson", "manhattan_spearman",
+             "euclidean_pearson", "euclidean_spearman")
+    return {k: out[k] for k in order}
+
+
+@dataclass(frozen=True)
+class STSTask:
+    """An STS task as data."""
+
+    name: str
+    load_split: Callable[[str], STSData] = field(repr=False, compare=False)
+    eval_splits: tuple[str, ...] = ("test",)
+    main_score: str = "cosine_spearman"
+    min_score: float = 0
+    max_score: float = 5
+    languages: tuple[str, ...] = ("eng-Latn",)
+    dataset_revision: str = "custom"
+    hf_subset: str = "default"
+    description: str = ""
+    source: str = ""
+    type: str = "STS"
+
+    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
+        t0 = time.perf_counter()
+        data = self.load_split(split)
+        if options.limits is not None:
+            data = STSData(data.sentence1[: options.limits], data.sentence2[: options.limits],
+                           data.scores[: options.limits])
+        t1 = time.perf_counter()
+        kwargs = {"role": "document", "batch_size": options.batch_size, "show_progress": options.show_progress}
+        e1 = encoder.encode(list(data.sentence1), **kwargs)
+        e2 = encoder.encode(list(data.sentence2), **kwargs)
+        t2 = time.perf_counter()
+        scores = sts_scores(e1, e2, data.scores, min_score=self.min_score, max_score=self.max_score,
+                            similarity=encoder.similarity)
+        timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
+        return SplitOutcome(scores, timings=timings, n_queries=len(data.scores))
+
+
+STS_COLUMNS = {"sentence1": ["sentence1", "text1", "s1"], "sentence2": ["sentence2", "text2", "s2"],
+               "score": ["score", "similarity", "label"]}
+
+
+def load_sts_file(path: str | Path, columns: Mapping[str, str] | None = None) -> STSData:
+    """Pairs from a JSONL / CSV / TSV / Parquet file; ``columns`` maps sentence1 / sentence2 / score to names."""
+    from embedscope.data.validate import pick, read_rows
+
+    path = Path(path)
+    names = {k: [columns[k]] if columns and k in columns else v for k, v in STS_COLUMNS.items()}
+    s1, s2, gold = [], [], []
+    for where, row in read_rows(path):
+        s1.append(str(pick(row, names["sentence1"], where, "sentence1")))
+        s2.append(str(pick(row, names["sentence2"], where, "sentence2")))
+        value: Any = pick(row, names["score"], where, "score")
+        try:
+            gold.append(float(value))
+        except (TypeError, ValueError):
+            raise DataFormatError(f"{where}: score {value!r} is not a number") from None
+    if len(gold) < 2:
+        raise DataFormatError(f"{path}: an STS file needs at least two pairs")
+    return STSData(tuple(s1), tuple(s2), tuple(gold))
+
+
+def lee_sts_split(split: str) -> STSData:
+    """The built-in Lee document-similarity set (gensim test data), the only split being ``test``."""
+    from embedscope.data.builtin import lee_similarity
+    from embedscope.errors import ConfigError
+
+    if split != "test":
+        raise ConfigError(f"LeeDocumentSimilarity has only the split 'test', not {split!r}")
+    pairs = lee_similarity()
+    return STSData(pairs.sentence1, pairs.sentence2, pairs.scores)
