@@ -38,9 +38,10 @@ class CustomTask(BaseModel):
     name: str
     data_path: str
     eval_splits: list[str] = Field(default_factory=lambda: ["test"])
-    main_score: str = "ndcg_at_10"
+    main_score: str | None = None  # the type's main score (ndcg_at_10 for retrieval)
     ignore_identical_ids: bool = False
     columns: dict[str, str] | None = None
+    type: str = "Retrieval"  # embedscope extension: STS, PairClassification, Classification, ...
 
 
 class NativeConfig(BaseModel):
@@ -168,15 +169,18 @@ class Plan:
 
 
 def _custom_task_objects(custom: list[CustomTask]) -> list[Any]:
-    from embedscope.tasks.registry import custom_retrieval_task
+    from embedscope.tasks.custom import custom_task, task_type_of
 
-    return [
-        custom_retrieval_task(
-            c.data_path, name=c.name, eval_splits=tuple(c.eval_splits), columns=c.columns,
-            main_score=c.main_score, ignore_identical_ids=c.ignore_identical_ids,
-        )
-        for c in custom
-    ]
+    tasks = []
+    for c in custom:
+        extra: dict[str, Any] = {}
+        if task_type_of(c.type) == "Retrieval":
+            extra["ignore_identical_ids"] = c.ignore_identical_ids
+        elif c.ignore_identical_ids:
+            raise ConfigError(f"custom task {c.name!r}: ignore_identical_ids applies to retrieval tasks only")
+        tasks.append(custom_task(c.data_path, type=c.type, name=c.name, eval_splits=tuple(c.eval_splits),
+                                 columns=c.columns, main_score=c.main_score, **extra))
+    return tasks
 
 
 def _native_plan(cfg: NativeConfig) -> Plan:

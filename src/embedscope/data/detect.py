@@ -1,12 +1,26 @@
 """One entry point for retrieval data: find the layout of a path and load a split.
 
-Layouts, in the order they are recognised:
+Layouts, in the order they are recognised (:func:`detect_layout` names):
 
-1. a ``save_to_disk`` dataset (``dataset_dict.json``), or ``corpus/ queries/ qrels/`` saved datasets;
-2. a local copy of an MTEB-style hub repository (``README.md`` configs or ``corpus/`` + ``queries/`` data);
-3. a BEIR / EvalScope / tables folder (``corpus.*``, ``queries.*``, ``qrels/{split}.*`` or ``qrels.*``);
-4. a single pairs file (``.jsonl``/``.csv``/``.tsv``/``.parquet`` rows of query + relevant passage);
-5. otherwise a Hugging Face hub id such as ``mteb/scifact`` (online only).
+1. ``saved`` — a ``save_to_disk`` dataset (``dataset_dict.json``), or ``corpus/ queries/ qrels/`` saved datasets;
+2. ``beir`` — a BEIR / EvalScope / tables folder: ``corpus.*`` and ``queries.*`` tables with
+   ``qrels/{split}.*`` (BEIR; ``.tsv`` with header ``query-id corpus-id score``) or one split-less
+   ``qrels.*`` (EvalScope's ``qrels.jsonl``; it is the split ``test``). Tables may be JSONL (optionally
+   gzipped), CSV, TSV or Parquet, read with an optional column mapping;
+3. ``hub`` — a local copy of an MTEB-style hub repository (README ``configs:`` or ``corpus/``,
+   ``queries/``, ``default/``/``qrels/`` data subfolders, Parquet/JSONL/CSV/TSV);
+4. ``pairs`` — a single table file of (query, relevant passage) rows;
+5. ``hub-id`` — otherwise a Hugging Face hub id such as ``mteb/scifact`` (online only).
+
+The column mapping (``columns=``) is documented in :mod:`embedscope.data.tabular`; in short,
+``{"id": "doc_id", "text": "body", "title": "headline", "query-id": "qid", "corpus-id": "pid",
+"score": "label"}``, with ``corpus.``/``queries.`` prefixes for keys that apply to one file only.
+
+Every layout goes through the same checks (:mod:`embedscope.data.validate`): malformed lines, missing
+fields, duplicate ids, qrels naming unknown ids, empty texts, unknown splits and non-integer scores
+are :class:`~embedscope.errors.DataFormatError` naming the file, line or field and the fix.
+Document text is ``merge_title(title, text)``; ids are strings; relevance scores are integers; zero
+judgments are kept, and queries without judgments are kept (the task protocol filters them).
 """
 
 from __future__ import annotations
@@ -15,20 +29,28 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from embedscope.data.beir import is_text_folder, load_text_folder
-from embedscope.data.hf import is_hub_layout, is_saved_dataset, load_hub_retrieval, load_saved_retrieval
-from embedscope.data.tabular import load_pairs_file
+from embedscope.data.hf import is_hub_layout, is_saved_dataset, load_hub_retrieval, load_local_hub, load_saved_retrieval
+from embedscope.data.tabular import normalize_columns, load_pairs_file
 from embedscope.data.validate import TABLE_SUFFIXES, suffix_of
-from embedscope.errors import DataFormatError
+from embedscope.errors import ConfigError, DataFormatError
 from embedscope.types import RetrievalData
+
+LAYOUTS = ("saved", "beir", "hub", "pairs", "hub-id")
+
+
+def _looks_like_hub_id(text: str) -> bool:
+    parts = text.split("/")
+    return (len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
+            and all(c.isalnum() or c in "-_." for c in text.replace("/", "")))
 
 
 def detect_layout(path: str | Path) -> str:
-    """``saved`` | ``hub`` | ``beir`` | ``pairs`` | ``hub-id``.
+    """``saved`` | ``beir`` | ``hub`` | ``pairs`` | ``hub-id`` (see the module docstring).
 
     >>> detect_layout("mteb/scifact-that-is-not-a-local-path")
     'hub-id'
     """
-    p = Path(path)
+    p = Path(path).expanduser()
     if p.is_dir():
         if is_saved_dataset(p) or all(is_saved_dataset(p / n) for n in ("corpus", "queries", "qrels")):
             return "saved"
@@ -36,17 +58,23 @@ def detect_layout(path: str | Path) -> str:
             return "beir"
         if is_hub_layout(p):
             return "hub"
+        found = sorted(c.name + ("/" if c.is_dir() else "") for c in p.iterdir() if not c.name.startswith("."))
         raise DataFormatError(
-            f"{p}: not a retrieval dataset folder. Expected corpus.jsonl + queries.jsonl + qrels/<split>.tsv (BEIR), "
-            "corpus.jsonl + queries.jsonl + qrels.jsonl (EvalScope), a Hugging Face dataset copy, or a saved dataset"
+            f"{p}: not a retrieval dataset folder (it holds {', '.join(found[:10]) or 'nothing'}). Expected "
+            "corpus.jsonl + queries.jsonl + qrels/<split>.tsv (BEIR), corpus.jsonl + queries.jsonl + qrels.jsonl "
+            "(EvalScope), corpus/queries/qrels tables (.csv/.parquet), a Hugging Face dataset copy, or a "
+            "save_to_disk dataset"
         )
     if p.is_file():
         if suffix_of(p) not in TABLE_SUFFIXES:
-            raise DataFormatError(f"{p}: unsupported file type; a pairs file must be one of {', '.join(TABLE_SUFFIXES)}")
+            raise DataFormatError(
+                f"{p}: unsupported file type {suffix_of(p)!r}; a pairs file must be one of {', '.join(TABLE_SUFFIXES)}"
+                " (for corpus + queries + qrels, pass their folder)"
+            )
         return "pairs"
-    if str(path).count("/") == 1 and not str(path).startswith((".", "/", "~")):
+    if isinstance(path, str) and _looks_like_hub_id(path):
         return "hub-id"
-    raise DataFormatError(f"{path}: no such file or folder")
+    raise DataFormatError(f"{path}: no such file or folder (a Hugging Face hub id looks like 'owner/name')")
 
 
 def load_retrieval(
@@ -57,15 +85,30 @@ def load_retrieval(
     revision: str | None = None,
     subset: str | None = None,
 ) -> RetrievalData:
-    """Load one split of retrieval data from any supported layout (see the module docstring)."""
+    """Load one split of retrieval data from any supported layout (see the module docstring).
+
+    Args:
+        path: a folder, a pairs file, or a Hugging Face hub id (``owner/name``).
+        split: the split to load; a layout without split information (``qrels.jsonl``, a pairs file)
+            only has ``test``.
+        columns: column mapping for tables, e.g. ``{"id": "doc_id", "text": "body", "title": "headline",
+            "query-id": "qid", "corpus-id": "pid", "score": "label"}`` (all keys: :mod:`embedscope.data.tabular`).
+        revision: the dataset revision (commit) for hub ids; ignored for local data.
+        subset: the subset of a multilingual hub dataset (``<subset>-corpus`` …); None or ``default`` for none.
+    """
+    if not isinstance(split, str) or not split:
+        raise ConfigError(f"split must be a non-empty string such as 'test', got {split!r}")
+    columns = normalize_columns(columns)
     layout = detect_layout(path)
-    p = Path(path)
+    p = Path(path).expanduser()
     if layout == "beir":
         return load_text_folder(p, split=split, columns=columns)
     if layout == "pairs":
         if split != "test":
-            raise DataFormatError(f"{p}: a pairs file has one split, 'test'; asked for {split!r}")
+            raise DataFormatError(f"{p}: no split {split!r}; available: test (a pairs file has one split, 'test')")
         return load_pairs_file(p, columns=columns, split=split)
     if layout == "saved":
-        return load_saved_retrieval(p, split=split)
-    return load_hub_retrieval(str(path), split=split, revision=revision if layout == "hub-id" else None, subset=subset)
+        return load_saved_retrieval(p, split=split, columns=columns)
+    if layout == "hub":
+        return load_local_hub(p, split=split, subset=subset, columns=columns)
+    return load_hub_retrieval(str(path), split=split, revision=revision, subset=subset, columns=columns)

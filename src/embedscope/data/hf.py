@@ -1,19 +1,43 @@
-"""Retrieval data in Hugging Face layouts: the MTEB hub layout (subsets ``corpus``, ``queries``,
-``default``/``qrels`` and optionally ``top_ranked``), a local copy of such a repository, a
-``save_to_disk`` DatasetDict, or a hub id (online, with a pinned revision).
+"""Retrieval data in Hugging Face layouts.
 
-The loading rules are mteb 2.26's ``RetrievalDatasetLoader``: a subset with a single split is used
-whatever split is asked for; ``_id`` columns become ``id``; document text is ``title + " " + text``.
+* **Local copy of an MTEB-style hub repository** — subsets ``corpus``, ``queries`` (or ``query``) and
+  ``default`` (or ``qrels``), either declared by ``configs:`` in the README's YAML header or stored as
+  one subfolder per subset (``corpus/test-00000-of-00001.parquet``, ``default/test.jsonl``, …). Files
+  are read directly (Parquet, JSONL, CSV, TSV), with the same strict checks as every other layout.
+  Subsets of multilingual datasets are ``<subset>-corpus`` / ``<subset>-queries`` / ``<subset>-qrels``.
+* **``save_to_disk`` data** — a ``DatasetDict`` with ``corpus``, ``queries`` and ``qrels`` (or the split
+  name) entries, or three saved datasets in ``corpus/``, ``queries/``, ``qrels/``.
+* **A hub id** such as ``mteb/scifact`` — loaded with ``datasets.load_dataset(id, subset, revision=…)``.
+  Offline (``HF_HUB_OFFLINE=1``) or without network, this fails with a :class:`DataFormatError`
+  saying to download the data and pass its local folder.
+
+The rules are mteb 2.26's ``RetrievalDatasetLoader``: a corpus or queries subset with a single split
+is used whatever split is asked for (the qrels must have the split); ``_id`` columns count as ``id``;
+document text is ``title + " " + text`` stripped.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from embedscope.errors import DataFormatError
-from embedscope.types import Corpus, Queries, RetrievalData, merge_title
+from embedscope.data.tabular import (
+    Rows,
+    _qrels_tsv_rows,
+    build_split,
+    normalize_columns,
+    qrels_from_rows,
+    texts_from_rows,
+)
+from embedscope.data.validate import read_rows, suffix_of, unknown_split
+from embedscope.errors import DataFormatError, EmbedscopeError, MissingDependencyError
+from embedscope.types import RetrievalData
+
+DATA_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv")
+_SHARD = re.compile(r"(-\d{5}-of-\d{5}|-\d+)$")
 
 
 def _offline() -> bool:
@@ -21,136 +45,272 @@ def _offline() -> bool:
                for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
+def _datasets() -> Any:
+    try:
+        import datasets
+    except ImportError as e:  # pragma: no cover - datasets is a dependency
+        raise MissingDependencyError("datasets", "Loading Hugging Face datasets") from e
+    datasets.disable_progress_bars()
+    return datasets
+
+
+# ----------------------------------------------------------------------------------------------- save_to_disk
+
 def is_saved_dataset(folder: Path) -> bool:
-    return folder.is_dir() and any((folder / f).is_file() for f in ("dataset_dict.json", "dataset_info.json"))
+    """A folder written by ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk``."""
+    folder = Path(folder)
+    return folder.is_dir() and ((folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file())
+
+
+def _dataset_rows(ds: Any, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(location, row)`` for a ``datasets.Dataset``, in batches (fast for large corpora)."""
+    n = 0
+    for batch in ds.with_format("arrow").iter(batch_size=65536):
+        for row in batch.to_pylist():
+            n += 1
+            yield f"{label}, row {n}", row
+
+
+def _pick_split(splits: Mapping[str, Any], split: str, where: str, *, strict: bool) -> Any:
+    if split in splits:
+        return splits[split]
+    if not strict and len(splits) == 1:
+        return next(iter(splits.values()))
+    raise unknown_split(split, list(splits), where)
+
+
+def load_saved_retrieval(folder: Path, *, split: str = "test", columns: Mapping[str, str] | None = None
+                         ) -> RetrievalData:
+    """A ``save_to_disk`` DatasetDict with ``corpus``, ``queries`` and ``qrels`` (or ``<split>``) entries, or a
+    folder of three saved datasets ``corpus/``, ``queries/``, ``qrels/`` (each one Dataset or a DatasetDict by
+    split; corpus and queries with a single split are used whatever split is asked for)."""
+    datasets = _datasets()
+    columns = normalize_columns(columns)
+    folder = Path(folder)
+    whole = datasets.load_from_disk(str(folder)) if is_saved_dataset(folder) else None
+
+    def part(name: str) -> tuple[Any, str]:
+        sub = folder / name
+        if is_saved_dataset(sub):
+            loaded = datasets.load_from_disk(str(sub))
+            if isinstance(loaded, datasets.DatasetDict):
+                return _pick_split(loaded, split, str(sub), strict=name == "qrels"), f"{sub} [{split}]"
+            return loaded, str(sub)
+        if isinstance(whole, datasets.DatasetDict):
+            if name in whole:
+                return whole[name], f"{folder} [{name}]"
+            if name == "qrels" and split in whole:
+                return whole[split], f"{folder} [{split}]"
+            if name == "qrels":
+                candidates = [k for k in whole if k not in ("corpus", "queries")]
+                if candidates:
+                    raise unknown_split(split, candidates, folder)
+            raise DataFormatError(f"{folder}: a saved DatasetDict needs a {name!r} entry (found "
+                                  f"{', '.join(whole)}); save corpus, queries and qrels under those names")
+        raise DataFormatError(f"{folder}: no saved {name!r} dataset; save a DatasetDict with corpus, queries and "
+                              "qrels, or save them to corpus/, queries/ and qrels/")
+
+    corpus_ds, corpus_where = part("corpus")
+    queries_ds, queries_where = part("queries")
+    qrels_ds, qrels_where = part("qrels")
+    corpus = texts_from_rows(_dataset_rows(corpus_ds, corpus_where), corpus_where, "corpus", columns)
+    queries = texts_from_rows(_dataset_rows(queries_ds, queries_where), queries_where, "queries", columns)
+    qrels, places = qrels_from_rows(_dataset_rows(qrels_ds, qrels_where), columns)
+    return build_split(corpus, queries, qrels, places, qrels_where, name=folder.name, split=split,
+                       source=str(folder), revision="local")
+
+
+# ------------------------------------------------------------------------------------ local hub repository copy
+
+def _readme_configs(folder: Path) -> list[dict[str, Any]] | None:
+    """The ``configs:`` list of the README's YAML header, or None."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return None
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", text, flags=re.S)
+    if not match or "configs:" not in match.group(1):
+        return None
+    import yaml
+
+    try:
+        meta = yaml.safe_load(match.group(1)) or {}
+    except yaml.YAMLError as e:
+        raise DataFormatError(f"{readme}: the YAML header does not parse ({e}); fix it or remove the README") from None
+    configs = meta.get("configs") if isinstance(meta, dict) else None
+    return configs if isinstance(configs, list) else None
+
+
+def _split_of(path: Path, config_dir: Path) -> str:
+    stem = path.name[: -len(suffix_of(path))]
+    stem = _SHARD.sub("", stem)
+    if path.parent != config_dir and (not stem or stem.isdigit() or stem in ("data", "part")):
+        return path.parent.name
+    return stem or "train"
+
+
+def _data_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and suffix_of(p) in DATA_SUFFIXES
+                  and not any(part.startswith(".") for part in p.relative_to(directory).parts))
+
+
+def local_subsets(folder: Path) -> dict[str, dict[str, list[Path]]]:
+    """Subset name → split → data files of a local hub repository copy (README configs or subfolders)."""
+    folder = Path(folder)
+    configs = _readme_configs(folder)
+    out: dict[str, dict[str, list[Path]]] = {}
+    if configs is not None:
+        for cfg in configs:
+            if not isinstance(cfg, Mapping) or "config_name" not in cfg:
+                continue
+            files = cfg.get("data_files")
+            entries: list[tuple[str, Any]]
+            if files is None:
+                entries = [("train", f"{cfg['config_name']}/**")]
+            elif isinstance(files, (str, list)) and (isinstance(files, str) or all(isinstance(f, str) for f in files)):
+                entries = [("train", files)]
+            elif isinstance(files, Mapping):
+                entries = list(files.items())
+            else:
+                entries = [(str(f.get("split", "train")), f.get("path")) for f in files if isinstance(f, Mapping)]
+            splits: dict[str, list[Path]] = {}
+            for split, patterns in entries:
+                for pattern in [patterns] if isinstance(patterns, str) else list(patterns or []):
+                    matches = sorted(p for p in folder.glob(pattern) if p.is_file() and suffix_of(p) in DATA_SUFFIXES)
+                    splits.setdefault(str(split), []).extend(matches)
+            out[str(cfg["config_name"])] = splits
+        return out
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        splits = {}
+        for path in _data_files(sub):
+            splits.setdefault(_split_of(path, sub), []).append(path)
+        if splits:
+            out[sub.name] = splits
+    return out
 
 
 def is_hub_layout(folder: Path) -> bool:
-    """A local copy of an MTEB-style dataset repository (README configs or corpus/queries subfolders)."""
+    """A local copy of an MTEB-style dataset repository (README configs or corpus/ + queries/ data folders)."""
+    folder = Path(folder)
     if not folder.is_dir():
         return False
-    readme = folder / "README.md"
-    if readme.is_file() and "config_name: corpus" in readme.read_text(encoding="utf-8", errors="replace"):
-        return True
-    return (folder / "corpus").is_dir() and (folder / "queries").is_dir()
+    subsets = local_subsets(folder)
+    return any(name == "corpus" or name.endswith("-corpus") for name in subsets) and any(
+        name in ("queries", "query") or name.endswith("-queries") for name in subsets)
 
 
-def _subfolder_layout(repo: str) -> bool:
-    """A local copy without README configs: one subfolder of data files per subset."""
-    folder = Path(repo)
-    readme = folder / "README.md"
-    return folder.is_dir() and not (readme.is_file() and "config_name:" in readme.read_text(errors="replace"))
+def _file_rows(paths: list[Path], *, qrels: bool = False) -> Rows:
+    for path in paths:
+        if qrels and path.name.lower().endswith(".tsv"):
+            yield from _qrels_tsv_rows(path)
+        else:
+            yield from read_rows(path)
 
 
-def _configs(repo: str, revision: str | None) -> list[str]:
-    import datasets
+def load_local_hub(folder: Path, *, split: str = "test", subset: str | None = None,
+                   columns: Mapping[str, str] | None = None) -> RetrievalData:
+    """One split of a local copy of an MTEB-style hub repository."""
+    columns = normalize_columns(columns)
+    folder = Path(folder)
+    subsets = local_subsets(folder)
+    prefix = f"{subset}-" if subset and subset != "default" else ""
 
-    if _subfolder_layout(repo):
-        return sorted(p.name for p in Path(repo).iterdir() if p.is_dir() and not p.name.startswith("."))
-    return list(datasets.get_dataset_config_names(repo, revision=revision))
+    def files(candidates: list[str], *, strict: bool) -> tuple[list[Path], str]:
+        for config in candidates:
+            if config in subsets:
+                if not subsets[config]:
+                    raise DataFormatError(f"{folder}: subset {config!r} has no data files")
+                paths = _pick_split(subsets[config], split, f"{folder} (subset {config!r})", strict=strict)
+                return paths, config
+        raise DataFormatError(f"{folder}: no subset {' or '.join(repr(c) for c in candidates)}; found "
+                              f"{', '.join(subsets) or 'none'}")
 
-
-def _split(repo: str, config: str, split: str, revision: str | None) -> str:
-    import datasets
-
-    if _subfolder_layout(repo):
-        return split
-    splits = list(datasets.get_dataset_split_names(repo, config_name=config, revision=revision))
-    if split in splits:
-        return split
-    if len(splits) == 1:
-        return splits[0]
-    raise DataFormatError(f"{repo} ({config}): no split {split!r}; available: {', '.join(splits)}")
-
-
-def _load(repo: str, config: str, split: str, revision: str | None):
-    import datasets
-
-    if _subfolder_layout(repo):
-        folder = Path(repo) / config
-        if not folder.is_dir():
-            raise DataFormatError(f"{repo}: no subset folder {config!r}; found {', '.join(_configs(repo, None))}")
-        loaded = datasets.load_dataset(str(folder))
-        if split in loaded:
-            return loaded[split]
-        if len(loaded) == 1:
-            return next(iter(loaded.values()))
-        raise DataFormatError(f"{folder}: no split {split!r}; available: {', '.join(loaded)}")
-    return datasets.load_dataset(repo, config, split=_split(repo, config, split, revision), revision=revision)
+    corpus_files, _ = files([f"{prefix}corpus"], strict=False)
+    queries_files, _ = files(["query", f"{prefix}queries"] if not prefix else [f"{prefix}queries"], strict=False)
+    qrels_files, _ = files([f"{prefix}qrels"] if prefix else ["default", "qrels"], strict=True)
+    where = lambda paths: str(paths[0]) if len(paths) == 1 else f"{paths[0].parent} ({len(paths)} files)"  # noqa: E731
+    corpus = texts_from_rows(_file_rows(corpus_files), where(corpus_files), "corpus", columns, allow_empty=True)
+    queries = texts_from_rows(_file_rows(queries_files), where(queries_files), "queries", columns, allow_empty=True)
+    qrels, places = qrels_from_rows(_file_rows(qrels_files, qrels=True), columns)
+    return build_split(corpus, queries, qrels, places, where(qrels_files), name=folder.name, split=split,
+                       source=str(folder), revision="local")
 
 
-def _ids(ds, where: str) -> list[str]:
-    column = "_id" if "_id" in ds.column_names else "id"
-    if column not in ds.column_names:
-        raise DataFormatError(f"{where}: no 'id' or '_id' column (columns: {ds.column_names})")
-    return [str(x) for x in ds[column]]
+# ------------------------------------------------------------------------------------------------ hub ids
+
+def _hub_failure(repo: str, error: BaseException) -> DataFormatError:
+    why = "HF_HUB_OFFLINE is set" if _offline() else f"{type(error).__name__}: {error}"
+    return DataFormatError(
+        f"{repo}: cannot load the dataset from the Hugging Face hub ({why}). Download it where the hub is "
+        f"reachable (e.g. `huggingface-cli download --repo-type dataset {repo} --local-dir <folder>`) and pass "
+        "the local folder instead."
+    )
 
 
 def load_hub_retrieval(repo: str, *, split: str = "test", revision: str | None = None,
-                       subset: str | None = None) -> RetrievalData:
-    """Corpus, queries and qrels of ``repo`` (hub id or local repository copy), as mteb loads them."""
-    import datasets
+                       subset: str | None = None, columns: Mapping[str, str] | None = None) -> RetrievalData:
+    """Corpus, queries and qrels of ``repo`` (hub id, or any local layout), as mteb loads them.
 
-    datasets.disable_progress_bars()
+    Published datasets may hold empty texts; they are kept with a warning (MTEB encodes them as they are).
+    """
+    if Path(repo).is_dir():
+        from embedscope.data.detect import load_retrieval
+
+        return load_retrieval(repo, split=split, subset=subset, columns=columns)
+    columns = normalize_columns(columns)
+    datasets = _datasets()
     prefix = f"{subset}-" if subset and subset != "default" else ""
     try:
-        configs = _configs(repo, revision)
-        corpus_ds = _load(repo, f"{prefix}corpus", split, revision)
-        q_config = "query" if "query" in configs else f"{prefix}queries"
-        queries_ds = _load(repo, q_config, split, revision)
+        configs = list(datasets.get_dataset_config_names(repo, revision=revision))
+
+        def load(config: str, *, strict: bool) -> Any:
+            splits = list(datasets.get_dataset_split_names(repo, config_name=config, revision=revision))
+            chosen = _pick_split({s: s for s in splits}, split, f"{repo} (subset {config!r})", strict=strict)
+            return datasets.load_dataset(repo, config, split=chosen, revision=revision)
+
+        corpus_ds = load(f"{prefix}corpus", strict=False)
+        queries_ds = load("query" if "query" in configs and not prefix else f"{prefix}queries", strict=False)
         qrels_config = f"{prefix}qrels" if prefix else ("default" if "default" in configs else "qrels")
-        qrels_ds = _load(repo, qrels_config, split, revision)
-    except (ConnectionError, OSError) as e:
-        hint = " (HF_HUB_OFFLINE is set)" if _offline() else ""
-        raise DataFormatError(f"{repo}: cannot load the dataset{hint}: {e}. Download it where the hub is reachable "
-                              "and pass the local folder instead.") from e
-    titles = corpus_ds["title"] if "title" in corpus_ds.column_names else [""] * len(corpus_ds)
-    corpus = Corpus(tuple(_ids(corpus_ds, f"{repo} corpus")),
-                    tuple(merge_title(t, x) for t, x in zip(titles, corpus_ds["text"])))
-    queries = Queries(tuple(_ids(queries_ds, f"{repo} queries")), tuple(str(x) for x in queries_ds["text"]))
-    qrels: dict[str, dict[str, int]] = {}
-    for row in qrels_ds.select_columns(["query-id", "corpus-id", "score"]):
-        qrels.setdefault(str(row["query-id"]), {})[str(row["corpus-id"])] = int(row["score"])
-    return RetrievalData(corpus, queries, qrels, name=Path(repo).name, split=split, source=repo,
-                         revision=revision or "local")
+        qrels_ds = load(qrels_config, strict=True)
+    except EmbedscopeError:
+        raise
+    except Exception as e:  # network, offline mode, missing repository, …
+        raise _hub_failure(repo, e) from e
+    corpus = texts_from_rows(_dataset_rows(corpus_ds, f"{repo} corpus"), f"{repo} corpus", "corpus", columns,
+                             allow_empty=True)
+    queries = texts_from_rows(_dataset_rows(queries_ds, f"{repo} queries"), f"{repo} queries", "queries", columns,
+                              allow_empty=True)
+    qrels, places = qrels_from_rows(_dataset_rows(qrels_ds, f"{repo} qrels"), columns)
+    return build_split(corpus, queries, qrels, places, f"{repo} qrels", name=repo.rsplit("/", 1)[-1], split=split,
+                       source=repo, revision=revision or "main")
 
 
 def load_top_ranked(repo: str, *, split: str = "test", revision: str | None = None,
                     subset: str | None = None) -> dict[str, list[str]] | None:
-    """The ``top_ranked`` candidates of a reranking dataset, or None when it has none."""
+    """The ``top_ranked`` candidates of a reranking dataset (local copy or hub id), or None when it has none."""
     prefix = f"{subset}-" if subset and subset != "default" else ""
-    if f"{prefix}top_ranked" not in _configs(repo, revision):
-        return None
-    ds = _load(repo, f"{prefix}top_ranked", split, revision)
-    return {str(r["query-id"]): [str(d) for d in r["corpus-ids"]] for r in ds}
-
-
-def load_saved_retrieval(folder: Path, *, split: str = "test") -> RetrievalData:
-    """A ``save_to_disk`` DatasetDict with ``corpus``, ``queries`` and ``qrels`` entries, or a folder of
-    three saved datasets ``corpus/``, ``queries/``, ``qrels/`` (each with the split, or a single one)."""
-    import datasets
-
-    def part(name: str) -> Any:
-        loaded = datasets.load_from_disk(str(folder / name)) if (folder / name).is_dir() else None
-        if loaded is None:
-            whole = datasets.load_from_disk(str(folder))
-            if not isinstance(whole, datasets.DatasetDict) or name not in whole:
-                raise DataFormatError(f"{folder}: a saved dataset needs '{name}' (found {list(whole) if isinstance(whole, datasets.DatasetDict) else 'one Dataset'})")
-            return whole[name]
-        if isinstance(loaded, datasets.DatasetDict):
-            if split in loaded:
-                return loaded[split]
-            if len(loaded) == 1:
-                return next(iter(loaded.values()))
-            raise DataFormatError(f"{folder / name}: no split {split!r}; available: {', '.join(loaded)}")
-        return loaded
-
-    corpus_ds, queries_ds, qrels_ds = part("corpus"), part("queries"), part("qrels")
-    titles = corpus_ds["title"] if "title" in corpus_ds.column_names else [""] * len(corpus_ds)
-    corpus = Corpus(tuple(_ids(corpus_ds, f"{folder} corpus")),
-                    tuple(merge_title(t, x) for t, x in zip(titles, corpus_ds["text"])))
-    queries = Queries(tuple(_ids(queries_ds, f"{folder} queries")), tuple(str(x) for x in queries_ds["text"]))
-    qrels: dict[str, dict[str, int]] = {}
-    for row in qrels_ds:
-        qrels.setdefault(str(row["query-id"]), {})[str(row["corpus-id"])] = int(row["score"])
-    return RetrievalData(corpus, queries, qrels, name=folder.name, split=split, source=str(folder))
+    config = f"{prefix}top_ranked"
+    if Path(repo).is_dir():
+        subsets = local_subsets(Path(repo))
+        if config not in subsets:
+            return None
+        rows = _file_rows(_pick_split(subsets[config], split, f"{repo} (subset {config!r})", strict=False))
+    else:
+        datasets = _datasets()
+        try:
+            if config not in datasets.get_dataset_config_names(repo, revision=revision):
+                return None
+            splits = list(datasets.get_dataset_split_names(repo, config_name=config, revision=revision))
+            chosen = _pick_split({s: s for s in splits}, split, f"{repo} (subset {config!r})", strict=False)
+            rows = _dataset_rows(datasets.load_dataset(repo, config, split=chosen, revision=revision), repo)
+        except EmbedscopeError:
+            raise
+        except Exception as e:
+            raise _hub_failure(repo, e) from e
+    out: dict[str, list[str]] = {}
+    for where, row in rows:
+        ids = row.get("corpus-ids")
+        if not isinstance(ids, (list, tuple)):
+            raise DataFormatError(f"{where}: top_ranked rows need 'query-id' and a list 'corpus-ids'")
+        out[str(row.get("query-id"))] = [str(d) for d in ids]
+    return out

@@ -1,25 +1,58 @@
-"""Corpus, queries and qrels from JSONL / CSV / TSV / Parquet files, with a column mapping.
+"""Corpus, queries and qrels from JSONL / CSV / TSV / Parquet tables, with a column mapping; pairs files.
 
-Column mapping keys (all optional; defaults in brackets):
+**Column mapping** (``columns=``): keys are the fields embedscope needs, values are your column names.
 
-* ``id`` [``_id``, ``id``], ``text`` [``text``], ``title`` [``title``]: corpus and queries;
-  ``corpus.id`` / ``corpus.text`` / ``corpus.title`` / ``queries.id`` / ``queries.text`` override per file;
-* ``query-id`` [``query-id``, ``query_id``, ``qid``], ``corpus-id`` [``corpus-id``, ``corpus_id``, ``doc_id``,
-  ``docid``, ``pid``], ``score`` [``score``, ``relevance``, ``label``]: qrels;
-* ``query`` [``query``, ``question``], ``positive`` [``positive``, ``pos``, ``passage``, ``answer``]: a pairs file.
+===============================  =================================================  ===========================
+key                              used for                                           looked for when not mapped
+===============================  =================================================  ===========================
+``id``                           id column of corpus *and* queries                  ``_id``, ``id``
+``text``                         text column of corpus *and* queries                ``text``
+``title``                        title column of the corpus (optional)              ``title``
+``corpus.id`` ``corpus.text``    the corpus only (override ``id`` / ``text`` /
+``corpus.title``                 ``title``)
+``queries.id`` ``queries.text``  the queries only
+``query-id``                     query id column of qrels and pairs files           ``query-id``, ``query_id``,
+                                                                                    ``qid``
+``corpus-id``                    document id column of qrels and pairs files        ``corpus-id``, ``corpus_id``,
+                                                                                    ``doc-id``, ``doc_id``,
+                                                                                    ``docid``, ``pid``
+``score``                        relevance column of qrels                          ``score``, ``relevance``,
+                                                                                    ``rel``, ``label``
+``query``                        query text of a pairs file                         ``query``, ``question``,
+                                                                                    ``anchor``
+``positive``                     relevant passage(s) of a pairs file                ``positive``, ``pos``,
+                                                                                    ``passage``, ``answer``
+``negative``                     non-relevant passage(s) of a pairs file (become    ``negative``, ``neg``
+                                 unjudged corpus documents)
+===============================  =================================================  ===========================
+
+A per-file key (``corpus.text``) names the only column used for that file. A general key
+(``text``) is looked for first, then the defaults, so one mapping can serve a corpus with
+``body`` and queries with ``text``. ``qrels.query-id``, ``qrels.corpus-id`` and ``qrels.score`` are
+accepted as spellings of the qrels keys. Unknown keys are a :class:`~embedscope.errors.ConfigError`.
+
+Document text is ``merge_title(title, text)`` (MTEB's ``(title + " " + text).strip()``); query text is
+kept as given. Ids are strings; relevance scores are integers.
 
 >>> column_names({"text": "body"}, "corpus", "text")
+['body', 'text']
+>>> column_names({"corpus.text": "body"}, "corpus", "text")
 ['body']
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from embedscope.data.validate import (
+    add_judgment,
     as_id,
     as_relevance,
+    as_text,
+    check_columns,
     check_qrels_ids,
     check_texts,
     check_unique,
@@ -29,101 +62,269 @@ from embedscope.data.validate import (
 from embedscope.errors import DataFormatError
 from embedscope.types import Corpus, Queries, RetrievalData, merge_title
 
+Rows = Iterable[tuple[str, Mapping[str, Any]]]
+"""``(location, row)`` pairs, as :func:`embedscope.data.validate.read_rows` yields them."""
+
 DEFAULTS: dict[str, list[str]] = {
     "id": ["_id", "id"],
     "text": ["text"],
     "title": ["title"],
     "query-id": ["query-id", "query_id", "qid"],
-    "corpus-id": ["corpus-id", "corpus_id", "doc_id", "docid", "pid"],
-    "score": ["score", "relevance", "label"],
-    "query": ["query", "question"],
+    "corpus-id": ["corpus-id", "corpus_id", "doc-id", "doc_id", "docid", "pid"],
+    "score": ["score", "relevance", "rel", "label"],
+    "query": ["query", "question", "anchor"],
     "positive": ["positive", "pos", "passage", "answer"],
+    "negative": ["negative", "neg"],
 }
+
+COLUMN_KEYS: tuple[str, ...] = (
+    "id", "text", "title", "corpus.id", "corpus.text", "corpus.title", "queries.id", "queries.text",
+    "query-id", "corpus-id", "score", "qrels.query-id", "qrels.corpus-id", "qrels.score",
+    "query", "positive", "negative",
+)
+"""Every key a column mapping may use (see the module docstring)."""
+
+KEY_ALIASES: dict[str, str] = {"query_id": "query-id", "qid": "query-id", "corpus_id": "corpus-id",
+                               "doc_id": "corpus-id", "doc-id": "corpus-id", "docid": "corpus-id", "pid": "corpus-id",
+                               "relevance": "score", "label": "score", "_id": "id", "pos": "positive",
+                               "neg": "negative"}
+"""Other spellings accepted as mapping keys (``{"doc_id": "pid"}`` means ``{"corpus-id": "pid"}``)."""
+
+
+def normalize_columns(columns: Mapping[str, str] | None) -> dict[str, str] | None:
+    """Check a column mapping and rewrite key aliases; unknown keys are a ConfigError.
+
+    >>> normalize_columns({"doc_id": "pid", "qrels.qid": "q", "text": "body"})
+    {'corpus-id': 'pid', 'qrels.query-id': 'q', 'text': 'body'}
+    """
+    if columns is None:
+        return None
+    if not isinstance(columns, Mapping):
+        check_columns(columns, COLUMN_KEYS)  # raises
+    out: dict[str, str] = {}
+    for key, value in columns.items():
+        prefix, _, field = str(key).rpartition(".")
+        canonical = (f"{prefix}." if prefix else "") + KEY_ALIASES.get(field, field)
+        out[canonical] = value
+    check_columns(out, COLUMN_KEYS)
+    return out
 
 
 def column_names(columns: Mapping[str, str] | None, file_kind: str, field: str) -> list[str]:
-    """Names to look for: the per-file mapping, else the general mapping, else the defaults."""
+    """Column names to look for, in order: a per-file mapping alone, else a general mapping then the defaults."""
     columns = columns or {}
-    for key in (f"{file_kind}.{field}", field):
-        if key in columns:
-            return [columns[key]]
-    return DEFAULTS[field]
+    specific = f"{file_kind}.{field}"
+    if specific in columns:
+        return [columns[specific]]
+    defaults = DEFAULTS[field]
+    if field in columns:
+        return [columns[field], *(d for d in defaults if d != columns[field])]
+    return list(defaults)
+
+
+def texts_from_rows(rows: Rows, source: str | Path, kind: str, columns: Mapping[str, str] | None = None, *,
+                    allow_empty: bool = False) -> tuple[list[str], list[str]]:
+    """Ids and texts of a corpus (``kind="corpus"``, title merged) or query set (``kind="queries"``), checked.
+
+    Checks: the id and text fields exist (the error says how to map them), ids are unique (both
+    lines named) and no text is empty. ``allow_empty=True`` (published hub datasets, which MTEB
+    evaluates as they are) turns empty texts into a warning.
+    """
+    is_corpus = kind == "corpus"
+    id_names = column_names(columns, kind, "id")
+    text_names = column_names(columns, kind, "text")
+    title_names = column_names(columns, kind, "title") if is_corpus else []
+    ids: list[str] = []
+    texts: list[str] = []
+    first_seen: dict[str, str] = {}
+    noun = "document" if is_corpus else "query"
+    for where, row in rows:
+        id_ = as_id(pick(row, id_names, where, "id"), where, "id")
+        text = as_text(pick(row, text_names, where, "text"), where, "text")
+        if is_corpus:
+            title = None
+            for name in title_names:
+                title = row.get(name)
+                if title is not None:
+                    break
+            text = merge_title(as_text(title, where, "title") if title is not None else "", text)
+        previous = first_seen.setdefault(id_, where)
+        if previous is not where:
+            check_unique([(id_, previous), (id_, where)], source, noun)
+        ids.append(id_)
+        texts.append(text)
+    if not ids:
+        raise DataFormatError(f"{source}: no {'documents' if is_corpus else 'queries'} found (the file is empty)")
+    try:
+        check_texts(ids, texts, source, "documents" if is_corpus else "queries")
+    except DataFormatError as e:
+        if not allow_empty:
+            raise
+        warnings.warn(f"{e} (kept, as MTEB does for published datasets)", stacklevel=2)
+    return ids, texts
 
 
 def read_texts(path: Path, file_kind: str, columns: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
     """Ids and texts (title merged the MTEB way) of a corpus or queries file, checked."""
-    ids: list[str] = []
-    texts: list[str] = []
-    places: list[tuple[str, str]] = []
-    id_names = column_names(columns, file_kind, "id")
-    text_names = column_names(columns, file_kind, "text")
-    title_names = column_names(columns, file_kind, "title")
-    for where, row in read_rows(path):
-        id_ = as_id(pick(row, id_names, where, "id"), where, "id")
-        text = pick(row, text_names, where, "text")
-        title = pick(row, title_names, where, "title", required=False) if file_kind == "corpus" else None
-        ids.append(id_)
-        texts.append(merge_title(str(title) if title is not None else "", str(text)))
-        places.append((id_, where))
-    check_unique(places, path, "document" if file_kind == "corpus" else "query")
-    check_texts(ids, texts, path, "documents" if file_kind == "corpus" else "queries")
-    return ids, texts
+    return texts_from_rows(read_rows(path), path, file_kind, columns)
 
 
-def read_qrels_rows(path: Path, columns: Mapping[str, str] | None = None
+def qrels_from_rows(rows: Rows, columns: Mapping[str, str] | None = None
                     ) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], str]]:
-    """``{qid: {doc: relevance}}`` from a qrels table, and where each judgment came from."""
+    """``{qid: {doc: relevance}}`` and where each judgment came from. Zero judgments are kept."""
     qrels: dict[str, dict[str, int]] = {}
     places: dict[tuple[str, str], str] = {}
     q_names = column_names(columns, "qrels", "query-id")
     d_names = column_names(columns, "qrels", "corpus-id")
     s_names = column_names(columns, "qrels", "score")
-    for where, row in read_rows(path):
+    for where, row in rows:
         qid = as_id(pick(row, q_names, where, "query-id"), where, "query-id")
         doc = as_id(pick(row, d_names, where, "corpus-id"), where, "corpus-id")
-        qrels.setdefault(qid, {})[doc] = as_relevance(pick(row, s_names, where, "score"), where)
-        places[(qid, doc)] = where
+        add_judgment(qrels, places, qid, doc, as_relevance(pick(row, s_names, where, "score"), where), where)
     return qrels, places
+
+
+def _qrels_tsv_rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
+    """Rows of a qrels ``.tsv``: with a header (BEIR ``query-id corpus-id score``) or without one
+    (``qid docid score``, or TREC ``qid 0 docid rel``). A header is a first line whose last cell is not a number.
+    """
+    with open(path, encoding="utf-8-sig") as f:
+        lines = [(n, line.rstrip("\r\n")) for n, line in enumerate(f, start=1)]
+    lines = [(n, line) for n, line in lines if line.strip()]
+    if not lines:
+        return []
+    first = lines[0][1].split("\t")
+    try:
+        float(first[-1])
+        header = None
+    except ValueError:
+        header = [c.strip() for c in first]
+        lines = lines[1:]
+    out = []
+    for n, line in lines:
+        cells = [c.strip() for c in line.split("\t")]
+        where = f"{path}, line {n}"
+        if header is not None:
+            if len(cells) != len(header):
+                raise DataFormatError(
+                    f"{where}: {len(cells)} tab-separated cells, but the header has {len(header)} "
+                    f"({', '.join(header)}); qrels lines are 'query-id<TAB>corpus-id<TAB>score'"
+                )
+            out.append((where, dict(zip(header, cells))))
+        elif len(cells) == 3:
+            out.append((where, {"query-id": cells[0], "corpus-id": cells[1], "score": cells[2]}))
+        elif len(cells) == 4:
+            out.append((where, {"query-id": cells[0], "corpus-id": cells[2], "score": cells[3]}))
+        else:
+            raise DataFormatError(
+                f"{where}: expected 3 tab-separated cells 'query-id corpus-id score' (BEIR, with that header line), "
+                f"got {len(cells)}"
+            )
+    return out
+
+
+def read_qrels_rows(path: Path, columns: Mapping[str, str] | None = None
+                    ) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], str]]:
+    """``{qid: {doc: relevance}}`` from a qrels table, and where each judgment came from."""
+    path = Path(path)
+    rows = _qrels_tsv_rows(path) if path.name.lower().endswith(".tsv") else read_rows(path)
+    return qrels_from_rows(rows, columns)
+
+
+def build_split(corpus: tuple[list[str], list[str]], queries: tuple[list[str], list[str]],
+                qrels: dict[str, dict[str, int]], places: Mapping[tuple[str, str], str], qrels_source: str | Path, *,
+                name: str, split: str, source: str, revision: str = "custom") -> RetrievalData:
+    """Check the qrels against corpus and queries, and build the split (queries without qrels are kept)."""
+    doc_ids, doc_texts = corpus
+    query_ids, query_texts = queries
+    check_qrels_ids(qrels, places, set(query_ids), set(doc_ids), qrels_source)
+    return RetrievalData(Corpus(tuple(doc_ids), tuple(doc_texts)), Queries(tuple(query_ids), tuple(query_texts)),
+                         qrels, name=name, split=split, source=source, revision=revision)
 
 
 def assemble(corpus_path: Path, queries_path: Path, qrels: dict[str, dict[str, int]],
              places: dict[tuple[str, str], str], qrels_path: Path, *, columns: Mapping[str, str] | None,
              name: str, split: str) -> RetrievalData:
-    """Read corpus and queries, check the qrels against them, and build the split."""
-    doc_ids, doc_texts = read_texts(corpus_path, "corpus", columns)
-    query_ids, query_texts = read_texts(queries_path, "queries", columns)
-    check_qrels_ids(qrels, places, set(query_ids), set(doc_ids), qrels_path)
-    return RetrievalData(Corpus(tuple(doc_ids), tuple(doc_texts)), Queries(tuple(query_ids), tuple(query_texts)),
-                         qrels, name=name, split=split, source=str(corpus_path.parent))
+    """Read corpus and queries files, check the qrels against them, and build the split."""
+    return build_split(read_texts(corpus_path, "corpus", columns), read_texts(queries_path, "queries", columns),
+                       qrels, places, qrels_path, name=name, split=split, source=str(corpus_path.parent))
+
+
+def _passages(value: Any, where: str, field: str) -> list[str]:
+    """One passage or a list of passages (FlagEmbedding's ``pos``/``neg`` lists)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for item in items:
+        text = as_text(item, where, field).strip()
+        if not text:
+            raise DataFormatError(f"{where}: empty {field} passage; remove it or fill it in")
+        out.append(text)
+    return out
 
 
 def load_pairs_file(path: Path, *, columns: Mapping[str, str] | None = None, split: str = "test") -> RetrievalData:
-    """A file of (query, relevant passage) rows → corpus of distinct passages, queries, qrels.
+    """A file of (query, relevant passage) rows → corpus of distinct passages, queries, qrels (relevance 1).
 
-    Optional ``query-id`` / ``corpus-id`` columns give the ids; otherwise identical query texts share
-    one query (``q1``, ``q2``, …) and identical passages one document (``d1``, …).
+    Accepted rows: ``{"query", "positive"}`` (also ``question``/``anchor`` and ``pos``/``passage``/``answer``),
+    where the passage may be a list (FlagEmbedding ``{"query", "pos": [...], "neg": [...]}``); an optional
+    ``negative`` / ``neg`` passage or list adds unjudged distractor documents. Optional ``query-id`` /
+    ``corpus-id`` columns give the ids (only with a single positive); otherwise identical query texts
+    share one query (``q1``, ``q2``, …) and identical passages one document (``d1``, …), in order of first
+    appearance. Texts are stripped of surrounding whitespace.
     """
+    columns = normalize_columns(columns)
+    path = Path(path)
     q_names, p_names = column_names(columns, "pairs", "query"), column_names(columns, "pairs", "positive")
+    n_names = column_names(columns, "pairs", "negative")
     qid_names, did_names = column_names(columns, "pairs", "query-id"), column_names(columns, "pairs", "corpus-id")
     queries: dict[str, str] = {}
     docs: dict[str, str] = {}
     by_query_text: dict[str, str] = {}
     by_doc_text: dict[str, str] = {}
+    first_place: dict[tuple[str, str], str] = {}
     qrels: dict[str, dict[str, int]] = {}
+
+    def doc_id_for(text: str) -> str:
+        if text not in by_doc_text:
+            did = f"d{len(by_doc_text) + 1}"
+            while did in docs:  # an explicit id elsewhere already uses this name
+                did += "_"
+            by_doc_text[text] = did
+        return by_doc_text[text]
+
+    def remember(store: dict[str, str], kind: str, key: str, text: str, where: str) -> None:
+        old = store.setdefault(key, text)
+        if old != text:
+            raise DataFormatError(
+                f"{where}: {kind} id {key!r} is used for two different texts (first at {first_place[(kind, key)]}); "
+                "ids must identify one text"
+            )
+        first_place.setdefault((kind, key), where)
+
     for where, row in read_rows(path):
-        q_text = str(pick(row, q_names, where, "query")).strip()
-        p_text = str(pick(row, p_names, where, "positive")).strip()
-        if not q_text or not p_text:
-            raise DataFormatError(f"{where}: empty query or passage text; remove the row or fill it in")
+        q_text = as_text(pick(row, q_names, where, "query"), where, "query").strip()
+        if not q_text:
+            raise DataFormatError(f"{where}: empty query text; remove the row or fill it in")
+        positives = _passages(pick(row, p_names, where, "positive"), where, "positive")
+        negative_value = pick(row, n_names, where, "negative", required=False)
+        negatives = _passages(negative_value, where, "negative") if negative_value is not None else []
         qid_raw = pick(row, qid_names, where, "query-id", required=False)
         did_raw = pick(row, did_names, where, "corpus-id", required=False)
-        qid = as_id(qid_raw, where, "query-id") if qid_raw is not None else by_query_text.setdefault(
-            q_text, f"q{len(by_query_text) + 1}")
-        did = as_id(did_raw, where, "corpus-id") if did_raw is not None else by_doc_text.setdefault(
-            p_text, f"d{len(by_doc_text) + 1}")
-        for store, key, text, kind in ((queries, qid, q_text, "query"), (docs, did, p_text, "document")):
-            if store.setdefault(key, text) != text:
-                raise DataFormatError(f"{where}: {kind} id {key!r} is used for two different texts; ids must be unique")
-        qrels.setdefault(qid, {})[did] = 1
+        if qid_raw is not None:
+            qid = as_id(qid_raw, where, "query-id")
+        else:
+            qid = by_query_text.setdefault(q_text, f"q{len(by_query_text) + 1}")
+        remember(queries, "query", qid, q_text, where)
+        if did_raw is not None and len(positives) != 1:
+            raise DataFormatError(f"{where}: a 'corpus-id' needs exactly one positive passage, got {len(positives)}")
+        for text in positives:
+            did = as_id(did_raw, where, "corpus-id") if did_raw is not None else doc_id_for(text)
+            remember(docs, "document", did, text, where)
+            qrels.setdefault(qid, {})[did] = 1
+        for text in negatives:
+            did = doc_id_for(text)
+            remember(docs, "document", did, text, where)
+    if not queries:
+        raise DataFormatError(f"{path}: no rows found (the file is empty)")
     return RetrievalData(Corpus(tuple(docs), tuple(docs.values())), Queries(tuple(queries), tuple(queries.values())),
                          qrels, name=path.stem, split=split, source=str(path))

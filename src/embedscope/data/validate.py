@@ -1,17 +1,31 @@
-"""Strict reading and checking of input files; every error names the file, the line or field, and the fix."""
+"""Strict reading and checking of input files; every error names the file, the line or field, and the fix.
+
+All loaders in :mod:`embedscope.data` go through these helpers, so a bad row is reported the same
+way whatever the layout: ``<file>, line <n>: <what is wrong>; <how to fix it>``.
+
+>>> as_relevance("2", "qrels.tsv, line 3")
+2
+>>> as_id(7.0, "corpus.parquet, row 1", "id")
+'7'
+"""
 
 from __future__ import annotations
 
 import csv
-import gzip
-import json
+import difflib
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from embedscope.errors import DataFormatError
+from embedscope.data.jsonl import iter_jsonl
+from embedscope.errors import ConfigError, DataFormatError
 
 TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv", ".parquet")
+"""File types a corpus, queries, qrels or pairs table may have (JSON lines, delimited text, Parquet)."""
+
+SHOW = 5
+"""How many offending items an error message lists before ``and N more``."""
 
 
 def suffix_of(path: Path) -> str:
@@ -22,106 +36,195 @@ def suffix_of(path: Path) -> str:
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank line; malformed JSON names the file and line."""
-    opener = gzip.open if suffix_of(path) == ".jsonl.gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(
-                    f"{path}, line {lineno}: malformed JSON ({e.msg} at column {e.colno}). Each line must be one "
-                    "JSON object, e.g. {\"_id\": \"d1\", \"text\": \"...\"}"
-                ) from e
-            if not isinstance(obj, dict):
-                raise DataFormatError(f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+    return iter_jsonl(path)
+
+
+def _csv_field_limit() -> None:
+    try:
+        csv.field_size_limit(sys.maxsize)
+    except OverflowError:  # pragma: no cover - 32-bit platforms
+        csv.field_size_limit(2**31 - 1)
 
 
 def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(location, row)`` for a JSONL / CSV / TSV / Parquet file; location is ``file, line N`` or ``file, row N``."""
+    path = Path(path)
     kind = suffix_of(path)
     if kind in (".jsonl", ".jsonl.gz", ".json"):
-        for lineno, obj in read_jsonl(path):
+        for lineno, obj in iter_jsonl(path):
             yield f"{path}, line {lineno}", obj
     elif kind in (".csv", ".tsv"):
-        with open(path, newline="", encoding="utf-8") as f:
+        _csv_field_limit()
+        with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f, delimiter="\t" if kind == ".tsv" else ",")
             for row in reader:
-                yield f"{path}, line {reader.line_num}", dict(row)
+                if None in row:  # more cells than header names
+                    raise DataFormatError(
+                        f"{path}, line {reader.line_num}: {len(reader.fieldnames or []) + len(row[None])} cells but "
+                        f"the header has {len(reader.fieldnames or [])} ({', '.join(reader.fieldnames or [])}); "
+                        "quote cells that contain the delimiter"
+                    )
+                yield f"{path}, line {reader.line_num}", row
     elif kind == ".parquet":
         import pyarrow.parquet as pq
 
-        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
-            yield f"{path}, row {i}", row
+        try:
+            parquet = pq.ParquetFile(path)
+        except Exception as e:  # pyarrow raises several types for broken files
+            raise DataFormatError(f"{path}: not a readable Parquet file ({e})") from None
+        n = 0
+        for batch in parquet.iter_batches(batch_size=65536):
+            for row in batch.to_pylist():
+                n += 1
+                yield f"{path}, row {n}", row
     else:
         raise DataFormatError(f"{path}: unsupported file type {kind!r}; use one of {', '.join(TABLE_SUFFIXES)}")
 
 
 def pick(row: Mapping[str, Any], names: Sequence[str], where: str, field: str, *, required: bool = True) -> Any:
-    """The value of the first of ``names`` present in ``row``; a missing required field is explained."""
+    """The value of the first of ``names`` present (and not null) in ``row``; a missing required field is explained."""
     for name in names:
-        if name in row and row[name] is not None:
-            return row[name]
+        value = row.get(name)
+        if value is not None:
+            return value
     if not required:
         return None
+    present = [n for n in names if n in row]
+    if present:
+        detail = f"field {present[0]!r} is null/empty"
+    else:
+        detail = f"looked for {', '.join(repr(n) for n in names)}"
     raise DataFormatError(
-        f"{where}: missing field {field!r} (looked for {', '.join(repr(n) for n in names)}; the row has "
-        f"{', '.join(repr(k) for k in row) or 'no fields'}). Rename it, or map it with columns={{{field!r}: '<name>'}}"
+        f"{where}: missing field {field!r} ({detail}; the row has {', '.join(repr(k) for k in row) or 'no fields'}). "
+        f"Rename it, or map it with columns={{{field!r}: '<name>'}}"
     )
 
 
 def as_id(value: Any, where: str, field: str) -> str:
+    """An id as a string (``7`` and ``7.0`` both give ``'7'``); empty ids are rejected."""
+    if isinstance(value, bool) or isinstance(value, (list, dict)):
+        raise DataFormatError(f"{where}: {field} must be a string or an integer, got {value!r}")
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     text = str(value).strip()
     if not text:
-        raise DataFormatError(f"{where}: empty {field}")
+        raise DataFormatError(f"{where}: empty {field}; every row needs a non-empty {field}")
     return text
+
+
+def as_text(value: Any, where: str, field: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, dict)):
+        raise DataFormatError(f"{where}: {field} must be a string, got a {type(value).__name__}")
+    return str(value)
 
 
 def as_relevance(value: Any, where: str) -> int:
     """An integer relevance judgment (``"1"``, ``1`` and ``1.0`` are accepted)."""
+    if isinstance(value, bool):
+        return int(value)
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise DataFormatError(f"{where}: relevance score {value!r} is not a number; use integers such as 0, 1, 2")
+        raise DataFormatError(
+            f"{where}: relevance score {value!r} is not a number; use integers such as 0, 1, 2"
+        ) from None
     if not number.is_integer():
-        raise DataFormatError(f"{where}: relevance score {value!r} is not an integer; use graded integers 0, 1, 2, …")
+        raise DataFormatError(
+            f"{where}: relevance score {value!r} is not an integer; use graded integers 0, 1, 2, … "
+            "(round or threshold fractional labels first)"
+        )
     return int(number)
+
+
+def shown(items: Sequence[str]) -> str:
+    """``'a', 'b' and 3 more``."""
+    text = ", ".join(repr(i) for i in items[:SHOW])
+    return text + (f" and {len(items) - SHOW} more" if len(items) > SHOW else "")
 
 
 def check_unique(ids: Iterable[tuple[str, str]], path: Path | str, kind: str) -> None:
     """``ids`` = ``(id, location)`` pairs; a repeated id names both places."""
     seen: dict[str, str] = {}
     for id_, where in ids:
-        if id_ in seen:
-            raise DataFormatError(f"{where}: duplicate {kind} id {id_!r} (first at {seen[id_]}); ids must be unique "
-                                  f"in {path}")
-        seen[id_] = where
+        first = seen.setdefault(id_, where)
+        if first is not where and first != where:
+            raise DataFormatError(
+                f"{where}: duplicate {kind} id {id_!r} (first at {first}); ids must be unique in {path}"
+            )
 
 
 def check_texts(ids: Sequence[str], texts: Sequence[str], path: Path | str, kind: str) -> None:
-    empty = [i for i, t in zip(ids, texts) if not t.strip()]
+    """No empty (or whitespace-only) texts; names the offending ids."""
+    empty = [i for i, t in zip(ids, texts) if not t or t.isspace()]
     if empty:
-        shown = ", ".join(repr(e) for e in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
-        raise DataFormatError(f"{path}: {len(empty)} {kind} with empty text ({shown}); remove them or fill them in")
+        raise DataFormatError(
+            f"{path}: {len(empty)} {kind} with empty text ({shown(empty)}); remove them or fill them in"
+        )
 
 
 def check_qrels_ids(qrels: Mapping[str, Mapping[str, int]], locations: Mapping[tuple[str, str], str],
                     query_ids: set[str], doc_ids: set[str], path: Path | str) -> None:
-    """Every judged query and document must exist."""
+    """Every judged query and document must exist; the message lists the first few offenders with their lines."""
+    bad_queries: list[tuple[str, str]] = []
+    bad_docs: list[tuple[str, str, str]] = []
     for qid, docs in qrels.items():
         if qid not in query_ids:
-            where = locations.get((qid, next(iter(docs), "")), str(path))
-            raise DataFormatError(f"{where}: qrels name query {qid!r}, which is not among the queries; fix the id or "
-                                  "add the query")
+            bad_queries.append((qid, locations.get((qid, next(iter(docs), "")), str(path))))
         for doc in docs:
             if doc not in doc_ids:
-                raise DataFormatError(f"{locations.get((qid, doc), path)}: qrels name document {doc!r} (query {qid!r}), "
-                                      "which is not in the corpus; fix the id or add the document")
+                bad_docs.append((qid, doc, locations.get((qid, doc), str(path))))
+    if bad_queries:
+        where = bad_queries[0][1]
+        more = "" if len(bad_queries) == 1 else f"; {len(bad_queries)} unknown query ids in all: " + shown(
+            [q for q, _ in bad_queries])
+        raise DataFormatError(
+            f"{where}: qrels name query {bad_queries[0][0]!r}, which is not among the queries{more}. Fix the ids "
+            "or add the queries"
+        )
+    if bad_docs:
+        qid, doc, where = bad_docs[0]
+        more = "" if len(bad_docs) == 1 else f"; {len(bad_docs)} unknown document ids in all: " + ", ".join(
+            f"{d!r} ({w.rsplit(', ', 1)[-1]})" for _, d, w in bad_docs[:SHOW]) + (
+            f" and {len(bad_docs) - SHOW} more" if len(bad_docs) > SHOW else "")
+        raise DataFormatError(
+            f"{where}: qrels name document {doc!r} (query {qid!r}), which is not in the corpus{more}. Fix the ids "
+            "or add the documents"
+        )
+
+
+def add_judgment(qrels: dict[str, dict[str, int]], places: dict[tuple[str, str], str], qid: str, doc: str,
+                 relevance: int, where: str) -> None:
+    """Record one judgment; the same pair judged twice with different scores is an error naming both lines."""
+    docs = qrels.setdefault(qid, {})
+    old = docs.get(doc)
+    if old is not None and old != relevance:
+        raise DataFormatError(
+            f"{where}: query {qid!r} / document {doc!r} is judged {relevance}, but {places[(qid, doc)]} judged it "
+            f"{old}; keep one judgment per pair"
+        )
+    docs[doc] = relevance
+    places.setdefault((qid, doc), where)
 
 
 def unknown_split(split: str, available: Sequence[str], where: str | Path) -> DataFormatError:
-    return DataFormatError(f"{where}: no split {split!r}; available: {', '.join(sorted(available)) or 'none'}")
+    """The error for a split that does not exist; lists the available ones."""
+    return DataFormatError(
+        f"{where}: no split {split!r}; available: {', '.join(sorted(available)) or 'none'}. Pass one of them as split="
+    )
+
+
+def check_columns(columns: Mapping[str, str] | None, known: Sequence[str]) -> None:
+    """A column mapping may only use ``known`` keys, and map them to non-empty column names."""
+    if columns is None:
+        return
+    if not isinstance(columns, Mapping):
+        raise ConfigError(f"columns must be a mapping such as {{'text': 'body'}}, got {type(columns).__name__}")
+    for key, value in columns.items():
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=2, cutoff=0.5)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise ConfigError(f"columns: unknown key {key!r}.{hint} Known keys: {', '.join(known)}")
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"columns[{key!r}] must be a column name (a non-empty string), got {value!r}")

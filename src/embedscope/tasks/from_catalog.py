@@ -99,7 +99,7 @@ def catalog_task(spec: str, *, data_dir: str | Path | None = None, path: str | P
     entry = catalog_entry(name)
     subset = choose_subset(entry, subset)
     location = locate_data(entry, data_dir=data_dir, path=path)
-    builder = _BUILDERS.get(entry.protocol)
+    builder = _reranking if entry.type == "Reranking" else _BUILDERS.get(entry.protocol)
     if builder is None:
         raise ConfigError(f"{entry.name}: task protocol {entry.protocol!r} is not supported yet")
     return builder(entry, subset, location)
@@ -216,7 +216,45 @@ def _sts(entry: CatalogEntry, subset: str, location: str) -> Task:
                    type=entry.type, **_common(entry, subset))
 
 
+def _unwrap_single_row(values: list[Any]) -> list[Any]:
+    """mteb's older pair-classification datasets store a whole split as one row of lists."""
+    return list(values[0]) if len(values) == 1 and isinstance(values[0], (list, tuple)) else list(values)
+
+
+def _pair_classification(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.tasks.pair_classification import PairClassificationTask, PairData
+
+    label_col = str(entry.params.get("label_column_name", "labels"))
+
+    def load(split: str) -> PairData:
+        ds = load_hf_table(location, entry, subset, split)
+        s1, s2, labels = _columns(ds, "sentence1", "sentence2", label_col, where=f"{entry.name} {split}")
+        s1, s2, labels = _unwrap_single_row(s1), _unwrap_single_row(s2), _unwrap_single_row(labels)
+        return PairData(tuple(map(str, s1)), tuple(map(str, s2)), tuple(int(x) for x in labels))
+
+    return PairClassificationTask(load_split=load, type=entry.type, **_common(entry, subset))
+
+
+def _reranking(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.data.hf import load_hub_retrieval, load_top_ranked
+    from embedscope.tasks.reranking import RerankingData, RerankingTask
+
+    def load(split: str) -> RerankingData:
+        revision = None if Path(location).exists() else entry.dataset_revision
+        sub = None if subset == "default" else subset
+        data = load_hub_retrieval(location, split=split, revision=revision, subset=sub)
+        top = load_top_ranked(location, split=split, revision=revision, subset=sub)
+        if top is None:
+            raise DataFormatError(f"{entry.name}: {location} has no 'top_ranked' subset, which reranking needs")
+        return RerankingData(data.queries, data.corpus, data.qrels, {q: tuple(d) for q, d in top.items()})
+
+    return RerankingTask(load_split=load, protocol="v2",
+                         k_values=tuple(entry.params.get("k_values", (1, 3, 5, 10, 20, 100, 1000))),
+                         type=entry.type, **_common(entry, subset))
+
+
 _BUILDERS: dict[str, Any] = {
+    "pair-classification": _pair_classification,
     "sts": _sts,
     "retrieval": _retrieval,
     "classification": _classification,

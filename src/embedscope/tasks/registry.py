@@ -139,6 +139,11 @@ def resolve_task(spec: str | Path | Task, *, data_dir: str | Path | None = None)
         return TASKS.get(text)
     if Path(text).exists():
         return custom_retrieval_task(text)
+    from embedscope.tasks.custom import custom_task, split_type_prefix
+
+    typed = split_type_prefix(text)
+    if typed is not None:
+        return custom_task(typed[1], type=typed[0])
     from embedscope.tasks.catalog import catalog_names, in_catalog
     from embedscope.tasks.from_catalog import catalog_task, split_name_and_subset
 

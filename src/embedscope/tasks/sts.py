@@ -1,6 +1,7 @@
 """Semantic textual similarity with MTEB v2's protocol (``AbsTaskSTS`` + ``AnySTSEvaluator``).
 
-Encode the first sentences, then the second sentences (two calls, in dataset order); predictions are
+Encode the first sentences, then the second sentences (two calls, in dataset order, no prompt type:
+embedscope role ``"document"``; duplicate texts are encoded as often as they occur, as in mteb); predictions are
 ``1 − paired cosine distance``, ``−paired manhattan``, ``−paired euclidean`` (scikit-learn) and the
 model's own pairwise similarity; gold scores are normalised ``(x − min) / (max − min)``; Pearson and
 Spearman (scipy) of each against the gold. Main score ``cosine_spearman``.
@@ -37,6 +38,15 @@ class STSData:
     def __post_init__(self) -> None:
         if not len(self.sentence1) == len(self.sentence2) == len(self.scores):
             raise ValueError("sentence1, sentence2 and scores must have the same length")
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def head(self, n: int | None) -> STSData:
+        """The first ``n`` pairs (all when ``n`` is None)."""
+        if n is None or n >= len(self):
+            return self
+        return STSData(self.sentence1[:n], self.sentence2[:n], self.scores[:n])
 
 
 def pairwise_similarity(e1: np.ndarray, e2: np.ndarray, similarity: Similarity) -> np.ndarray:
@@ -95,11 +105,9 @@ class STSTask:
     type: str = "STS"
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
+        """Load ``split`` (its first ``options.limits`` pairs if set) and score it with mteb's protocol."""
         t0 = time.perf_counter()
-        data = self.load_split(split)
-        if options.limits is not None:
-            data = STSData(data.sentence1[: options.limits], data.sentence2[: options.limits],
-                           data.scores[: options.limits])
+        data = self.load_split(split).head(options.limits)
         t1 = time.perf_counter()
         kwargs = {"role": "document", "batch_size": options.batch_size, "show_progress": options.show_progress}
         e1 = encoder.encode(list(data.sentence1), **kwargs)

@@ -1,0 +1,108 @@
+"""Fast, strict JSON-lines reading: every malformed line is reported with its file and line number.
+
+``orjson`` is used when it is installed (about 3x faster than :mod:`json`); results are identical.
+Files ending in ``.gz`` are decompressed on the fly.
+
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "corpus.jsonl"
+>>> _ = path.write_text('{"_id": "d1", "text": "x"}\\n\\n{"_id": "d2", "text": "y"}\\n')
+>>> [(n, row["_id"]) for n, row in iter_jsonl(path)]
+[(1, 'd1'), (3, 'd2')]
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from embedscope.errors import DataFormatError
+
+try:  # optional speed-up
+    import orjson as _orjson
+
+    def _loads(line: bytes) -> Any:
+        return _orjson.loads(line)
+
+    _DECODE_ERRORS: tuple[type[Exception], ...] = (_orjson.JSONDecodeError, json.JSONDecodeError)
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+    def _loads(line: bytes) -> Any:
+        return json.loads(line)
+
+    _DECODE_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
+
+EXAMPLE = '{"_id": "d1", "text": "..."}'
+
+
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+
+
+def _explain(path: Path, lineno: int, line: bytes, error: Exception) -> DataFormatError:
+    try:  # the stdlib gives the clearest message and column
+        json.loads(line.decode("utf-8"))
+        detail = str(error)
+    except UnicodeDecodeError as e:
+        detail = f"not valid UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8"
+    except json.JSONDecodeError as e:
+        detail = f"{e.msg} at column {e.colno}"
+    return DataFormatError(
+        f"{path}, line {lineno}: malformed JSON ({detail}). Each line must be one JSON object, e.g. {EXAMPLE}"
+    )
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSON-lines file (1-based line numbers).
+
+    Raises :class:`DataFormatError` naming the file and line for malformed JSON or a line that is
+    not a JSON object.
+    """
+    path = Path(path)
+    with _open_binary(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
+                line = line[3:]
+            try:
+                obj = _loads(line)
+            except _DECODE_ERRORS as e:
+                raise _explain(path, lineno, line, e) from None
+            if not isinstance(obj, dict):
+                raise DataFormatError(
+                    f"{path}, line {lineno}: expected a JSON object such as {EXAMPLE}, got a JSON "
+                    f"{type(obj).__name__}"
+                )
+            yield lineno, obj
+
+
+def read_json(path: str | Path) -> Any:
+    """A whole JSON document; a syntax error names the file, line and column."""
+    path = Path(path)
+    with _open_binary(path) as f:
+        raw = f.read()
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"{path}: not valid UTF-8 ({e.reason}); save the file as UTF-8") from None
+    except json.JSONDecodeError as e:
+        raise DataFormatError(f"{path}, line {e.lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+
+
+def looks_like_jsonl(path: str | Path) -> bool:
+    """True when the first non-blank line is a complete JSON object (JSON lines rather than one document)."""
+    with _open_binary(Path(path)) as f:
+        for line in f:
+            if line.strip():
+                stripped = line.strip().lstrip(b"\xef\xbb\xbf")
+                if not stripped.startswith(b"{"):
+                    return False
+                try:
+                    return isinstance(_loads(stripped), dict)
+                except _DECODE_ERRORS:
+                    return False
+    return False

@@ -1,0 +1,107 @@
+"""Custom tasks of every type from local files, for the CLI (``TYPE:PATH``), config files and the API.
+
+>>> task_type_of("sts")
+'STS'
+>>> split_type_prefix("pairclassification:./pairs.csv")
+('PairClassification', './pairs.csv')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from embedscope.errors import ConfigError, UnknownNameError
+from embedscope.tasks.base import Task
+
+TYPE_ALIASES = {
+    "retrieval": "Retrieval", "sts": "STS", "pairclassification": "PairClassification",
+    "pair-classification": "PairClassification", "classification": "Classification",
+    "multilabelclassification": "MultilabelClassification", "multilabel": "MultilabelClassification",
+    "clustering": "Clustering", "reranking": "Reranking",
+}
+
+
+def task_type_of(name: str) -> str:
+    """The canonical task type for a user's spelling (case-insensitive)."""
+    key = name.strip().lower().replace("_", "")
+    if key not in TYPE_ALIASES:
+        raise UnknownNameError("task type", name, sorted(set(TYPE_ALIASES.values())))
+    return TYPE_ALIASES[key]
+
+
+def split_type_prefix(spec: str) -> tuple[str, str] | None:
+    """``"sts:./pairs.csv"`` → ``("STS", "./pairs.csv")``; None when ``spec`` has no type prefix."""
+    prefix, sep, rest = spec.partition(":")
+    if not sep or prefix.strip().lower().replace("_", "") not in TYPE_ALIASES:
+        return None
+    return task_type_of(prefix), rest
+
+
+def _per_split(path: Path, loader: Callable[[Path], Any]) -> Callable[[str], Any]:
+    """A file serves every split asked for; a folder holds one file per split (``test.csv``, …)."""
+    def load(split: str) -> Any:
+        if path.is_dir():
+            matches = sorted(p for p in path.iterdir() if p.is_file() and p.name.split(".")[0] == split)
+            if not matches:
+                found = sorted({p.name.split(".")[0] for p in path.iterdir() if p.is_file()})
+                raise ConfigError(f"{path}: no file for split {split!r} (found splits: {', '.join(found) or 'none'})")
+            return loader(matches[0])
+        return loader(path)
+    return load
+
+
+def custom_task(
+    path: str | Path,
+    *,
+    type: str = "Retrieval",
+    name: str | None = None,
+    eval_splits: tuple[str, ...] = ("test",),
+    columns: Mapping[str, str] | None = None,
+    main_score: str | None = None,
+    **params: Any,
+) -> Task:
+    """A task of ``type`` over local files (see each task module's loader for the expected columns)."""
+    kind = task_type_of(type)
+    folder = Path(path)
+    if not folder.exists():
+        raise ConfigError(f"Task data {str(path)!r} does not exist (no such file or folder)")
+    cols = dict(columns) if columns else None
+    common: dict[str, Any] = {"name": name or folder.stem or kind, "eval_splits": tuple(eval_splits),
+                              "source": str(folder), **params}
+    if main_score:
+        common["main_score"] = main_score
+    if kind == "Retrieval":
+        from embedscope.tasks.registry import custom_retrieval_task
+
+        common.pop("source")
+        return custom_retrieval_task(folder, columns=cols, **common)
+    if kind == "STS":
+        from embedscope.tasks.sts import STSTask, load_sts_file
+
+        return STSTask(load_split=_per_split(folder, lambda p: load_sts_file(p, cols)), **common)
+    if kind == "PairClassification":
+        from embedscope.tasks.pair_classification import PairClassificationTask, load_pair_file
+
+        return PairClassificationTask(load_split=_per_split(folder, lambda p: load_pair_file(p, cols)), **common)
+    if kind == "Reranking":
+        from embedscope.tasks.reranking import RerankingTask, load_reranking_file
+
+        def load_reranking(split: str) -> Any:
+            return _per_split(folder, lambda p: load_reranking_file(p, cols, split=split))(split)
+
+        return RerankingTask(load_split=load_reranking, **common)
+    if kind == "Classification":
+        from embedscope.tasks.classification import ClassificationTask, labelled_file_splits
+
+        return ClassificationTask(load_split=labelled_file_splits(folder, cols), **common)
+    if kind == "MultilabelClassification":
+        from embedscope.tasks.multilabel import MultilabelTask, multilabel_file_splits
+
+        return MultilabelTask(load_split=multilabel_file_splits(str(folder), cols), **common)
+    from embedscope.tasks.clustering import ClusteringTask, load_clustering_file
+
+    # mteb's v2 default embeds 4% of a large hub corpus; a user's own file is clustered whole unless asked
+    common.setdefault("max_fraction_of_documents_to_embed", None)
+    return ClusteringTask(load_split=lambda split: load_clustering_file(str(folder), split, cols), **common)

@@ -1,0 +1,264 @@
+"""Pair classification with MTEB v2's protocol (``AbsTaskPairClassification`` + ``PairClassificationEvaluator``).
+
+Protocol, exactly as mteb 2.26 runs it for one split:
+
+1. Encode the first sentences, then the second sentences: two calls, dataset order, no prompt
+   type (embedscope role ``"document"``). Duplicate texts are encoded as often as they occur
+   (mteb 2.26 defines ``_encode_unique_texts`` but this evaluator does not call it).
+2. Per pair: ``cosine = 1 − paired_cosine_distances``, ``dot = np.dot`` row by row and the model's
+   pairwise ``similarity`` (higher = more similar); ``manhattan`` and ``euclidean`` are the paired
+   *distances* (lower = more similar).
+3. Per function: the best accuracy and the best F1 (with its precision and recall) over
+   thresholds placed between consecutive distinct sorted scores (a threshold never splits
+   tied scores), and ``average_precision_score`` of the (sign-adjusted) scores.
+4. Keys ``{similarity,cosine,manhattan,euclidean,dot}_{accuracy,f1,precision,recall,ap}`` plus
+   ``max_{metric}`` over the functions. Main score ``max_ap``.
+
+>>> best_accuracy_threshold([0.9, 0.8, 0.3, 0.1], [1, 1, 0, 0])
+(1.0, 0.55)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embedscope.errors import DataFormatError
+from embedscope.models.base import Encoder, Similarity
+from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.sts import pairwise_similarity
+
+SCORE_FUNCTIONS = ("similarity", "cosine", "manhattan", "euclidean", "dot")
+"""Score functions in mteb's order (it fixes the key order of the result)."""
+
+METRICS = ("accuracy", "f1", "precision", "recall", "ap")
+
+
+@dataclass(frozen=True)
+class PairData:
+    """Sentence pairs with a binary label (1 = paraphrase / duplicate / entailment)."""
+
+    sentence1: tuple[str, ...]
+    sentence2: tuple[str, ...]
+    labels: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not len(self.sentence1) == len(self.sentence2) == len(self.labels):
+            raise ValueError("sentence1, sentence2 and labels must have the same length")
+        bad = sorted({x for x in self.labels if x not in (0, 1)})
+        if bad:
+            raise ValueError(f"labels must be 0 or 1, found {bad[:5]}")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def head(self, n: int | None) -> PairData:
+        """The first ``n`` pairs (all when ``n`` is None)."""
+        if n is None or n >= len(self):
+            return self
+        return PairData(self.sentence1[:n], self.sentence2[:n], self.labels[:n])
+
+
+# --------------------------------------------------------------------------------------------
+# Pure protocol functions
+# --------------------------------------------------------------------------------------------
+
+
+def _sorted_rows(scores: Sequence[float], labels: Sequence[int], high_score_more_similar: bool):
+    """Scores and labels sorted most-similar first, and which positions may carry a threshold."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    order = np.argsort(-s if high_score_more_similar else s, kind="stable")
+    s, y = s[order], y[order]
+    splittable = s[:-1] != s[1:]  # position i may be cut between rows i and i + 1
+    return s, y, splittable
+
+
+def best_accuracy_threshold(
+    scores: Sequence[float], labels: Sequence[int], high_score_more_similar: bool = True
+) -> tuple[float, float]:
+    """``(accuracy, threshold)``: the best accuracy over cuts between distinct sorted scores.
+
+    Rows above the cut are predicted positive. As mteb: accuracy starts at 0, a later cut must be
+    strictly better, the threshold is the midpoint of the two scores around the cut (−1 if none).
+    """
+    s, y, splittable = _sorted_rows(scores, labels, high_score_more_similar)
+    n = len(y)
+    if n < 2:
+        return 0.0, -1.0
+    positives_so_far = np.cumsum(y == 1)[:-1]
+    remaining_negatives = int(np.sum(y == 0)) - np.cumsum(y == 0)[:-1]
+    acc = (positives_so_far + remaining_negatives) / n
+    acc = np.where(splittable, acc, -np.inf)
+    i = int(np.argmax(acc))
+    if not acc[i] > 0:
+        return 0.0, -1.0
+    return float(acc[i]), float((s[i] + s[i + 1]) / 2)
+
+
+def best_f1_threshold(
+    scores: Sequence[float], labels: Sequence[int], high_score_more_similar: bool = True
+) -> tuple[float, float, float, float]:
+    """``(f1, precision, recall, threshold)`` at the cut with the best F1 (mteb's scan; 0s if none)."""
+    s, y, splittable = _sorted_rows(scores, labels, high_score_more_similar)
+    n = len(y)
+    if n < 2:
+        return 0.0, 0.0, 0.0, 0.0
+    ncorrect = np.cumsum(y == 1)[:-1]
+    total_positive = int(np.sum(y == 1))
+    ok = splittable & (ncorrect > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision = ncorrect / np.arange(1, n)
+        recall = ncorrect / total_positive
+        f1 = 2 * precision * recall / (precision + recall)
+    f1 = np.where(ok, f1, -np.inf)
+    i = int(np.argmax(f1))
+    if not f1[i] > 0:
+        return 0.0, 0.0, 0.0, 0.0
+    return float(f1[i]), float(precision[i]), float(recall[i]), float((s[i] + s[i + 1]) / 2)
+
+
+def threshold_metrics(
+    scores: Sequence[float], labels: Sequence[int], high_score_more_similar: bool = True
+) -> dict[str, float]:
+    """mteb's ``_compute_metrics_values``: best accuracy, best F1 (+ its precision, recall), AP."""
+    from sklearn.metrics import average_precision_score
+
+    acc, _ = best_accuracy_threshold(scores, labels, high_score_more_similar)
+    f1, precision, recall, _ = best_f1_threshold(scores, labels, high_score_more_similar)
+    sign = 1 if high_score_more_similar else -1
+    ap = average_precision_score(np.asarray(labels, dtype=np.int64), np.array(scores) * sign)
+    return {"accuracy": float(acc), "f1": float(f1), "precision": float(precision), "recall": float(recall),
+            "ap": float(ap)}
+
+
+def pair_scores(e1: np.ndarray, e2: np.ndarray, similarity: Similarity = "cosine") -> dict[str, list[float]]:
+    """Per-pair scores keyed by :data:`SCORE_FUNCTIONS`, computed as mteb computes them.
+
+    ``manhattan`` and ``euclidean`` are distances (lower = more similar, see :data:`HIGHER_IS_SIMILAR`).
+    """
+    from sklearn.metrics.pairwise import (
+        paired_cosine_distances,
+        paired_euclidean_distances,
+        paired_manhattan_distances,
+    )
+
+    a, b = np.asarray(e1), np.asarray(e2)
+    return {
+        "similarity": pairwise_similarity(a, b, similarity).tolist(),
+        "cosine": (1 - paired_cosine_distances(a, b)).tolist(),
+        "manhattan": paired_manhattan_distances(a, b).tolist(),
+        "euclidean": paired_euclidean_distances(a, b).tolist(),
+        "dot": np.asarray([np.dot(a[i], b[i]) for i in range(len(a))]).tolist(),
+    }
+
+
+HIGHER_IS_SIMILAR = {"similarity": True, "cosine": True, "manhattan": False, "euclidean": False, "dot": True}
+
+
+def pair_classification_scores(
+    e1: np.ndarray, e2: np.ndarray, labels: Sequence[int], similarity: Similarity = "cosine"
+) -> dict[str, float]:
+    """MTEB's pair-classification score dict for paired embeddings and 0/1 labels (same keys, same order)."""
+    per_function = pair_scores(e1, e2, similarity)
+    out: dict[str, float] = {}
+    best: dict[str, list[float]] = {m: [] for m in METRICS}
+    for name in SCORE_FUNCTIONS:
+        for metric, value in threshold_metrics(per_function[name], labels, HIGHER_IS_SIMILAR[name]).items():
+            out[f"{name}_{metric}"] = value
+            best[metric].append(value)
+    out.update({f"max_{metric}": max(values) for metric, values in best.items()})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The task
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairClassificationTask:
+    """A pair-classification task as data."""
+
+    name: str
+    load_split: Callable[[str], PairData] = field(repr=False, compare=False)
+    eval_splits: tuple[str, ...] = ("test",)
+    main_score: str = "max_ap"
+    languages: tuple[str, ...] = ("eng-Latn",)
+    dataset_revision: str = "custom"
+    hf_subset: str = "default"
+    description: str = ""
+    source: str = ""
+    type: str = "PairClassification"
+
+    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
+        """Load ``split`` (its first ``options.limits`` pairs if set) and score it with mteb's protocol."""
+        t0 = time.perf_counter()
+        data = self.load_split(split).head(options.limits)
+        t1 = time.perf_counter()
+        kwargs: dict[str, Any] = {"role": "document", "batch_size": options.batch_size,
+                                  "show_progress": options.show_progress}
+        e1 = encoder.encode(list(data.sentence1), **kwargs)
+        e2 = encoder.encode(list(data.sentence2), **kwargs)
+        t2 = time.perf_counter()
+        scores = pair_classification_scores(e1, e2, data.labels, encoder.similarity)
+        timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
+        return SplitOutcome(scores, timings=timings, n_queries=len(data))
+
+
+# --------------------------------------------------------------------------------------------
+# Loading local files
+# --------------------------------------------------------------------------------------------
+
+PAIR_COLUMNS = {"sentence1": ["sentence1", "text1", "s1"], "sentence2": ["sentence2", "text2", "s2"],
+                "label": ["label", "labels"]}
+
+
+def as_binary_label(value: Any, where: str) -> int:
+    """0 or 1 from ``0``/``1``/``"1"``/``1.0``/``True``; anything else is explained."""
+    if isinstance(value, bool):
+        return int(value)
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return int(text == "true")
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if number in (0.0, 1.0):
+        return int(number)
+    raise DataFormatError(f"{where}: label {value!r} is not 0 or 1; pair classification needs binary labels "
+                          "(1 = same meaning / duplicate, 0 = different)")
+
+
+def load_pair_file(path: str | Path, columns: Mapping[str, str] | None = None) -> PairData:
+    """Pairs from a JSONL / CSV / TSV / Parquet file.
+
+    ``columns`` maps ``sentence1`` / ``sentence2`` / ``label`` to the file's names, e.g.
+    ``{"label": "is_duplicate"}``.
+    """
+    from embedscope.data.validate import pick, read_rows
+
+    path = Path(path)
+    names = {k: [columns[k]] if columns and k in columns else v for k, v in PAIR_COLUMNS.items()}
+    s1, s2, labels = [], [], []
+    for where, row in read_rows(path):
+        s1.append(str(pick(row, names["sentence1"], where, "sentence1")))
+        s2.append(str(pick(row, names["sentence2"], where, "sentence2")))
+        labels.append(as_binary_label(pick(row, names["label"], where, "label"), where))
+    if len(labels) < 2:
+        raise DataFormatError(f"{path}: a pair-classification file needs at least two pairs, found {len(labels)}")
+    if len(set(labels)) < 2:
+        raise DataFormatError(f"{path}: every label is {labels[0]}; average precision needs both 0 and 1 labels")
+    return PairData(tuple(s1), tuple(s2), tuple(labels))
+
+
+__all__ = [
+    "PairClassificationTask", "PairData", "best_accuracy_threshold", "best_f1_threshold", "load_pair_file",
+    "pair_classification_scores", "pair_scores", "threshold_metrics",
+]
