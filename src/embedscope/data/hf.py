@@ -40,7 +40,8 @@ DATA_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv")
 _SHARD = re.compile(r"(-\d{5}-of-\d{5}|-\d+)$")
 
 
-def _offline() -> bool:
+def hub_offline() -> bool:
+    """True when HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is set (to 1, true, yes or on)."""
     return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
                for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
@@ -239,7 +240,7 @@ def load_local_hub(folder: Path, *, split: str = "test", subset: str | None = No
 # ------------------------------------------------------------------------------------------------ hub ids
 
 def _hub_failure(repo: str, error: BaseException) -> DataFormatError:
-    why = "HF_HUB_OFFLINE is set" if _offline() else f"{type(error).__name__}: {error}"
+    why = "HF_HUB_OFFLINE is set" if hub_offline() else f"{type(error).__name__}: {error}"
     return DataFormatError(
         f"{repo}: cannot load the dataset from the Hugging Face hub ({why}). Download it where the hub is "
         f"reachable (e.g. `huggingface-cli download --repo-type dataset {repo} --local-dir <folder>`) and pass "

@@ -47,6 +47,8 @@ def load_pairs(dataset: str, split: str, columns: Mapping[str, str]):
     """A ``datasets.Dataset`` of the split: a local CSV/JSONL/Parquet file, a local dataset folder, or a hub id."""
     import datasets
 
+    from embedscope.data.hf import is_saved_dataset
+
     datasets.disable_progress_bars()
     path = Path(dataset).expanduser()
     suffix = path.suffix.lower()
@@ -57,7 +59,7 @@ def load_pairs(dataset: str, split: str, columns: Mapping[str, str]):
                 raise DataFormatError(f"{path}: unsupported file type {suffix!r}; use .csv, .tsv, .jsonl or .parquet")
             extra = {"delimiter": "\t"} if suffix == ".tsv" else {}
             ds = datasets.load_dataset(kind, data_files={split: str(path)}, split=split, **extra)
-        elif path.is_dir() and any((path / f).is_file() for f in ("dataset_dict.json", "dataset_info.json")):
+        elif is_saved_dataset(path):
             loaded = datasets.load_from_disk(str(path))
             ds = loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded
         else:

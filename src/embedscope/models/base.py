@@ -44,3 +44,23 @@ class Encoder(Protocol):
         batch_size: int = 32,
         show_progress: bool = False,
     ) -> np.ndarray: ...
+
+
+ROLES: tuple[Role, ...] = ("query", "document")
+
+
+def check_role(role: str) -> Role:
+    """``role`` if it is ``"query"`` or ``"document"``, else ValueError."""
+    if role not in ROLES:
+        raise ValueError(f"role must be 'query' or 'document', got {role!r}")
+    return role  # type: ignore[return-value]
+
+
+def prompted_texts(texts: Sequence[str], role: str, prompts: dict[str, str]) -> list[str]:
+    """The texts with the role's prompt prepended (the role is checked first).
+
+    >>> prompted_texts(["cats"], "query", {"query": "query: "})
+    ['query: cats']
+    """
+    prompt = prompts.get(check_role(role), "")
+    return [prompt + t for t in texts] if prompt else list(texts)

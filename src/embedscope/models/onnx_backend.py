@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
-from embedscope.models.base import Similarity
+from embedscope.models.base import Similarity, prompted_texts
 from embedscope.models.batching import cpu_threads, encode_sorted
 from embedscope.models.fingerprint import hash_dict, hash_file, hash_folder, short
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
@@ -362,10 +362,7 @@ class OnnxEncoder:
         show_progress: bool = False,
     ) -> np.ndarray:
         """Encode ``texts`` (the role's prompt prepended) into float32 ``[n, dim]``."""
-        if role not in ("query", "document"):
-            raise ValueError(f"role must be 'query' or 'document', got {role!r}")
-        prompt = self.prompts.get(role, "")
-        texts = [prompt + t for t in texts] if prompt else list(texts)
+        texts = prompted_texts(texts, role, self.prompts)
         return encode_sorted(texts, self._encode_batch, batch_size=batch_size, show_progress=show_progress, dim=self.embed_dim)
 
     def __repr__(self) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
-from embedscope.models.base import Similarity
+from embedscope.models.base import ROLES, Similarity, check_role
 from embedscope.models.fingerprint import hash_dict, hash_folder, short
 from embedscope.models.pooling import check_pooling_mode
 from embedscope.types import Role
@@ -29,7 +29,6 @@ from embedscope.types import Role
 logger = logging.getLogger(__name__)
 
 BACKEND = "sentence-transformers"
-_ROLES: tuple[Role, ...] = ("query", "document")
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")  # encode_document's fallbacks
 
 
@@ -76,7 +75,7 @@ def resolve_prompts(
             out["document"] = merged[candidate]
             break
     default = own.get(default_prompt_name) if default_prompt_name else None
-    for role in _ROLES:
+    for role in ROLES:
         if role not in out and default:
             out[role] = default
     return {role: p for role, p in out.items() if p}
@@ -237,8 +236,7 @@ class SentenceTransformerEncoder:
         show_progress: bool = False,
     ) -> np.ndarray:
         """Encode as mteb does: one ``encode_query``/``encode_document`` call with the role's prompt."""
-        if role not in _ROLES:
-            raise ValueError(f"role must be 'query' or 'document', got {role!r}")
+        check_role(role)
         texts = list(texts)
         dim = self.embed_dim or 0
         if not texts:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
-from embedscope.models.base import Similarity
+from embedscope.models.base import Similarity, prompted_texts
 from embedscope.models.fingerprint import hash_dict, hash_folder, short
 from embedscope.types import Role
 
@@ -117,10 +117,7 @@ class StaticEncoder:
         show_progress: bool = False,
     ) -> np.ndarray:
         """Encode ``texts`` (the role's prompt prepended) into float32 ``[n, dim]``."""
-        if role not in ("query", "document"):
-            raise ValueError(f"role must be 'query' or 'document', got {role!r}")
-        prompt = self.prompts.get(role, "")
-        texts = [prompt + t for t in texts] if prompt else list(texts)
+        texts = prompted_texts(texts, role, self.prompts)
         if not texts:
             return np.zeros((0, self.embed_dim), dtype=np.float32)
         out = self.model.encode(

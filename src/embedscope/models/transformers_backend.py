@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
-from embedscope.models.base import Similarity
+from embedscope.models.base import Similarity, prompted_texts
 from embedscope.models.batching import encode_sorted
 from embedscope.models.fingerprint import hash_dict, hash_folder, short
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
@@ -244,10 +244,7 @@ class TransformersEncoder:
         show_progress: bool = False,
     ) -> np.ndarray:
         """Encode ``texts`` (the role's prompt prepended) into float32 ``[n, dim]``."""
-        if role not in ("query", "document"):
-            raise ValueError(f"role must be 'query' or 'document', got {role!r}")
-        prompt = self.prompts.get(role, "")
-        texts = [prompt + t for t in texts] if prompt else list(texts)
+        texts = prompted_texts(texts, role, self.prompts)
         return encode_sorted(
             texts, self._encode_batch, batch_size=batch_size, show_progress=show_progress, dim=self.embed_dim
         )

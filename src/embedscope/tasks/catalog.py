@@ -142,7 +142,9 @@ def locate_data(entry: CatalogEntry, data_dir: str | Path | None = None, path: s
             tried.append(candidate)
             if candidate.exists():
                 return str(candidate)
-    if not _hub_offline():
+    from embedscope.data.hf import hub_offline
+
+    if not hub_offline():
         return entry.dataset_path
     where = f" (looked in {', '.join(str(t) for t in tried)})" if tried else ""
     raise ConfigError(
@@ -152,8 +154,3 @@ def locate_data(entry: CatalogEntry, data_dir: str | Path | None = None, path: s
         f"--local-dir DATA/{entry.name}\n"
         f"then copy DATA here and pass --data-dir DATA (or set EMBEDSCOPE_DATA_DIR)."
     )
-
-
-def _hub_offline() -> bool:
-    flags = (os.environ.get("HF_HUB_OFFLINE", ""), os.environ.get("HF_DATASETS_OFFLINE", ""))
-    return any(f.strip().lower() in ("1", "true", "yes", "on") for f in flags)

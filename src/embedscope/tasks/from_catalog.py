@@ -49,10 +49,12 @@ def load_hf_table(location: str, entry: CatalogEntry, subset: str, split: str):
     """
     import datasets
 
+    from embedscope.data.hf import is_saved_dataset
+
     folder = Path(location)
     config = subset if subset != "default" else entry.dataset_name
     try:
-        if folder.is_dir() and any((folder / f).is_file() for f in ("dataset_dict.json", "dataset_info.json")):
+        if is_saved_dataset(folder):
             loaded = datasets.load_from_disk(str(folder))
             if isinstance(loaded, datasets.DatasetDict):
                 if split not in loaded:
@@ -106,9 +108,8 @@ def catalog_task(spec: str, *, data_dir: str | Path | None = None, path: str | P
 
 
 def _common(entry: CatalogEntry, subset: str) -> dict[str, Any]:
-    name = entry.name if len(entry.hf_subsets) == 1 else f"{entry.name}"
     return {
-        "name": name, "eval_splits": entry.eval_splits, "main_score": entry.main_score,
+        "name": entry.name, "eval_splits": entry.eval_splits, "main_score": entry.main_score,
         "languages": entry.hf_subsets[subset], "dataset_revision": entry.dataset_revision, "hf_subset": subset,
         "description": entry.description, "source": entry.dataset_path,
     }
