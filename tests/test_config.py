@@ -83,10 +83,12 @@ def test_bad_files(tmp_path):
 
 
 def test_unsupported_evalscope_features_fail_clearly():
-    ce = {"eval_config": {"models": [{"model_name_or_path": "a"}, {"model_name_or_path": "b", "is_cross_encoder": True}],
-                          "eval": {"task_names": ["T"]}}}
-    with pytest.raises(ConfigError, match="cross-encoder"):
-        load_config(ce)
+    two_rerankers = {"eval_config": {"models": [{"model_name_or_path": "a"},
+                                                {"model_name_or_path": "b", "is_cross_encoder": True},
+                                                {"model_name_or_path": "c", "is_cross_encoder": True}],
+                                     "eval": {"task_names": ["T"]}}}
+    with pytest.raises(ConfigError, match="one cross-encoder"):
+        load_config(two_rerankers)
     with pytest.raises(ConfigError, match="no tasks"):
         load_config({"eval_config": {"models": [{"model_name_or_path": "a"}], "eval": {}}})
     with pytest.raises(ConfigError, match="dataset_path"):

@@ -9,14 +9,19 @@ embedscope's own::
     tasks: [BBCNewsRetrieval, ./my_beir_folder]
     custom_tasks: [{name: MyTask, data_path: ./data, eval_splits: [test]}]
     output_folder: results
-    top_k: 1000
+    top_k: 1000                   # with a reranker: the stage-1 candidates it reorders
     overwrite: only-missing
+    pipeline:                     # or pipelines: [...]; evaluated next to the models
+      retrievers: [bm25, {type: dense, model: minilm}]
+      fusion: {method: rrf, k: 60}          # or wsum-min-max, {method: wsum, norm: zmuv, weights: [1, 2]}
+      rerankers: [{type: cross-encoder, model: ./my-reranker, top_k: 100}]
 
 EvalScope's ``eval_config`` (current keys ``models``, ``eval.task_names``, ``custom_tasks``,
 ``overwrite_results``, ``top_k``, ``limits``; legacy keys ``model``, ``eval.tasks``,
 ``eval.dataset_path``, ``topk``), optionally wrapped in ``{eval_backend: RAGEval, eval_config: …}``.
-EvalScope's ``top_k`` only sizes the stage-1 candidate list of a two-stage run; a one-stage run
-keeps MTEB's top 1000, so ``top_k`` does not change one-stage metrics.
+EvalScope's ``top_k`` only sizes the stage-1 candidate list of a two-stage run (a second model
+with ``is_cross_encoder: true``, as EvalScope's two-stage evaluation); a one-stage run keeps
+MTEB's top 1000, so ``top_k`` does not change one-stage metrics.
 """
 
 from __future__ import annotations
@@ -44,12 +49,38 @@ class CustomTask(BaseModel):
     type: str = "Retrieval"  # embedscope extension: STS, PairClassification, Classification, ...
 
 
+class PipelineConfig(BaseModel):
+    """A retrieval pipeline: retriever(s), optional fusion, optional reranker(s).
+
+    Stage entries are spec strings (``bm25:k1=1.2``) or mappings (``{type: bm25, k1: 1.2}``);
+    their options are checked when the stage is built.
+    """
+
+    model_config = _STRICT
+    name: str | None = None
+    retriever: str | dict[str, Any] | None = None
+    retrievers: list[str | dict[str, Any]] = Field(default_factory=list)
+    fusion: str | dict[str, Any] | None = None
+    reranker: str | dict[str, Any] | None = None
+    rerankers: list[str | dict[str, Any]] = Field(default_factory=list)
+
+    def spec(self) -> dict[str, Any]:
+        """Keyword arguments of :meth:`embedscope.retrieval.pipeline.Pipeline.build`."""
+        retrievers = ([self.retriever] if self.retriever is not None else []) + list(self.retrievers)
+        if not retrievers:
+            raise ConfigError("pipeline: give 'retriever' (or a 'retrievers' list)")
+        rerankers = ([self.reranker] if self.reranker is not None else []) + list(self.rerankers)
+        return {"retrievers": retrievers, "fusion": self.fusion, "rerankers": rerankers, "name": self.name}
+
+
 class NativeConfig(BaseModel):
     """embedscope's own schema."""
 
     model_config = _STRICT
     model: str | None = None
     models: list[str] | None = None
+    pipeline: PipelineConfig | None = None
+    pipelines: list[PipelineConfig] = Field(default_factory=list)
     model_options: dict[str, Any] = Field(default_factory=dict)
     tasks: list[str] = Field(default_factory=list)
     custom_tasks: list[CustomTask] = Field(default_factory=list)
@@ -184,22 +215,19 @@ def _custom_task_objects(custom: list[CustomTask]) -> list[Any]:
 
 
 def _native_plan(cfg: NativeConfig) -> Plan:
-    models = ([cfg.model] if cfg.model else []) + list(cfg.models or [])
+    models: list[Any] = ([cfg.model] if cfg.model else []) + list(cfg.models or [])
+    models += [p.spec() for p in ([cfg.pipeline] if cfg.pipeline else []) + list(cfg.pipelines)]
     if not models:
         models = ["minilm"]
     tasks: list[Any] = list(cfg.tasks) + _custom_task_objects(cfg.custom_tasks)
-    common = cfg.model_dump(exclude={"model", "models", "tasks", "custom_tasks", "model_options"})
+    common = cfg.model_dump(exclude={"model", "models", "pipeline", "pipelines", "tasks", "custom_tasks",
+                                     "model_options"})
     if tasks:
         common["tasks"] = tasks
     return Plan([{"model": m, "model_options": dict(cfg.model_options) or None, **common} for m in models])
 
 
 def _evalscope_model_options(m: EvalScopeModel) -> dict[str, Any]:
-    if m.is_cross_encoder:
-        raise ConfigError(
-            "EvalScope model with is_cross_encoder=true: cross-encoder and two-stage evaluation are not "
-            "available in this embedscope version. Remove the cross-encoder entry to run stage 1 alone."
-        )
     if m.api_base or m.api_key or m.model_name:
         raise ConfigError("API embedding models (model_name/api_base/api_key) are not supported: use a local model")
     if not m.model_name_or_path:
@@ -245,6 +273,11 @@ def _evalscope_plan(cfg: EvalScopeConfig) -> Plan:
     tasks += _custom_task_objects(ev.custom_tasks)
     if not tasks:
         raise ConfigError("EvalScope config lists no tasks: set eval.task_names (or legacy eval.tasks) or custom_tasks")
+    rerankers = [m for m in models if m.is_cross_encoder]
+    models = [m for m in models if not m.is_cross_encoder]
+    if len(rerankers) > 1 or (rerankers and len(models) != 1):
+        raise ConfigError("EvalScope two-stage config: give exactly one retrieval model and one cross-encoder "
+                          f"(is_cross_encoder: true); got {len(models)} and {len(rerankers)}")
     calls = []
     for m in models:
         options = _evalscope_model_options(m)
@@ -258,8 +291,16 @@ def _evalscope_plan(cfg: EvalScopeConfig) -> Plan:
             opts = dict(options)
             if prompt:
                 opts["query_prompt"] = prompt
+            model: Any = m.model_name_or_path
+            top_k: dict[str, Any] = {}
+            if rerankers:  # EvalScope's two-stage evaluation: top_k stage-1 candidates, then the cross-encoder
+                model = {"retrievers": [{"type": "dense", "model": m.model_name_or_path, **opts}],
+                         "rerankers": [_evalscope_reranker(rerankers[0])]}
+                opts = {}
+                top_k = {"top_k": ev.top_k or ev.topk or 5}
             calls.append({
-                "model": m.model_name_or_path,
+                "model": model,
+                **top_k,
                 "model_options": opts or None,
                 "tasks": group,
                 "output_folder": ev.output_folder,
@@ -269,6 +310,15 @@ def _evalscope_plan(cfg: EvalScopeConfig) -> Plan:
                 "show_progress": bool(encode.get("show_progress_bar", True)),
             })
     return Plan(calls)
+
+
+def _evalscope_reranker(m: EvalScopeModel) -> dict[str, Any]:
+    if not m.model_name_or_path:
+        raise ConfigError("EvalScope cross-encoder entry needs 'model_name_or_path'")
+    stage: dict[str, Any] = {"type": "cross-encoder", "model": m.model_name_or_path}
+    if m.max_seq_length is not None:
+        stage["max_length"] = m.max_seq_length
+    return stage
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

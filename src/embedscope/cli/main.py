@@ -18,7 +18,19 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         description="Evaluate a model on retrieval tasks and write MTEB-format results. With no arguments, "
         "evaluates the built-in 'minilm' model on the built-in BBC News retrieval task (offline).",
     )
-    p.add_argument("--model", "-m", default=None, help="alias (see 'embedscope models'), local path or hub id")
+    p.add_argument("--model", "-m", default=None, help="alias (see 'embedscope models'), local path, hub id, or a "
+                   "retriever: bm25, fts5, colbert:MODEL (options as bm25:k1=1.2,b=0.75)")
+    p.add_argument("--retriever", action="append", default=None, metavar="SPEC",
+                   help="first-stage retriever (repeat to fuse several): bm25[:k1=..,b=..,method=..], "
+                   "fts5[:match=all], MODEL or dense:MODEL, colbert:MODEL")
+    p.add_argument("--fusion", default=None, help="how to fuse several retrievers: rrf (default), wsum-min-max, "
+                   "wsum-zmuv, wsum-none")
+    p.add_argument("--rrf-k", type=int, default=None, help="RRF constant k (default 60)")
+    p.add_argument("--weights", type=float, nargs="+", default=None, help="wsum weights, one per retriever")
+    p.add_argument("--reranker", action="append", default=None, metavar="SPEC",
+                   help="rerank the top --top-k candidates: a cross-encoder folder (or cross-encoder:PATH), "
+                   "colbert:MODEL, or an embedding model; repeat for more stages")
+    p.add_argument("--pipeline-name", default=None, help="name results are filed under (default: from the stages)")
     p.add_argument("--tasks", "-t", nargs="+", default=None, help="task names or folders of custom data")
     p.add_argument("--config", "-c", default=None, help="YAML/JSON config (embedscope or EvalScope eval_config schema)")
     p.add_argument("--output-folder", default="results")
@@ -49,12 +61,36 @@ def _model_options(args: argparse.Namespace) -> dict:
     return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
 
+def _pipeline_spec(args: argparse.Namespace) -> dict | None:
+    """The ``Pipeline.build`` arguments given by --retriever/--reranker/--fusion, or None."""
+    if not (args.retriever or args.reranker):
+        if args.fusion or args.rrf_k is not None or args.weights or args.pipeline_name:
+            raise EmbedscopeError("--fusion/--rrf-k/--weights/--pipeline-name need --retriever (two or more to fuse)")
+        return None
+    if args.model and args.retriever:
+        raise EmbedscopeError("give the first stage with --model or with --retriever, not both")
+    fusion: dict | None = None
+    if args.fusion or args.rrf_k is not None or args.weights:
+        method, _, norm = (args.fusion or "rrf").partition("-")
+        fusion = {"method": method}
+        if norm:
+            fusion["norm"] = norm
+        if args.rrf_k is not None:
+            fusion["k"] = args.rrf_k
+        if args.weights:
+            fusion["weights"] = args.weights
+    return {"retrievers": args.retriever or [args.model or "minilm"], "fusion": fusion,
+            "rerankers": args.reranker or [], "name": args.pipeline_name}
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import embedscope
 
+    pipeline = _pipeline_spec(args)
     if args.config:
-        if args.model or args.tasks:
-            raise EmbedscopeError("--config already names models and tasks: do not combine it with --model/--tasks")
+        if args.model or args.tasks or pipeline:
+            raise EmbedscopeError("--config already names models and tasks: do not combine it with "
+                                  "--model/--tasks/--retriever/--reranker")
         reports = embedscope.evaluate_config(args.config)
     else:
         kwargs = dict(
@@ -66,12 +102,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
         if args.tasks:
             kwargs["tasks"] = args.tasks
-        reports = [embedscope.evaluate(args.model or "minilm", **kwargs)]
+        reports = [embedscope.evaluate(pipeline or args.model or "minilm", **kwargs)]
     for report in reports:
         if args.json:
             print(json.dumps([o.result.to_dict() for o in report.outcomes], indent=2))
         else:
             print(report.table())
+            stages = report.stage_table()
+            if stages:
+                print(stages)
             for o in report.outcomes:
                 print(f"{'reused' if o.reused else 'wrote'} {o.path}")
     return 0

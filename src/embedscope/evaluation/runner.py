@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,13 @@ from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
 from embedscope.results.schema import TaskResult, now_iso, score_entry
 from embedscope.results.store import OverwriteStrategy, ResultStore, check_strategy, splits_to_run
-from embedscope.tasks.registry import DEFAULT_TASKS, resolve_task
+from embedscope.retrieval.pipeline import Pipeline
+from embedscope.tasks.registry import DEFAULT_RETRIEVAL_TASKS, DEFAULT_TASKS, resolve_task
 from embedscope.tasks.base import SearchOptions, Task
 
 logger = logging.getLogger(__name__)
+
+PIPELINE_TASK_TYPES = ("Retrieval", "Reranking")
 
 
 @dataclass
@@ -56,28 +59,53 @@ class EvaluationReport:
 
         return summary_table(self)
 
+    def stage_table(self) -> str:
+        """Per-stage main score, time and peak memory of pipeline runs ("" for a plain model)."""
+        from embedscope.results.table import stage_table
 
-def _as_encoder(model: str | Encoder, model_options: dict[str, Any] | None) -> Encoder:
-    if isinstance(model, str):
+        return stage_table(self)
+
+
+def _cache_object(cache: bool | str | Path | EmbeddingCache | None) -> EmbeddingCache | None:
+    if cache is None or cache is False:
+        return None
+    if isinstance(cache, EmbeddingCache):
+        return cache
+    return EmbeddingCache(None if cache is True else cache)
+
+
+def _as_model(
+    model: str | Mapping[str, Any] | Encoder | Pipeline, model_options: dict[str, Any] | None, cache: bool | str | Path | EmbeddingCache | None
+) -> Encoder | Pipeline:
+    """An encoder (cached) or a pipeline; a pipeline that is one dense retriever becomes its encoder."""
+    from embedscope.retrieval.pipeline import is_pipeline_spec, model_pipeline
+
+    if isinstance(model, Mapping):
+        model = Pipeline.build(**model, cache=_cache_object(cache), model_options=model_options)
+    elif isinstance(model, str) and is_pipeline_spec(model):
+        model = model_pipeline(model, cache=_cache_object(cache), model_options=model_options)
+    elif isinstance(model, str):
         from embedscope.models.specs import load_encoder
 
-        return load_encoder(model, **(model_options or {}))
-    if model_options:
+        return _with_cache(load_encoder(model, **(model_options or {})), cache)
+    elif model_options:
         raise ConfigError("model_options apply only when the model is given by name or path")
-    return model
+    if isinstance(model, Pipeline):
+        return model.dense_encoder or model
+    return _with_cache(model, cache)
 
 
 def _with_cache(encoder: Encoder, cache: bool | str | Path | EmbeddingCache | None) -> Encoder:
-    if cache is None or cache is False:
-        return encoder
-    if isinstance(cache, EmbeddingCache):
-        return CachedEncoder(encoder, cache)
-    return CachedEncoder(encoder, EmbeddingCache(None if cache is True else cache))
+    store = _cache_object(cache)
+    return encoder if store is None or isinstance(encoder, CachedEncoder) else CachedEncoder(encoder, store)
 
 
-def model_meta(encoder: Encoder) -> dict[str, Any]:
-    """What ``model_meta.json`` records about the encoder."""
+def model_meta(encoder: Encoder | Pipeline) -> dict[str, Any]:
+    """What ``model_meta.json`` records about the encoder or pipeline."""
     from embedscope import __version__
+
+    if isinstance(encoder, Pipeline):
+        return {**encoder.describe(), "revision": encoder.revision, "embedscope_version": __version__}
 
     meta: dict[str, Any] = {
         "name": encoder.name,
@@ -112,6 +140,8 @@ def _run_task(
     scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and strategy != "always" else {}
     predictions: dict[str, dict[str, dict[str, float]]] = {}
     timings: dict[str, float] = {}
+    stage_scores: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    stage_records: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
         outcome = task.evaluate_split(split, encoder, options)
         for key, value in outcome.timings.items():
@@ -119,15 +149,31 @@ def _run_task(
         scores[split] = [score_entry(outcome.scores, task.main_score, task.hf_subset, task.languages)]
         if save_predictions and outcome.run is not None:
             predictions[split] = outcome.run.to_dict()
+        for st in outcome.stages:
+            entry = score_entry(st.scores, task.main_score, task.hf_subset, task.languages)
+            stage_records.setdefault(split, []).append(
+                {"stage": st.stage, "name": st.name, "kind": st.kind, "main_score": entry["main_score"], **st.stats})
+            if "." not in st.stage:
+                stage_scores.setdefault(st.stage, {})[split] = [entry]
+    extra: dict[str, Any] = {"task_type": task.type}
+    if stage_records:
+        extra["pipeline_stages"] = stage_records
+    elapsed = time.perf_counter() - started
     result = TaskResult(
         task_name=task.name,
         dataset_revision=task.dataset_revision,
         scores=scores,
-        evaluation_time=time.perf_counter() - started,
+        evaluation_time=elapsed,
         date=now_iso(),
         evaluation_phases=[{"name": k, "seconds": round(v, 4)} for k, v in timings.items()],
-        extra={"task_type": task.type},
+        extra=extra,
     )
+    if len(stage_scores) > 1:  # two-stage (or longer) pipelines: each stage's result in stage1/, stage2/ ...
+        for stage, per_split in stage_scores.items():
+            store.sub(stage).save(TaskResult(
+                task_name=task.name, dataset_revision=task.dataset_revision, scores=per_split,
+                evaluation_time=elapsed, date=result.date, extra={"task_type": task.type, "stage": stage},
+            ))
     path = store.save(result)
     if predictions:
         store.save_predictions(task.name, {task.hf_subset: predictions})
@@ -135,8 +181,8 @@ def _run_task(
 
 
 def evaluate(
-    model: str | Encoder = "minilm",
-    tasks: Sequence[str | Path | Task] = DEFAULT_TASKS,
+    model: str | Mapping[str, Any] | Encoder | Pipeline = "minilm",
+    tasks: Sequence[str | Path | Task] | None = None,
     *,
     output_folder: str | Path = "results",
     batch_size: int = 32,
@@ -153,8 +199,11 @@ def evaluate(
     """Evaluate one model on retrieval tasks and write MTEB-format results.
 
     Args:
-        model: a built-in alias (``minilm``, ``minilm-int8``, …), a local path, a hub id, or an Encoder.
-        tasks: registered task names, folders of custom data, or task objects.
+        model: a built-in alias (``minilm``, ``minilm-int8``, …), a local path, a hub id, an Encoder,
+            a retriever spec (``bm25``, ``fts5``, ``colbert:minilm`` …) or a
+            :class:`~embedscope.retrieval.pipeline.Pipeline` (or the keyword arguments of ``Pipeline.build``).
+        tasks: registered task names, folders of custom data, or task objects (default: the built-in
+            suite; for a pipeline, its retrieval tasks).
         output_folder: results go to ``<output_folder>/<org__model>/<revision>/<Task>.json``.
         batch_size: encoding batch size (MTEB's default 32).
         top_k: documents kept per query (MTEB's default 1000).
@@ -171,14 +220,32 @@ def evaluate(
     strategy = check_strategy(overwrite)
     if top_k < 1 or batch_size < 1 or corpus_chunk_size < 1:
         raise ConfigError("top_k, batch_size and corpus_chunk_size must be positive integers")
+    encoder = _as_model(model, model_options, cache)
+    if tasks is None:
+        tasks = DEFAULT_TASKS if not isinstance(encoder, Pipeline) else DEFAULT_RETRIEVAL_TASKS
     resolved = [resolve_task(t, data_dir=data_dir) for t in tasks]
-    encoder = _with_cache(_as_encoder(model, model_options), cache)
+    if isinstance(encoder, Pipeline):
+        _check_pipeline_tasks(encoder, resolved)
     store = ResultStore(output_folder, encoder.name, encoder.revision)
     store.save_model_meta(model_meta(encoder))
     options = SearchOptions(top_k, batch_size, corpus_chunk_size, show_progress, limits)
     outcomes = [_run_task(t, encoder, store, strategy, options, save_predictions) for t in resolved]
     stats = encoder.stats if isinstance(encoder, CachedEncoder) else None
     return EvaluationReport(encoder.name, encoder.revision, outcomes, stats, time.perf_counter() - started)
+
+
+def _check_pipeline_tasks(pipeline: Pipeline, tasks: Sequence[Task]) -> None:
+    if not pipeline.retrievers:
+        wrong = [f"{t.name} ({t.type})" for t in tasks if t.type != "Reranking"]
+        if wrong:
+            raise ConfigError(f"{pipeline.name} is a reranker without a first-stage retriever: it scores Reranking "
+                              f"tasks only, not {', '.join(wrong)}. For retrieval, give a retriever too "
+                              "(--retriever bm25 --reranker MODEL).")
+        return
+    wrong = [f"{t.name} ({t.type})" for t in tasks if t.type not in PIPELINE_TASK_TYPES]
+    if wrong:
+        raise ConfigError(f"{pipeline.name} is a retrieval pipeline: it evaluates Retrieval and Reranking tasks only, "
+                          f"not {', '.join(wrong)}. Evaluate those with an embedding model.")
 
 
 def evaluate_config(config: str | Path | dict[str, Any]) -> list[EvaluationReport]:

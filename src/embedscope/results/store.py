@@ -65,6 +65,12 @@ class ResultStore:
     def __init__(self, output_folder: str | Path, model_name: str, revision: str) -> None:
         self.folder = Path(output_folder) / safe_name(model_name) / safe_name(revision or "no_revision_available")
 
+    def sub(self, stage: str) -> ResultStore:
+        """The store of one pipeline stage: ``<folder>/<stage>/`` (EvalScope's ``stage1/``, ``stage2/``)."""
+        store = ResultStore.__new__(ResultStore)
+        store.folder = self.folder / safe_name(stage)
+        return store
+
     def path(self, task_name: str) -> Path:
         return self.folder / f"{task_name}.json"
 

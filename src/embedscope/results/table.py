@@ -50,3 +50,18 @@ def summary_table(report: EvaluationReport) -> str:
         lines.append(f"embedding cache: {report.cache.hits} texts served, {report.cache.encoded} encoded; "
                      f"total {report.seconds:.1f} s")
     return "\n".join(lines)
+
+
+def stage_table(report: EvaluationReport) -> str:
+    """One row per pipeline stage and split: main score, seconds, peak RSS and its growth (MB)."""
+    rows = []
+    for outcome in report.outcomes:
+        for split, stages in (outcome.result.extra or {}).get("pipeline_stages", {}).items():
+            for st in stages:
+                rows.append([outcome.task.name, split, st["stage"], st["kind"], st["name"], _fmt(st.get("main_score")),
+                             f"{st.get('seconds', 0.0):.2f}", f"{st.get('peak_rss_mb', 0.0):.0f}",
+                             f"{st.get('peak_delta_mb', 0.0):.0f}"])
+    if not rows:
+        return ""
+    header = ["task", "split", "stage", "kind", "component", "main score", "seconds", "peak RSS MB", "peak Δ MB"]
+    return "\n" + markdown_table(header, rows)

@@ -16,11 +16,14 @@ exceeds ``query_block × chunk`` floats whatever the corpus size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from embedscope.models.base import Similarity
+from embedscope.models.base import Encoder, Similarity
+from embedscope.retrieval.base import SearchOptions, unique_candidates
+from embedscope.types import Corpus, Queries, RankedRun
 
 
 def similarity_matrix(queries, documents, similarity: Similarity):  # torch tensors in, torch out
@@ -89,3 +92,66 @@ def top_k_search(
     scores = torch.cat([s for s, _ in best]).numpy().astype(np.float64)
     index = torch.cat([i for _, i in best]).numpy().astype(np.int64)
     return index, scores
+
+
+def _corpus_chunks(
+    encoder: Encoder, corpus: Corpus, options: SearchOptions, timings: dict[str, float]
+) -> Iterator[np.ndarray]:
+    for start in range(0, len(corpus), options.corpus_chunk_size):
+        texts = list(corpus.texts[start : start + options.corpus_chunk_size])
+        t0 = time.perf_counter()
+        vectors = encoder.encode(texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress)
+        timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t0
+        yield vectors
+
+
+def dense_search(
+    encoder: Encoder, queries: Queries, corpus: Corpus, options: SearchOptions, timings: dict[str, float] | None = None
+) -> RankedRun:
+    """Encode queries and corpus (chunked) and keep each query's top ``top_k`` documents."""
+    timings = {} if timings is None else timings
+    t0 = time.perf_counter()
+    q_vectors = encoder.encode(
+        list(queries.texts), role="query", batch_size=options.batch_size, show_progress=options.show_progress
+    )
+    timings["encode_queries"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    index, scores = top_k_search(
+        q_vectors, _corpus_chunks(encoder, corpus, options, timings), top_k=options.top_k, similarity=encoder.similarity
+    )
+    timings["search"] = time.perf_counter() - t1 - timings.get("encode_corpus", 0.0)
+    return RankedRun(tuple(queries.ids), tuple(corpus.ids), index, scores)
+
+
+class DenseRetriever:
+    """Single-vector retrieval with an :class:`~embedscope.models.base.Encoder` (MTEB's protocol);
+    also a reranker: the encoder's similarity of each query with its candidates."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self.name = encoder.name
+        self.revision = encoder.revision
+        self.fingerprint = encoder.fingerprint
+
+    def retrieve(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> RankedRun:
+        return dense_search(self.encoder, queries, corpus, options)
+
+    def score_candidates(
+        self, queries: Queries, corpus: Corpus, candidates: RankedRun, options: SearchOptions
+    ) -> np.ndarray:
+        import torch
+
+        kwargs = {"batch_size": options.batch_size, "show_progress": options.show_progress}
+        q = torch.from_numpy(np.ascontiguousarray(self.encoder.encode(list(queries.texts), role="query", **kwargs),
+                                                  dtype=np.float32))
+        uniq, pos = unique_candidates(candidates)
+        d = self.encoder.encode([corpus.texts[i] for i in uniq.tolist()], role="document", **kwargs)
+        d = torch.from_numpy(np.ascontiguousarray(d, dtype=np.float32))
+        if self.encoder.similarity == "cosine":
+            q, d = torch.nn.functional.normalize(q, p=2, dim=1), torch.nn.functional.normalize(d, p=2, dim=1)
+        out = np.full(pos.shape, -np.inf)
+        rows, cols = np.nonzero(pos >= 0)
+        with torch.inference_mode():
+            values = (q[torch.from_numpy(rows)] * d[torch.from_numpy(pos[rows, cols])]).sum(dim=1)
+        out[rows, cols] = values.numpy()
+        return out

@@ -11,18 +11,19 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from embedscope.models.base import Encoder
+from embedscope.retrieval.base import SearchOptions
 from embedscope.types import RankedRun
 
 
 @dataclass(frozen=True)
-class SearchOptions:
-    """Run-wide options (defaults are MTEB's); task types use the ones that apply to them."""
+class StageOutcome:
+    """One pipeline stage's scores on a split, and what it cost (seconds, peak memory)."""
 
-    top_k: int = 1000
-    batch_size: int = 32
-    corpus_chunk_size: int = 50_000
-    show_progress: bool = False
-    limits: int | None = None
+    stage: str
+    name: str
+    kind: str
+    scores: dict[str, float]
+    stats: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class SplitOutcome:
     timings: dict[str, float] = field(default_factory=dict)
     n_queries: int = 0
     n_documents: int = 0
+    stages: tuple[StageOutcome, ...] = ()
 
 
 @runtime_checkable

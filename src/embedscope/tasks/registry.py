@@ -17,6 +17,7 @@ TASKS: Registry[Task] = Registry(
 )
 
 DEFAULT_TASKS = ("BBCNewsRetrieval", "BBCNewsClustering", "BBCNewsClassification", "LeeDocumentSimilarity")
+DEFAULT_RETRIEVAL_TASKS = ("BBCNewsRetrieval",)  # the default suite for retrieval pipelines (bm25, fts5, colbert …)
 
 
 def _builtin_split(loader, split: str) -> RetrievalData:

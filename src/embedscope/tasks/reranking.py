@@ -28,13 +28,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from embedscope.errors import DataFormatError
+from embedscope.errors import ConfigError, DataFormatError
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.models.base import Encoder, Similarity
 from embedscope.tasks.base import SearchOptions, SplitOutcome
@@ -166,6 +166,33 @@ def evaluate_reranking_v2(
     t3 = time.perf_counter()
     scores = evaluate_ranking(data.qrels, run, tuple(k_values)).to_mteb()
     timings.update(encode_queries=t1 - t0, encode_corpus=t2 - t1, search=t3 - t2, metrics=time.perf_counter() - t3)
+    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus))
+
+
+def candidates_run(data: RerankingData) -> RankedRun:
+    """The task's candidate lists as a run over its corpus (order kept, duplicates dropped)."""
+    from embedscope.retrieval.base import run_from_rows
+
+    lookup = {d: i for i, d in enumerate(data.corpus.ids)}
+    rows = []
+    for qid in data.queries.ids:
+        idx = np.asarray(_candidate_indices(data, qid, lookup), dtype=np.int64)
+        rows.append((idx, np.zeros(len(idx))))
+    return run_from_rows(tuple(data.queries.ids), tuple(data.corpus.ids), rows)
+
+
+def evaluate_reranking_with_scorer(
+    data: RerankingData, scorer: Any, options: SearchOptions, k_values: Sequence[int] = DEFAULT_K_VALUES
+) -> SplitOutcome:
+    """The v2 protocol with a reranker (cross-encoder, ColBERT …) scoring each query's candidates."""
+    from embedscope.retrieval.base import rerank
+
+    data = _with_judged_queries(data)
+    t0 = time.perf_counter()
+    run = rerank(scorer, data.queries, data.corpus, candidates_run(data), replace(options, top_k=max(k_values)))
+    t1 = time.perf_counter()
+    scores = evaluate_ranking(data.qrels, run, tuple(k_values)).to_mteb()
+    timings = {f"rerank:{scorer.name}": t1 - t0, "metrics": time.perf_counter() - t1}
     return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus))
 
 
@@ -322,7 +349,14 @@ class RerankingTask:
         t0 = time.perf_counter()
         data = self.load_split(split).head(options.limits)
         load_seconds = time.perf_counter() - t0
-        if self.protocol == "v1":
+        from embedscope.retrieval.pipeline import Pipeline
+
+        if isinstance(encoder, Pipeline):
+            if self.protocol == "v1":
+                raise ConfigError(f"{self.name}: the legacy v1 reranking protocol scores embeddings only; "
+                                  f"{encoder.name} is a pipeline (use protocol v2)")
+            outcome = evaluate_reranking_with_scorer(data, encoder.candidate_scorer(), options, self.k_values)
+        elif self.protocol == "v1":
             outcome = evaluate_reranking_v1(data, encoder, options, self.mrr_at_k)
         else:
             outcome = evaluate_reranking_v2(data, encoder, options, self.k_values)

@@ -11,15 +11,16 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.models.base import Encoder
-from embedscope.retrieval.dense import top_k_search
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.retrieval.dense import dense_search
+from embedscope.retrieval.pipeline import Pipeline
+from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome
 from embedscope.types import Corpus, Queries, RankedRun, RetrievalData
 
 logger = logging.getLogger(__name__)
@@ -42,8 +43,8 @@ class RetrievalTask:
     source: str = ""
     type: str = "Retrieval"
 
-    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
-        """Load ``split`` and score it with MTEB's retrieval protocol."""
+    def evaluate_split(self, split: str, encoder: Encoder | Pipeline, options: SearchOptions) -> SplitOutcome:
+        """Load ``split`` and score it with MTEB's retrieval protocol (``encoder`` may be a pipeline)."""
         t0 = time.perf_counter()
         data = self.load_split(split)
         load_seconds = time.perf_counter() - t0
@@ -72,49 +73,35 @@ def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
     return RetrievalData(data.corpus.select(doc_keep), queries, qrels, data.name, data.split, data.source, data.revision)
 
 
-def _corpus_chunks(
-    encoder: Encoder, corpus: Corpus, options: SearchOptions, timings: dict[str, float]
-) -> Iterator[np.ndarray]:
-    for start in range(0, len(corpus), options.corpus_chunk_size):
-        texts = list(corpus.texts[start : start + options.corpus_chunk_size])
-        t0 = time.perf_counter()
-        vectors = encoder.encode(texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress)
-        timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t0
-        yield vectors
-
-
-def dense_search(
-    encoder: Encoder, queries: Queries, corpus: Corpus, options: SearchOptions, timings: dict[str, float] | None = None
-) -> RankedRun:
-    """Encode queries and corpus (chunked) and keep each query's top ``top_k`` documents."""
-    timings = {} if timings is None else timings
-    t0 = time.perf_counter()
-    q_vectors = encoder.encode(
-        list(queries.texts), role="query", batch_size=options.batch_size, show_progress=options.show_progress
-    )
-    timings["encode_queries"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    index, scores = top_k_search(
-        q_vectors, _corpus_chunks(encoder, corpus, options, timings), top_k=options.top_k, similarity=encoder.similarity
-    )
-    timings["search"] = time.perf_counter() - t1 - timings.get("encode_corpus", 0.0)
-    return RankedRun(tuple(queries.ids), tuple(corpus.ids), index, scores)
-
-
 def evaluate_retrieval_split(
-    task: RetrievalTask, data: RetrievalData, encoder: Encoder, options: SearchOptions
+    task: RetrievalTask, data: RetrievalData, model: Encoder | Pipeline, options: SearchOptions
 ) -> SplitOutcome:
-    """Run MTEB's retrieval protocol on one split and return MTEB-keyed scores."""
+    """Run MTEB's retrieval protocol on one split and return MTEB-keyed scores.
+
+    ``model`` is an encoder (dense search) or a :class:`~embedscope.retrieval.pipeline.Pipeline`,
+    whose every stage is scored (``SplitOutcome.stages``); the final stage gives the scores.
+    """
     if options.limits is not None:
         data = limit_queries(data, options.limits)
     data = data.with_positives_only()
     timings: dict[str, float] = {}
-    run = dense_search(encoder, data.queries, data.corpus, options, timings)
+    stages: tuple[StageOutcome, ...] = ()
+    if isinstance(model, Pipeline):
+        stage_runs = model.stage_runs(data.queries, data.corpus, options)
+        stages = tuple(StageOutcome(s.stage, s.name, s.kind, _score(task, data, s.run), s.stats.as_dict())
+                       for s in stage_runs)
+        timings.update({f"{s.stage}:{s.name}": s.stats.seconds for s in stage_runs})
+        run = stage_runs[-1].run
+    else:
+        run = dense_search(model, data.queries, data.corpus, options, timings)
     t0 = time.perf_counter()
-    ranking = evaluate_ranking(data.qrels, run, task.k_values, ignore_identical_ids=task.ignore_identical_ids)
-    scores = ranking.to_mteb()
+    scores = _score(task, data, run)
     timings["metrics"] = time.perf_counter() - t0
-    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus))
+    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages)
+
+
+def _score(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> dict[str, float]:
+    return evaluate_ranking(data.qrels, run, task.k_values, ignore_identical_ids=task.ignore_identical_ids).to_mteb()
 
 
 __all__ = ["RetrievalTask", "SearchOptions", "SplitOutcome", "dense_search", "evaluate_retrieval_split", "limit_queries"]

@@ -68,3 +68,59 @@ class HashEncoder:
             rows.append(np.random.default_rng(seed).standard_normal(self.dim))
         out = np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
         return out / np.linalg.norm(out, axis=1, keepdims=True).clip(1e-12)
+
+
+class WordTokenEncoder:
+    """A token encoder with one unit vector per distinct word (hashed into ``dim`` dimensions).
+
+    MaxSim of a query with a document then counts the query's words that occur in the document
+    (exactly, when no two words share a dimension).
+
+    >>> enc = WordTokenEncoder(dim=64)
+    >>> [t.shape for t in enc.encode_tokens(["a cat", "dog"], role="query")]
+    [(2, 64), (1, 64)]
+    """
+
+    def __init__(self, dim: int = 256, name: str = "fake/word-tokens") -> None:
+        self.dim = dim
+        self.name = name
+        self.revision = f"dim{dim}"
+        self.fingerprint = hashlib.sha256(f"word-tokens|{dim}".encode()).hexdigest()
+        self.calls: list[tuple[Role, int]] = []
+
+    def _dimension(self, word: str) -> int:
+        return int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.dim
+
+    def encode_tokens(
+        self, texts: Sequence[str], *, role: Role, batch_size: int = 32, show_progress: bool = False
+    ) -> list[np.ndarray]:
+        self.calls.append((role, len(texts)))
+        out = []
+        for text in texts:
+            words = re.findall(r"\w+", text.lower()) or ["<empty>"]
+            m = np.zeros((len(words), self.dim), dtype=np.float32)
+            m[np.arange(len(words)), [self._dimension(w) for w in words]] = 1.0
+            out.append(m)
+        return out
+
+
+class OverlapReranker:
+    """A deterministic reranker: the number of distinct query words in the document, plus a
+    per-document bonus (``bonus={doc_id: value}``) to steer tests."""
+
+    def __init__(self, bonus: dict[str, float] | None = None, name: str = "fake/overlap-reranker") -> None:
+        self.bonus = dict(bonus or {})
+        self.name = name
+        self.fingerprint = hashlib.sha256(repr(sorted(self.bonus.items())).encode()).hexdigest()[:16]
+        self.pairs_scored = 0
+
+    def score_candidates(self, queries, corpus, candidates, options) -> np.ndarray:  # Reranker protocol
+        out = np.full(candidates.doc_index.shape, -np.inf)
+        for i, row in enumerate(candidates.doc_index):
+            q = set(re.findall(r"\w+", queries.texts[i].lower()))
+            for j, d in enumerate(row):
+                if d >= 0:
+                    words = set(re.findall(r"\w+", corpus.texts[d].lower()))
+                    out[i, j] = len(q & words) + self.bonus.get(corpus.ids[d], 0.0)
+                    self.pairs_scored += 1
+        return out

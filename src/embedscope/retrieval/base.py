@@ -1,0 +1,123 @@
+"""What every retrieval stage shares: run-wide options, the retriever and reranker interfaces,
+and helpers to build and reorder runs.
+
+A *retriever* turns queries and a corpus into a :class:`~embedscope.types.RankedRun` (BM25, FTS5,
+dense, ColBERT). A *reranker* reorders the candidates of an existing run (cross-encoder,
+bi-encoder, ColBERT); its scoring is one function, ``score_candidates``, that returns a score per
+candidate slot, so the same reranker serves two-stage pipelines and MTEB reranking tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from embedscope.types import Corpus, Queries, RankedRun
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Run-wide options (defaults are MTEB's); each stage uses the ones that apply to it."""
+
+    top_k: int = 1000
+    batch_size: int = 32
+    corpus_chunk_size: int = 50_000
+    show_progress: bool = False
+    limits: int | None = None
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Queries + corpus → each query's top ``options.top_k`` documents (every query gets a row)."""
+
+    name: str
+    fingerprint: str
+
+    def retrieve(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> RankedRun: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores given (query, candidate) pairs; higher is better."""
+
+    name: str
+    fingerprint: str
+
+    def score_candidates(
+        self, queries: Queries, corpus: Corpus, candidates: RankedRun, options: SearchOptions
+    ) -> np.ndarray:
+        """float64 ``[n_queries, depth]`` scores for ``candidates.doc_index`` (ignored where it is −1).
+
+        ``candidates.doc_ids`` must be ``corpus.ids`` (the run indexes the corpus).
+        """
+        ...
+
+
+def run_from_rows(
+    query_ids: tuple[str, ...], doc_ids: tuple[str, ...], rows: list[tuple[np.ndarray, np.ndarray]]
+) -> RankedRun:
+    """A run from per-query ``(doc_index, scores)`` rows of any lengths (padded with −1 / −inf).
+
+    >>> run = run_from_rows(("q1", "q2"), ("d1", "d2"), [(np.array([1]), np.array([0.5])), (np.array([]), np.array([]))])
+    >>> run.doc_index.tolist()
+    [[1], [-1]]
+    """
+    depth = max((len(idx) for idx, _ in rows), default=0)
+    index = np.full((len(rows), depth), -1, dtype=np.int64)
+    scores = np.full((len(rows), depth), -np.inf, dtype=np.float64)
+    for i, (idx, values) in enumerate(rows):
+        index[i, : len(idx)] = idx
+        scores[i, : len(idx)] = values
+    return RankedRun(tuple(query_ids), tuple(doc_ids), index, scores)
+
+
+def sort_and_cut(run: RankedRun, top_k: int) -> RankedRun:
+    """Each row sorted by score (descending, ties by corpus order; empty slots last), first ``top_k`` kept.
+
+    >>> run = RankedRun(("q",), ("a", "b", "c"), np.array([[0, 2, -1]]), np.array([[0.1, 0.9, -np.inf]]))
+    >>> sort_and_cut(run, 1).doc_index.tolist()
+    [[2]]
+    """
+    scores = np.where(run.doc_index >= 0, run.scores, -np.inf)
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    # lexsort: last key is primary → score descending, then doc index ascending, empty slots last.
+    empty = run.doc_index < 0
+    order = np.lexsort((np.where(empty, np.iinfo(np.int64).max, run.doc_index), -scores, empty), axis=1)
+    order = order[:, : min(top_k, run.depth)]
+    index = np.take_along_axis(run.doc_index, order, axis=1)
+    values = np.take_along_axis(scores, order, axis=1)
+    values[index < 0] = -np.inf
+    return RankedRun(run.query_ids, run.doc_ids, index, values)
+
+
+def rerank(
+    reranker: Reranker, queries: Queries, corpus: Corpus, candidates: RankedRun, options: SearchOptions
+) -> RankedRun:
+    """Reorder ``candidates`` by the reranker's scores and keep the top ``options.top_k``.
+
+    Queries whose relevant documents are not among the candidates stay misses: nothing outside
+    the candidates can be ranked.
+    """
+    if tuple(candidates.doc_ids) != tuple(corpus.ids):
+        raise ValueError("candidates must index the corpus (run.doc_ids == corpus.ids)")
+    scores = reranker.score_candidates(queries, corpus, candidates, options)
+    if scores.shape != candidates.doc_index.shape:
+        raise ValueError(f"{reranker.name}: {scores.shape} scores for {candidates.doc_index.shape} candidates")
+    scored = RankedRun(candidates.query_ids, candidates.doc_ids, candidates.doc_index, scores.astype(np.float64))
+    return sort_and_cut(scored, options.top_k)
+
+
+def unique_candidates(candidates: RankedRun) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct corpus indices among the candidates, and each slot's position in that list (−1 = empty).
+
+    >>> uniq, pos = unique_candidates(RankedRun(("q",), ("a", "b"), np.array([[1, 1, -1]]), np.zeros((1, 3))))
+    >>> uniq.tolist(), pos.tolist()
+    ([1], [[0, 0, -1]])
+    """
+    valid = candidates.doc_index >= 0
+    uniq, inverse = np.unique(candidates.doc_index[valid], return_inverse=True)
+    pos = np.full(candidates.doc_index.shape, -1, dtype=np.int64)
+    pos[valid] = inverse
+    return uniq, pos

@@ -1,0 +1,379 @@
+"""Composable retrieval pipelines: one or more first-stage retrievers, optional fusion, rerankers.
+
+A stage is written as a spec string or a mapping::
+
+    bm25                                   # bm25s, lucene, k1=1.5, b=0.75, English stemming + stopwords
+    bm25:method=robertson,k1=1.2,b=0.75,stemmer=none
+    fts5                                   # SQLite FTS5, query words joined with OR
+    fts5:tokenize=porter unicode61,match=all
+    minilm   /   dense:./my-model          # single-vector (any embedding model spec)
+    colbert:minilm   /   colbert:./colbert-checkpoint,query_length=32
+    cross-encoder:./my-reranker            # rerankers only
+    {type: bm25, k1: 1.2}   {type: dense, model: minilm, pooling: mean}
+
+As a reranker, a bare folder is detected: a cross-encoder checkpoint, a ColBERT checkpoint, or an
+embedding model (bi-encoder). Every stage's time and peak memory are recorded
+(:class:`StageRun`); :meth:`Pipeline.stage_runs` returns the runs after each numbered stage
+(``stage1`` = first stage, fused if several retrievers; ``stage2`` = after the first reranker …).
+
+>>> from embedscope.types import Corpus, Queries
+>>> p = Pipeline.build(["bm25", "fts5"], fusion={"method": "rrf"})
+>>> p.name
+'bm25-lucene+fts5_rrf-k60'
+>>> corpus = Corpus(("d1", "d2"), ("cats purr", "dogs bark"))
+>>> run = p.retrieve(Queries(("q",), ("dogs",)), corpus, SearchOptions(top_k=10))
+>>> corpus.ids[run.doc_index[0, 0]]
+'d2'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embedscope.errors import ConfigError, UnknownNameError
+from embedscope.models.fingerprint import hash_dict, short
+from embedscope.profiling import StageStats, measure
+from embedscope.retrieval.base import Reranker, Retriever, SearchOptions, rerank, sort_and_cut
+from embedscope.retrieval.fusion import Fusion
+from embedscope.types import Corpus, Queries, RankedRun
+
+logger = logging.getLogger(__name__)
+
+RETRIEVER_KINDS = ("bm25", "fts5", "dense", "colbert")
+RERANKER_KINDS = ("cross-encoder", "dense", "colbert")
+_KIND_ALIASES = {"cross_encoder": "cross-encoder", "crossencoder": "cross-encoder", "ce": "cross-encoder",
+                 "late-interaction": "colbert", "maxsim": "colbert", "bi-encoder": "dense", "sqlite": "fts5"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing stage specs
+
+
+def _value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_stage(spec: str | Mapping[str, Any]) -> dict[str, Any]:
+    """A stage spec as a mapping with a ``type`` (``None`` = decide from the model).
+
+    >>> parse_stage("bm25:k1=1.2,b=0.5")
+    {'type': 'bm25', 'k1': 1.2, 'b': 0.5}
+    >>> parse_stage("colbert:minilm,query_length=32")
+    {'type': 'colbert', 'model': 'minilm', 'query_length': 32}
+    >>> parse_stage("./my-model")
+    {'type': None, 'model': './my-model'}
+    """
+    if isinstance(spec, Mapping):
+        out = dict(spec)
+        kind = out.get("type")
+        out["type"] = _KIND_ALIASES.get(str(kind).lower(), str(kind).lower()) if kind is not None else None
+        return out
+    head, sep, rest = str(spec).partition(":")
+    kind = _KIND_ALIASES.get(head.strip().lower(), head.strip().lower())
+    if kind not in RETRIEVER_KINDS + RERANKER_KINDS:
+        return {"type": None, "model": str(spec)}
+    out: dict[str, Any] = {"type": kind}
+    for part in (p.strip() for p in rest.split(",")) if sep else ():
+        if not part:
+            continue
+        key, eq, value = part.partition("=")
+        if eq:
+            out[key.strip()] = _value(value.strip())
+        elif "model" not in out:
+            out["model"] = part
+        else:
+            raise ConfigError(f"stage {spec!r}: {part!r} is not key=value (options are comma-separated key=value)")
+    return out
+
+
+def _take(options: dict[str, Any], allowed: Sequence[str], kind: str) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{kind} stage: unknown option(s) {unknown}. Valid options: {', '.join(allowed)}")
+    return options
+
+
+_BM25_OPTIONS = ("method", "k1", "b", "delta", "lower", "stopwords", "stemmer", "backend", "n_threads", "name")
+_FTS5_OPTIONS = ("tokenize", "match", "keywords", "name")
+_COLBERT_OPTIONS = ("model", "max_seq_length", "query_length", "document_length", "doc_chunk_size",
+                    "max_documents", "budget_mb", "name")
+_DENSE_OPTIONS = ("model", "backend", "pooling", "max_seq_length", "prompts", "query_prompt", "revision",
+                  "tokenizer", "normalize", "output_name")
+_CE_OPTIONS = ("model", "max_length", "name", "revision")
+
+
+def _detect_reranker_kind(model: str) -> str:
+    from embedscope.retrieval.cross_encoder import is_cross_encoder_checkpoint
+    from embedscope.retrieval.late_interaction import is_multi_vector_checkpoint
+
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if is_cross_encoder_checkpoint(path):
+            return "cross-encoder"
+        if is_multi_vector_checkpoint(path):
+            return "colbert"
+    return "dense"
+
+
+def build_stage(spec: str | Mapping[str, Any], *, reranker: bool = False, cache: Any = None,
+                model_options: Mapping[str, Any] | None = None) -> Any:
+    """A retriever (or, with ``reranker=True``, a reranker) from a stage spec.
+
+    ``cache`` (an :class:`~embedscope.models.cache.EmbeddingCache` or None) wraps dense encoders;
+    ``model_options`` are defaults for dense models (pooling, prompts, …).
+    """
+    options = parse_stage(spec)
+    kind = options.pop("type")
+    if kind is None:
+        kind = _detect_reranker_kind(str(options.get("model", ""))) if reranker else "dense"
+    allowed = RERANKER_KINDS if reranker else RETRIEVER_KINDS
+    if kind not in allowed:
+        raise UnknownNameError("reranker type" if reranker else "retriever type", kind, allowed)
+    if kind == "bm25":
+        from embedscope.retrieval.bm25 import BM25Retriever
+
+        if isinstance(options.get("stopwords"), list):
+            options["stopwords"] = tuple(options["stopwords"])
+        return BM25Retriever(**_take(options, _BM25_OPTIONS, kind))
+    if kind == "fts5":
+        from embedscope.retrieval.fts5 import FTS5Retriever
+
+        return FTS5Retriever(**_take(options, _FTS5_OPTIONS, kind))
+    if kind == "colbert":
+        from embedscope.retrieval.late_interaction import LateInteraction, load_token_encoder
+
+        _take(options, _COLBERT_OPTIONS, kind)
+        model = options.pop("model", "minilm")
+        encoder_keys = ("max_seq_length", "query_length", "document_length")
+        encoder = load_token_encoder(str(model), **{k: options.pop(k) for k in encoder_keys if k in options})
+        return LateInteraction(encoder, **options)
+    if kind == "cross-encoder":
+        from embedscope.retrieval.cross_encoder import CrossEncoderReranker
+
+        _take(options, _CE_OPTIONS, kind)
+        if "model" not in options:
+            raise ConfigError("cross-encoder stage needs a model (cross-encoder:PATH or {type: cross-encoder, model: PATH})")
+        return CrossEncoderReranker(options.pop("model"), **options)
+    from embedscope.models.specs import load_encoder
+    from embedscope.retrieval.dense import DenseRetriever
+
+    _take(options, _DENSE_OPTIONS, kind)
+    merged = {**(model_options or {}), **options}
+    encoder = load_encoder(str(merged.pop("model", "minilm")), **merged)
+    if cache is not None:
+        from embedscope.models.cache import CachedEncoder
+
+        encoder = CachedEncoder(encoder, cache)
+    return DenseRetriever(encoder)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pipelines
+
+
+@dataclass(frozen=True)
+class RerankStep:
+    """A reranker and how many of the previous stage's candidates it reads (``None`` = all)."""
+
+    reranker: Reranker
+    depth: int | None = None
+
+
+@dataclass
+class StageRun:
+    """One stage's output run and cost. ``stage`` is ``stage1``, ``stage2`` … for pipeline stages and
+    ``stage1.<name>`` for a retriever whose run is fused into stage 1."""
+
+    stage: str
+    name: str
+    kind: str
+    run: RankedRun
+    stats: StageStats = field(default_factory=StageStats)
+
+
+@dataclass
+class Pipeline:
+    """Retrievers → (fusion) → rerankers. See the module docstring for stage specs."""
+
+    retrievers: list[Any]
+    fusion: Fusion | None = None
+    rerankers: list[RerankStep] = field(default_factory=list)
+    name: str = ""
+    similarity: str = "pipeline"
+
+    def __post_init__(self) -> None:
+        if not self.retrievers and not self.rerankers:
+            raise ConfigError("a pipeline needs a retriever or a reranker")
+        for r in self.retrievers:
+            if not isinstance(r, Retriever):
+                raise ConfigError(f"{getattr(r, 'name', r)!r} cannot retrieve (it is a reranker only)")
+        for step in self.rerankers:
+            if not isinstance(step.reranker, Reranker):
+                raise ConfigError(f"{getattr(step.reranker, 'name', step.reranker)!r} cannot rerank candidates")
+        if len(self.retrievers) > 1 and self.fusion is None:
+            self.fusion = Fusion("rrf")
+        if len(self.retrievers) == 1 and self.fusion is not None:
+            raise ConfigError("fusion needs two or more retrievers")
+        if not self.name:
+            self.name = self.default_name()
+
+    @classmethod
+    def build(
+        cls,
+        retrievers: Sequence[str | Mapping[str, Any]] | str | Mapping[str, Any],
+        *,
+        fusion: str | Mapping[str, Any] | Fusion | None = None,
+        rerankers: Sequence[str | Mapping[str, Any]] | str | Mapping[str, Any] | None = None,
+        name: str | None = None,
+        cache: Any = None,
+        model_options: Mapping[str, Any] | None = None,
+    ) -> Pipeline:
+        """A pipeline from stage specs (strings or mappings); a reranker mapping may set ``top_k``."""
+        if isinstance(retrievers, (str, Mapping)):
+            retrievers = [retrievers]
+        if isinstance(rerankers, (str, Mapping)):
+            rerankers = [rerankers]
+        built = [build_stage(s, cache=cache, model_options=model_options) for s in retrievers]
+        steps = []
+        for spec in rerankers or []:
+            spec = parse_stage(spec)
+            depth = spec.pop("top_k", None)
+            steps.append(RerankStep(build_stage(spec, reranker=True, cache=cache, model_options=model_options), depth))
+        return cls(built, parse_fusion(fusion), steps, name or "")
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def default_name(self) -> str:
+        if not self.retrievers:  # a reranker alone (for reranking tasks)
+            return "__".join(step.reranker.name for step in self.rerankers)
+        name = "+".join(r.name for r in self.retrievers)
+        if self.fusion is not None:
+            name += f"_{self.fusion.label}"
+        for step in self.rerankers:
+            name += f"__rerank-{step.reranker.name}" + (f"@{step.depth}" if step.depth else "")
+        return name
+
+    def describe(self) -> dict[str, Any]:
+        """What ``model_meta.json`` records about the pipeline."""
+        def stage(x: Any) -> dict[str, Any]:
+            return {"name": x.name, "class": type(x).__name__, "fingerprint": x.fingerprint}
+
+        return {
+            "name": self.name,
+            "retrievers": [stage(r) for r in self.retrievers],
+            "fusion": None if self.fusion is None else vars(self.fusion),
+            "rerankers": [{**stage(s.reranker), "depth": s.depth} for s in self.rerankers],
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        return short(hash_dict({"retrievers": [r.fingerprint for r in self.retrievers],
+                                "fusion": None if self.fusion is None else vars(self.fusion),
+                                "rerankers": [(s.reranker.fingerprint, s.depth) for s in self.rerankers]}))
+
+    @property
+    def revision(self) -> str:
+        return self.fingerprint
+
+    @property
+    def dense_encoder(self) -> Any:
+        """The encoder when the pipeline is a single dense retriever (usable for every task type), else None."""
+        from embedscope.retrieval.dense import DenseRetriever
+
+        if len(self.retrievers) == 1 and not self.rerankers and isinstance(self.retrievers[0], DenseRetriever):
+            return self.retrievers[0].encoder
+        return None
+
+    def candidate_scorer(self) -> Any:
+        """What scores a reranking task's given candidates: the last reranker, else a retriever that can."""
+        if self.rerankers and not self.retrievers:
+            return self.rerankers[-1].reranker
+        if self.rerankers:
+            logger.info("%s: reranking tasks are scored by its last reranker alone", self.name)
+            return self.rerankers[-1].reranker
+        if len(self.retrievers) == 1 and isinstance(self.retrievers[0], Reranker):
+            return self.retrievers[0]
+        raise ConfigError(f"{self.name} cannot score given candidates (reranking tasks): add a reranker, or use a "
+                          "dense, ColBERT or cross-encoder model")
+
+    # -- running ----------------------------------------------------------------------------
+
+    def stage_runs(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> list[StageRun]:
+        """Run every stage; return each stage's run and cost, in order (the last is the output)."""
+        if not self.retrievers:
+            raise ConfigError(f"{self.name} has no first-stage retriever: it can score reranking tasks only "
+                              "(add a retriever, e.g. --retriever bm25, to evaluate retrieval)")
+        out: list[StageRun] = []
+        runs = []
+        for retriever in self.retrievers:
+            with measure() as stats:
+                run = retriever.retrieve(queries, corpus, options)
+            label = "stage1" if len(self.retrievers) == 1 else f"stage1.{retriever.name}"
+            out.append(StageRun(label, retriever.name, "retriever", run, stats))
+            runs.append(run)
+        if self.fusion is not None:
+            with measure() as stats:
+                fused = self.fusion.fuse(runs, options.top_k)
+            out.append(StageRun("stage1", self.fusion.label, "fusion", fused, stats))
+        current = out[-1].run
+        for n, step in enumerate(self.rerankers, start=2):
+            depth = options.top_k if step.depth is None else min(step.depth, options.top_k)
+            candidates = sort_and_cut(current, depth)
+            with measure() as stats:
+                current = rerank(step.reranker, queries, corpus, candidates, options)
+            out.append(StageRun(f"stage{n}", step.reranker.name, "reranker", current, stats))
+        return out
+
+    def retrieve(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> RankedRun:
+        return self.stage_runs(queries, corpus, options)[-1].run
+
+
+def parse_fusion(fusion: str | Mapping[str, Any] | Fusion | None) -> Fusion | None:
+    """``"rrf"``, ``"wsum"``, ``"wsum-zmuv"``, ``{method: wsum, norm: min-max, weights: [...]}`` …
+
+    >>> parse_fusion("wsum-zmuv")
+    Fusion(method='wsum', k=60, norm='zmuv', weights=None)
+    """
+    if fusion is None or isinstance(fusion, Fusion):
+        return fusion
+    if isinstance(fusion, str):
+        method, _, norm = fusion.partition("-")
+        return Fusion(method, norm=norm or "min-max") if method == "wsum" else Fusion(fusion)
+    options = dict(fusion)
+    unknown = set(options) - {"method", "k", "norm", "weights"}
+    if unknown:
+        raise ConfigError(f"fusion: unknown option(s) {sorted(unknown)}. Valid options: method, k, norm, weights")
+    if options.get("weights") is not None:
+        options["weights"] = tuple(options["weights"])
+    return Fusion(**options)
+
+
+def is_pipeline_spec(spec: str) -> bool:
+    """Whether a ``--model`` value names a non-dense retriever (``bm25``, ``fts5``, ``colbert:…``) or a
+    cross-encoder (``cross-encoder:PATH``, or a cross-encoder checkpoint folder)."""
+    kind = parse_stage(spec)["type"]
+    if kind is None:
+        from embedscope.retrieval.cross_encoder import is_cross_encoder_checkpoint
+
+        return Path(spec).expanduser().is_dir() and is_cross_encoder_checkpoint(Path(spec).expanduser())
+    return kind in ("bm25", "fts5", "colbert", "cross-encoder")
+
+
+def model_pipeline(spec: str, *, cache: Any = None, model_options: Mapping[str, Any] | None = None) -> Pipeline:
+    """The pipeline a single ``--model`` value stands for: one retriever, or a cross-encoder alone."""
+    kind = parse_stage(spec)["type"]
+    if kind == "cross-encoder" or (kind is None and _detect_reranker_kind(spec) == "cross-encoder"):
+        return Pipeline([], rerankers=[RerankStep(build_stage(spec, reranker=True))])
+    return Pipeline.build([spec], cache=cache, model_options=model_options)
