@@ -19,7 +19,7 @@ from embedscope.retrieval.late_interaction import (
 from embedscope.testing.fakes import WordTokenEncoder
 from embedscope.testing.tiny import tiny_retrieval_data
 from embedscope.testing.tiny_models import build_tiny_pylate_colbert
-from embedscope.types import Corpus, Queries, RankedRun
+from embedscope.types import Corpus, Queries
 
 
 def _direct_maxsim(q: np.ndarray, d: np.ndarray) -> float:

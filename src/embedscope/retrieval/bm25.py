@@ -45,7 +45,9 @@ class BM25Retriever:
         lower: lowercase before splitting.
         stopwords: ``"en"`` (bm25s' English list), ``"none"``, or a list of words.
         stemmer: a PyStemmer (Snowball) language such as ``"english"``, or ``"none"``.
-        backend: ``auto`` (numba if installed), ``numba`` or ``numpy``.
+        backend: ``auto``, ``numba`` or ``numpy``. ``auto`` picks numba (about 100x faster per query
+            on large corpora, but about 10 s of JIT compilation per process) when the work is large
+            enough to repay the compilation (queries x documents > 1.5e8), and numpy otherwise.
         n_threads: query threads (``-1``: one per CPU).
     """
 
@@ -87,8 +89,11 @@ class BM25Retriever:
 
         return Tokenizer(lower=self.lower, stopwords=_stopwords(self.stopwords), stemmer=_stemmer(self.stemmer))
 
-    def index(self, corpus: Corpus, show_progress: bool = False) -> BM25Index:
-        """Tokenize and index ``corpus``; the index answers any number of query sets."""
+    def index(self, corpus: Corpus, show_progress: bool = False, n_queries: int | None = None) -> BM25Index:
+        """Tokenize and index ``corpus``; the index answers any number of query sets.
+
+        ``n_queries`` (when known) lets ``backend="auto"`` choose between numba and numpy.
+        """
         import bm25s
 
         quiet = logging.getLogger("bm25s")
@@ -96,13 +101,14 @@ class BM25Retriever:
             quiet.setLevel(logging.WARNING)
         tokenizer = self.tokenizer()
         tokens = tokenizer.tokenize(list(corpus.texts), return_as="tuple", show_progress=show_progress)
-        model = bm25s.BM25(method=self.method, k1=self.k1, b=self.b, delta=self.delta, backend=_backend(self.backend))
+        backend = _backend(self.backend, len(corpus), n_queries)
+        model = bm25s.BM25(method=self.method, k1=self.k1, b=self.b, delta=self.delta, backend=backend)
         model.index(tokens, show_progress=show_progress)
         return BM25Index(self, tokenizer, model, len(corpus))
 
     def retrieve(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> RankedRun:
         """Index the corpus, then search every query (top ``options.top_k``)."""
-        index = self.index(corpus, options.show_progress)
+        index = self.index(corpus, options.show_progress, n_queries=len(queries))
         doc_index, scores = index.search(list(queries.texts), options.top_k, options.show_progress)
         return RankedRun(tuple(queries.ids), tuple(corpus.ids), doc_index, scores)
 
@@ -146,12 +152,19 @@ class BM25Index:
         return out
 
 
-def _backend(backend: str) -> str:
+NUMBA_WORTH_IT = 1.5e8
+"""queries x documents above which numba's ~10 s JIT pays off: bm25s' numpy backend scores about
+145 queries/s on 100k documents (performance-anchors.md), i.e. ~6.9e-8 s per query-document."""
+
+
+def _backend(backend: str, n_documents: int, n_queries: int | None) -> str:
     if backend != "auto":
         return backend
-    try:
-        import numba  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if n_queries is not None and n_queries * n_documents <= NUMBA_WORTH_IT:
+        return "numpy"
+    if importlib.util.find_spec("numba") is None:
         logger.info("numba is not installed: BM25 uses bm25s' numpy backend (slower)")
         return "numpy"
     return "numba"

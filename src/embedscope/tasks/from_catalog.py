@@ -9,7 +9,6 @@ local copy, the dataset comes from the hub at the pinned revision. Tasks with se
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 

@@ -14,14 +14,12 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
 from embedscope.retrieval.pipeline import Pipeline
 from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome
-from embedscope.types import Corpus, Queries, RankedRun, RetrievalData
+from embedscope.types import RankedRun, RetrievalData
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,202 @@
+"""Documents → passages: Jupyter notebooks and Markdown files read as text, then chunked.
+
+A notebook becomes one document: the source of every markdown and code cell, each followed by
+``"\\n"``, in order; outputs are dropped; reading stops at the first markdown cell containing
+``stop_at`` (e.g. ``"## Questionnaire"``). Chunking is either sentence-aware token windows with
+overlap (llama-index's ``SentenceSplitter``; defaults 500 tokens, 64 overlap, tiktoken
+``cl100k_base``, the fastbook study's configuration) or groups of N paragraphs (blank-line
+separated), with or without Markdown header paragraphs. Every passage keeps its source file and
+the chapter number taken from the file name (``04_mnist_basics.ipynb`` → 4).
+
+>>> chunk_paragraphs("# Title\\n\\nOne.\\n\\nTwo.\\n\\nThree.", n=2)
+['# Title\\n\\nOne.', 'Two.\\n\\nThree.']
+>>> chunk_paragraphs("# Title\\n\\nOne.\\n\\nTwo.", n=1, keep_headers=False)
+['One.', 'Two.']
+>>> chapter_from_name("10_nlp.ipynb")
+10
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embedscope.errors import DataFormatError, MissingDependencyError
+from embedscope.types import Corpus
+
+DOCUMENT_SUFFIXES = (".ipynb", ".md", ".markdown", ".txt")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A chunk of a document, with where it came from."""
+
+    id: str
+    text: str
+    source: str
+    chapter: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"_id": self.id, "title": "", "text": self.text, "source": self.source, "chapter": self.chapter,
+                **self.metadata}
+
+
+def chapter_from_name(name: str) -> int | None:
+    """The first number in a file name, or None."""
+    match = re.search(r"\d+", Path(name).stem)
+    return int(match.group()) if match else None
+
+
+def read_notebook(path: str | Path, stop_at: str | None = "## Questionnaire") -> str:
+    """Markdown and code cell sources of a notebook, each followed by a newline; outputs dropped."""
+    path = Path(path)
+    try:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataFormatError(f"{path}: not a notebook (invalid JSON at line {e.lineno}: {e.msg})") from None
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise DataFormatError(f"{path}: not a Jupyter notebook (no 'cells' list)")
+    parts = []
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("markdown", "code", "raw"):
+            raise DataFormatError(f"{path}: cell {i} has no valid cell_type")
+        if cell["cell_type"] == "raw":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        if stop_at and cell["cell_type"] == "markdown" and stop_at in source:
+            break
+        parts.append(source + "\n")
+    return "".join(parts)
+
+
+def read_document(path: str | Path, stop_at: str | None = "## Questionnaire") -> str:
+    """A notebook's cell sources, or a Markdown / text file as is (up to ``stop_at`` if it occurs)."""
+    path = Path(path)
+    if path.suffix.lower() == ".ipynb":
+        return read_notebook(path, stop_at)
+    text = path.read_text(encoding="utf-8")
+    if stop_at and stop_at in text:
+        text = text[: text.index(stop_at)]
+    return text
+
+
+def document_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Files given directly, and the notebooks / Markdown / text files inside given folders (sorted)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(f for f in p.iterdir() if f.suffix.lower() in DOCUMENT_SUFFIXES and f.is_file())
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise DataFormatError(f"{p}: no such file or folder")
+    if not out:
+        raise DataFormatError(f"no notebooks or Markdown files in {', '.join(map(str, paths))}")
+    return out
+
+
+def _token_counter(tokenizer: str) -> Callable[[str], list]:
+    if tokenizer in ("cl100k_base", "tiktoken"):
+        from llama_index.core.utils import get_tokenizer  # ships cl100k_base: works offline
+
+        return get_tokenizer()
+    from tokenizers import Tokenizer
+
+    from embedscope.models.specs import ALIASES, alias_path
+
+    path = alias_path(tokenizer) if tokenizer.lower() in ALIASES else Path(tokenizer)
+    file = path / "tokenizer.json" if path.is_dir() else path
+    if not file.is_file():
+        raise DataFormatError(f"tokenizer {tokenizer!r}: use cl100k_base, a model alias, or a tokenizer.json (or its folder)")
+    tok = Tokenizer.from_file(str(file))
+    tok.no_padding()  # a model's tokenizer.json may pad or truncate every input to a fixed length
+    tok.no_truncation()
+    return lambda text: tok.encode(text, add_special_tokens=False).ids
+
+
+def chunk_tokens(text: str, chunk_size: int = 500, overlap: int = 64, tokenizer: str = "cl100k_base") -> list[str]:
+    """Sentence-aware token windows (llama-index ``SentenceSplitter``)."""
+    if overlap >= chunk_size:
+        raise DataFormatError(f"chunk overlap ({overlap}) must be smaller than the chunk size ({chunk_size})")
+    try:
+        from llama_index.core.node_parser import SentenceSplitter
+    except ImportError as e:
+        raise MissingDependencyError("token chunking needs llama-index-core: pip install 'embedscope[chunking]'") from e
+    splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=_token_counter(tokenizer))
+    return [c for c in splitter.split_text(text) if c.strip()]
+
+
+_HEADER = re.compile(r"^\s{0,3}#{1,6}\s")
+
+
+def chunk_paragraphs(text: str, n: int = 1, keep_headers: bool = True) -> list[str]:
+    """Groups of ``n`` consecutive blank-line-separated paragraphs; header paragraphs dropped unless kept."""
+    if n < 1:
+        raise DataFormatError(f"paragraphs per chunk must be >= 1, got {n}")
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    if not keep_headers:
+        paragraphs = [p for p in paragraphs if not _HEADER.match(p)]
+    return ["\n\n".join(paragraphs[i : i + n]) for i in range(0, len(paragraphs), n)]
+
+
+@dataclass(frozen=True)
+class ChunkOptions:
+    """How documents become passages (``method``: ``tokens`` or ``paragraphs``)."""
+
+    method: str = "tokens"
+    chunk_size: int = 500
+    overlap: int = 64
+    tokenizer: str = "cl100k_base"
+    paragraphs: int = 1
+    keep_headers: bool = True
+    stop_at: str | None = "## Questionnaire"
+
+    def split(self, text: str) -> list[str]:
+        if self.method == "tokens":
+            return chunk_tokens(text, self.chunk_size, self.overlap, self.tokenizer)
+        if self.method == "paragraphs":
+            return chunk_paragraphs(text, self.paragraphs, self.keep_headers)
+        raise DataFormatError(f"chunking method {self.method!r}: use 'tokens' or 'paragraphs'")
+
+
+def chunk_documents(paths: Sequence[str | Path], options: ChunkOptions = ChunkOptions()) -> list[Passage]:
+    """Passages of every document under ``paths``; ids ``<file stem>-<n>`` (n from 0)."""
+    passages = []
+    for path in document_paths(paths):
+        chapter = chapter_from_name(path.name)
+        for n, chunk in enumerate(options.split(read_document(path, options.stop_at))):
+            passages.append(Passage(f"{path.stem}-{n:04d}", chunk, path.name, chapter))
+    return passages
+
+
+def write_passages(passages: Sequence[Passage], path: str | Path) -> Path:
+    """Passages as a BEIR-style ``corpus.jsonl`` (extra fields: source, chapter), written atomically."""
+    from embedscope.results.store import atomic_write_text
+
+    atomic_write_text(path, "".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in passages))
+    return Path(path)
+
+
+def read_passages(path: str | Path) -> list[Passage]:
+    """Passages written by :func:`write_passages` (or any corpus.jsonl with ``_id`` and ``text``)."""
+    from embedscope.data.jsonl import iter_jsonl
+
+    out = []
+    for line_no, row in iter_jsonl(path):
+        if "_id" not in row or "text" not in row:
+            raise DataFormatError(f"{path}:{line_no}: a passage needs '_id' and 'text'")
+        chapter = row.get("chapter")
+        out.append(Passage(str(row["_id"]), str(row["text"]), str(row.get("source", "")),
+                           int(chapter) if chapter is not None else None))
+    return out
+
+
+def passages_corpus(passages: Sequence[Passage]) -> Corpus:
+    return Corpus(tuple(p.id for p in passages), tuple(p.text for p in passages))

@@ -1,0 +1,226 @@
+"""The fastbook study on small notebooks and a small benchmark built here, with hand-checked scores."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from embedscope.cli.main import main
+from embedscope.data.documents import (
+    ChunkOptions,
+    chunk_documents,
+    chunk_tokens,
+    read_notebook,
+    read_passages,
+    write_passages,
+)
+from embedscope.data.fastbook import benchmark_stats, load_benchmark, parse_benchmark, read_keyword_queries
+from embedscope.errors import DataFormatError, ResultExistsError
+from embedscope.evaluation.fastbook import run_fastbook
+from embedscope.metrics.fastbook import modified_mrr, modified_recall
+from embedscope.retrieval.dense import DenseRetriever
+from embedscope.retrieval.late_interaction import LateInteraction
+from embedscope.retrieval.pipeline import Pipeline
+from embedscope.testing.fakes import KeywordEncoder, WordTokenEncoder
+
+
+def _cell(kind: str, source: str, outputs: list | None = None) -> dict:
+    cell = {"cell_type": kind, "metadata": {}, "source": source.splitlines(keepends=True)}
+    if kind == "code":
+        cell.update(outputs=outputs or [], execution_count=1)
+    return cell
+
+
+def _notebook(path: Path, cells: list[dict]) -> Path:
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def _component(text, context, explicit="true", extraneous="false"):
+    return {"answer_component": text, "scoring_type": "simple", "context": context,
+            "explicit_context": explicit, "extraneous_answer": extraneous}
+
+
+BENCHMARK = {"questions": [
+    {"chapter": 1, "question_number": 1, "question_text": '"Why do cats purr?"', "gold_standard_answer": "...",
+     "answer_context": [_component("happy", ["Cats purr when they are happy"]),
+                        _component("dogs", ["Dogs bark"], extraneous="true")], "question_context": []},
+    {"chapter": 1, "question_number": 2, "question_text": "What do fish do?", "gold_standard_answer": "...",
+     "answer_context": [_component("schools", ["Fish swim in schools"]), _component("?", [], explicit="false")],
+     "question_context": []},
+    {"chapter": 2, "question_number": 1, "question_text": "What is a model?", "gold_standard_answer": "...",
+     "answer_context": [_component("maps", ["A model maps inputs"]), _component("weights", ["Training adjusts the weights"])],
+     "question_context": []},
+    {"chapter": 2, "question_number": 2, "question_text": "Where is good coffee?", "gold_standard_answer": "...",
+     "answer_context": [_component("cafe", ["The cafÃ© serves"])], "question_context": []},  # mojibake: ftfy repairs it
+    {"chapter": 2, "question_number": 3, "question_text": "What comes after outputs?", "gold_standard_answer": "...",
+     "answer_context": [_component("split", ["to outputs. Training adjusts"])], "question_context": []},  # spans 2 chunks
+]}
+KEYWORDS = {(1, 1): "purr", (1, 2): "fish", (2, 1): '"model, weights"', (2, 2): "coffee", (2, 3): "outputs training"}
+
+
+@pytest.fixture()
+def study(tmp_path):
+    docs = tmp_path / "notebooks"
+    docs.mkdir()
+    _notebook(docs / "01_pets.ipynb", [
+        _cell("markdown", "# Chapter 1: Pets\n\nCats purr when they are happy.\n\nDogs bark at strangers."),
+        _cell("code", "print('hello')", outputs=[{"output_type": "stream", "name": "stdout", "text": ["NOT-IN-TEXT\n"]}]),
+        _cell("markdown", "Fish swim in schools for safety."),
+        _cell("markdown", "## Questionnaire\n\n1. Why do cats purr?"),
+        _cell("markdown", "After the questionnaire"),
+    ])
+    _notebook(docs / "02_models.ipynb", [
+        _cell("markdown", "# Chapter 2: Models\n\nA model maps inputs to outputs.\n\nTraining adjusts the weights of the model."),
+        _cell("markdown", "The café serves “good” coffee."),
+    ])
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps(BENCHMARK))
+    queries = tmp_path / "keywords.csv"
+    with queries.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["chapter", "question_number", "question_text", "keywords"])
+        for (c, n), kw in KEYWORDS.items():
+            w.writerow([c, n, "...", kw])
+    return docs, bench, queries
+
+
+PARAGRAPHS = ChunkOptions(method="paragraphs", paragraphs=1)
+
+
+def test_notebook_reading_drops_outputs_and_stops_at_the_questionnaire(study):
+    docs, _, _ = study
+    text = read_notebook(docs / "01_pets.ipynb")
+    assert text == ("# Chapter 1: Pets\n\nCats purr when they are happy.\n\nDogs bark at strangers.\n"
+                    "print('hello')\nFish swim in schools for safety.\n")
+    assert "After the questionnaire" in read_notebook(docs / "01_pets.ipynb", stop_at=None)
+    passages = chunk_documents([docs], PARAGRAPHS)
+    assert [p.id for p in passages][:3] == ["01_pets-0000", "01_pets-0001", "01_pets-0002"]
+    assert {p.chapter for p in passages} == {1, 2} and passages[0].source == "01_pets.ipynb"
+    no_headers = chunk_documents([docs], ChunkOptions(method="paragraphs", paragraphs=2, keep_headers=False))
+    assert no_headers[0].text == "Cats purr when they are happy.\n\nDogs bark at strangers.\nprint('hello')\nFish swim in schools for safety."
+
+
+def test_token_windows_respect_size_and_overlap():
+    from llama_index.core.utils import get_tokenizer
+
+    sentences = [f"Sentence number {i} talks about topic {i % 7} in some detail." for i in range(120)]
+    chunks = chunk_tokens(" ".join(sentences), chunk_size=100, overlap=20)
+    count = get_tokenizer()
+    assert len(chunks) > 5 and all(len(count(c)) <= 100 for c in chunks)
+    assert all(s in " ".join(chunks) for s in sentences)  # nothing lost
+    assert any(chunks[0].split()[-1] in chunks[1] for _ in [0])  # neighbours share text
+    with pytest.raises(DataFormatError, match="smaller than the chunk size"):
+        chunk_tokens("x", chunk_size=10, overlap=10)
+    minilm = chunk_tokens(" ".join(sentences), chunk_size=100, overlap=0, tokenizer="minilm")
+    assert len(minilm) > 5
+
+
+def test_benchmark_loading_validation_and_stats(study, tmp_path):
+    _, bench, queries = study
+    b = load_benchmark(bench)
+    assert b.questions[0].components[1].extraneous_answer is True and b.questions[0].query_text == "Why do cats purr?"
+    stats = benchmark_stats(b)
+    assert stats["1"] == {"questions": 2, "answer components": 4, "avg components per question": 2.0,
+                          "empty contexts": 1, "implicit components": 1, "extraneous components": 1}
+    assert stats["Total"]["answer components"] == 8 and stats["Total"]["avg components per question"] == 1.6
+    bad = json.loads(json.dumps(BENCHMARK))
+    bad["questions"][2]["answer_context"][1]["explicit_context"] = "yes"
+    with pytest.raises(DataFormatError, match=r"questions\[2\] \(chapter 2, question 1\)\.answer_context\[1\]\.explicit_context"):
+        parse_benchmark(bad, "b.json")
+    bad["questions"][2] = {"chapter": 2}
+    with pytest.raises(DataFormatError, match="missing field"):
+        parse_benchmark(bad)
+    assert read_keyword_queries(queries, b)["2-1"] == '"model, weights"'
+
+
+def test_metrics_by_hand():
+    from embedscope.data.fastbook import AnswerComponent
+
+    a = AnswerComponent("a", "simple", ("alpha",), True, False)
+    b = AnswerComponent("b", "simple", ("beta", "gamma"), True, False)
+    empty = AnswerComponent("c", "simple", (), False, False)
+    passages = ["zero", "gamma ray", "x", "alpha"]
+    assert modified_mrr([a, b], passages, 10) == 0.25 and modified_recall([a, b], passages, 10) == 1.0
+    assert modified_mrr([a, b], passages, 3) == 0.0 and modified_recall([a, b], passages, 3) == 0.5
+    assert modified_mrr([a, empty], passages, 10) == 0.0 and modified_recall([a, empty], passages, 10) == 0.5
+    assert modified_recall([AnswerComponent("m", "simple", ("cafÃ©",), True, False)], ["a café"], 10) == 1.0
+
+
+def test_fts5_keywords_chapter_scope_hand_checked(study, tmp_path):
+    docs, bench, queries = study
+    b = load_benchmark(bench)
+    passages = chunk_documents([docs], PARAGRAPHS)
+    report = run_fastbook(b, passages, "fts5", keywords=read_keyword_queries(queries, b), k=10,
+                          output_folder=tmp_path / "out")
+    got = {(r["chapter"], r["question_number"]): (r["modified_mrr_at_10"], r["modified_recall_at_10"]) for r in report.rows}
+    # 1-1 finds the cats passage only (the extraneous dogs component is missed); 1-2's second component has
+    # no context; 2-1: both found, the weights passage first (rank 1) and the maps passage second (rank 2);
+    # 2-2 found through ftfy; 2-3's context spans two passages, so it is never found.
+    assert got == {(1, 1): (0.0, 0.5), (1, 2): (0.0, 0.5), (2, 1): (0.5, 1.0), (2, 2): (1.0, 1.0), (2, 3): (0.0, 0.0)}
+    assert report.overall["modified_mrr_at_10"] == pytest.approx(0.3)
+    assert report.overall["modified_recall_at_10"] == pytest.approx(0.6)
+    assert report.per_chapter[2]["modified_recall_at_10"] == pytest.approx(2 / 3)
+    stored = json.loads(report.path.read_text())
+    subsets = {e["hf_subset"]: e["main_score"] for e in stored["scores"]["test"]}
+    assert subsets == {"default": pytest.approx(0.3), "chapter_1": 0.0, "chapter_2": 0.5}
+    assert report.csv_path.read_text().startswith("chapter,question_number,components,modified_mrr_at_10")
+    with pytest.raises(ResultExistsError):
+        run_fastbook(b, passages, "fts5", keywords=read_keyword_queries(queries, b), output_folder=tmp_path / "out")
+    strict = run_fastbook(b, passages, "fts5", keywords=read_keyword_queries(queries, b),
+                          exclude_extraneous=True, exclude_implicit=True)
+    got = {(r["chapter"], r["question_number"]): r["modified_mrr_at_10"] for r in strict.rows}
+    assert got[(1, 1)] == 1.0 and got[(1, 2)] == 1.0
+
+
+def test_every_retriever_runs_the_study(study):
+    docs, bench, _ = study
+    b = load_benchmark(bench)
+    passages = chunk_documents([docs], PARAGRAPHS)
+    words = ["cats", "purr", "fish", "model", "coffee", "outputs", "dogs"]
+    # lexical retrievers return only passages sharing a word with "Why do cats purr?" (not the dogs one);
+    # dense and late-interaction search rank all 3 passages of chapter 1
+    for retriever, recall in (("bm25", 0.5), ("fts5", 0.5), (Pipeline([DenseRetriever(KeywordEncoder(words))]), 1.0),
+                              (Pipeline([LateInteraction(WordTokenEncoder())]), 1.0)):
+        report = run_fastbook(b, passages, retriever, k=10)
+        rows = {(r["chapter"], r["question_number"]): r for r in report.rows}
+        assert rows[(1, 1)]["modified_recall_at_10"] == recall
+        assert rows[(2, 3)]["modified_recall_at_10"] == 0.0  # the split context is never found
+    whole = run_fastbook(b, passages, "bm25", scope="all", k=1)
+    assert whole.overall["questions"] == 5
+
+
+def test_cli_stats_chunk_run_and_beir_export(study, tmp_path, capsys):
+    docs, bench, queries = study
+    assert main(["fastbook", "stats", str(bench)]) == 0
+    out = capsys.readouterr().out
+    assert "| Total | 5 | 8 | 1.6 | 1 | 1 | 1 |" in out
+    corpus = tmp_path / "corpus.jsonl"
+    assert main(["chunk", str(docs), "-o", str(corpus), "--method", "paragraphs"]) == 0
+    assert len(read_passages(corpus)) == 6
+    args = ["fastbook", "run", "--benchmark", str(bench), "--passages", str(corpus), "--retriever", "fts5",
+            "--queries", str(queries), "--scope", "chapter", "--k", "10"]
+    assert main(args) == 0
+    assert "| all | 5 | 0.3000 | 0.6000 |" in capsys.readouterr().out
+    assert main(["fastbook", "run", "--benchmark", str(bench), "--notebooks", str(docs), "--retriever", "bm25",
+                 "--queries", str(queries)]) == 2
+    assert "fts5 retriever only" in capsys.readouterr().err
+    beir = tmp_path / "beir"
+    assert main(["fastbook", "export-beir", "--benchmark", str(bench), "--passages", str(corpus), "-o", str(beir)]) == 0
+    qrels = (beir / "qrels" / "test.tsv").read_text().splitlines()
+    assert "1-1\t01_pets-0001\t1" in qrels and "1-1\t01_pets-0002\t1" in qrels
+    assert not any(line.startswith("2-3\t") for line in qrels)  # a split context makes no passage relevant
+    import embedscope
+
+    report = embedscope.evaluate("fts5", [str(beir)], output_folder=tmp_path / "res", cache=False, show_progress=False)
+    assert 0 < report.outcomes[0].result.main_score() <= 1
+
+
+def test_passages_round_trip(tmp_path, study):
+    docs, _, _ = study
+    passages = chunk_documents([docs], PARAGRAPHS)
+    write_passages(passages, tmp_path / "c.jsonl")
+    assert read_passages(tmp_path / "c.jsonl") == passages
