@@ -170,8 +170,10 @@ def _run_task(
     )
     if len(stage_scores) > 1:  # two-stage (or longer) pipelines: each stage's result in stage1/, stage2/ ...
         for stage, per_split in stage_scores.items():
+            earlier = store.sub(stage).load(task.name) if strategy != "always" else None
+            merged = {**(earlier.scores if earlier else {}), **per_split}  # keep splits of earlier runs
             store.sub(stage).save(TaskResult(
-                task_name=task.name, dataset_revision=task.dataset_revision, scores=per_split,
+                task_name=task.name, dataset_revision=task.dataset_revision, scores=merged,
                 evaluation_time=elapsed, date=result.date, extra={"task_type": task.type, "stage": stage},
             ))
     path = store.save(result)
