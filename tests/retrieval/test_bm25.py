@@ -31,46 +31,38 @@ def _tokens(retriever: BM25Retriever, corpus: Corpus, queries: Queries):
     return docs, qs
 
 
-def _formula_scores(method: str, docs: list[list[str]], query: list[str], k1: float, b: float) -> np.ndarray:
-    n_docs = len(docs)
-    avg = sum(len(d) for d in docs) / n_docs
-    df = Counter(t for d in docs for t in set(d))
-    out = np.zeros(n_docs)
-    for i, d in enumerate(docs):
-        tf = Counter(d)
-        norm = k1 * (1 - b + b * len(d) / avg)
-        for t in query:
-            if tf[t] == 0:
-                continue
-            if method == "lucene":
-                out[i] += math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) * tf[t] / (tf[t] + norm)
-            else:  # atire
-                out[i] += math.log(n_docs / df[t]) * tf[t] * (k1 + 1) / (tf[t] + norm)
-    return out
+def _term_score(method: str, tf: int, df: int, n_docs: int, length_ratio: float, k1: float, b: float,
+                delta: float) -> float:
+    """One query term's contribution, as Kamphuis et al. (2020) write the variants.
+
+    BM25L counts every query term of the vocabulary, an absent one with c = 0, as bm25s does
+    (rank_bm25's BM25L multiplies by tf once more, so it is not used as the reference for it).
+    """
+    norm = 1 - b + b * length_ratio
+    if method == "bm25l":
+        c = tf / norm
+        return math.log((n_docs + 1) / (df + 0.5)) * (k1 + 1) * (c + delta) / (k1 + c + delta)
+    if tf == 0:
+        return 0.0
+    if method == "lucene":
+        return math.log(1 + (n_docs - df + 0.5) / (df + 0.5)) * tf / (tf + k1 * norm)
+    return math.log(n_docs / df) * tf * (k1 + 1) / (tf + k1 * norm)  # atire
 
 
-def _bm25l_scores(docs: list[list[str]], query: list[str], k1: float, b: float, delta: float) -> np.ndarray:
-    """BM25L as Kamphuis et al. write it (and bm25s computes it): every query term in the vocabulary
-    contributes, an absent one with c = 0. (rank_bm25's BM25L multiplies by tf once more, so it is
-    not used as the reference here.)"""
-    n_docs = len(docs)
-    avg = sum(len(d) for d in docs) / n_docs
+def _formula_scores(method: str, docs: list[list[str]], query: list[str], k1: float, b: float,
+                    delta: float) -> np.ndarray:
+    avg = sum(len(d) for d in docs) / len(docs)
     df = Counter(t for d in docs for t in set(d))
-    out = np.zeros(n_docs)
+    out = np.zeros(len(docs))
     for i, d in enumerate(docs):
         tf = Counter(d)
-        for t in query:
-            if df[t]:
-                c = tf[t] / (1 - b + b * len(d) / avg)
-                out[i] += math.log((n_docs + 1) / (df[t] + 0.5)) * (k1 + 1) * (c + delta) / (k1 + c + delta)
+        out[i] = sum(_term_score(method, tf[t], df[t], len(docs), len(d) / avg, k1, b, delta) for t in query if df[t])
     return out
 
 
 def _reference(method: str, docs, query, k1, b, delta) -> np.ndarray:
-    if method in ("lucene", "atire"):
-        return _formula_scores(method, docs, query, k1, b)
-    if method == "bm25l":
-        return _bm25l_scores(docs, query, k1, b, delta)
+    if method in ("lucene", "atire", "bm25l"):
+        return _formula_scores(method, docs, query, k1, b, delta)
     if method == "robertson":  # rank_bm25 with idf floored at 0 (bm25s' convention); bm25s drops the (k1 + 1)
         return rank_bm25.BM25Okapi(docs, k1=k1, b=b, epsilon=0.0).get_scores(query) / (k1 + 1)
     return rank_bm25.BM25Plus(docs, k1=k1, b=b, delta=delta).get_scores(query)
