@@ -93,3 +93,21 @@ def test_reranker_alone_cannot_retrieve():
         p.retrieve(QUERIES, CORPUS, SearchOptions())
     with pytest.raises(ConfigError, match="fusion needs two"):
         Pipeline([FTS5Retriever()], fusion=parse_fusion("rrf"))
+
+
+def test_bi_encoder_as_reranker_scores_its_similarity():
+    from embedscope.retrieval.base import rerank
+    from embedscope.testing.fakes import KeywordEncoder
+    from embedscope.types import RankedRun
+
+    encoder = KeywordEncoder(["cat", "food", "dog"], similarity="cosine")
+    candidates = RankedRun(QUERIES.ids, CORPUS.ids, np.array([[0, 1, 3], [2, -1, -1]]), np.zeros((2, 3)))
+    run = rerank(DenseRetriever(encoder), QUERIES, CORPUS, candidates, SearchOptions(top_k=3))
+    q = encoder.encode(list(QUERIES.texts), role="query")
+    d = encoder.encode(list(CORPUS.texts), role="document")
+    cos = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (d / np.linalg.norm(d, axis=1, keepdims=True)).T
+    for i in range(2):
+        idx = run.doc_index[i][run.doc_index[i] >= 0]
+        np.testing.assert_allclose(run.scores[i][: len(idx)], cos[i, idx], rtol=1e-6)
+        assert sorted(idx.tolist()) == sorted(d for d in candidates.doc_index[i] if d >= 0)
+    assert run.doc_index[0].tolist() == [1, 3, 0]  # "cat food": d2 has both words, then the mixed d4, then d1
