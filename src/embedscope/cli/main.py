@@ -69,16 +69,14 @@ def _pipeline_spec(args: argparse.Namespace) -> dict | None:
         return None
     if args.model and args.retriever:
         raise EmbedscopeError("give the first stage with --model or with --retriever, not both")
-    fusion: dict | None = None
+    fusion = None
     if args.fusion or args.rrf_k is not None or args.weights:
-        method, _, norm = (args.fusion or "rrf").partition("-")
-        fusion = {"method": method}
-        if norm:
-            fusion["norm"] = norm
-        if args.rrf_k is not None:
-            fusion["k"] = args.rrf_k
-        if args.weights:
-            fusion["weights"] = args.weights
+        from dataclasses import replace
+
+        from embedscope.retrieval.pipeline import parse_fusion
+
+        overrides = {"k": args.rrf_k, "weights": tuple(args.weights) if args.weights else None}
+        fusion = replace(parse_fusion(args.fusion or "rrf"), **{k: v for k, v in overrides.items() if v is not None})
     return {"retrievers": args.retriever or [args.model or "minilm"], "fusion": fusion,
             "rerankers": args.reranker or [], "name": args.pipeline_name}
 

@@ -109,15 +109,15 @@ def rerank(
     return sort_and_cut(scored, options.top_k)
 
 
-def unique_candidates(candidates: RankedRun) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct corpus indices among the candidates, and each slot's position in that list (−1 = empty).
+def unique_candidates(doc_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct corpus indices among candidate slots, and each slot's position in that list (−1 = empty).
 
-    >>> uniq, pos = unique_candidates(RankedRun(("q",), ("a", "b"), np.array([[1, 1, -1]]), np.zeros((1, 3))))
+    >>> uniq, pos = unique_candidates(np.array([[1, 1, -1]]))
     >>> uniq.tolist(), pos.tolist()
     ([1], [[0, 0, -1]])
     """
-    valid = candidates.doc_index >= 0
-    uniq, inverse = np.unique(candidates.doc_index[valid], return_inverse=True)
-    pos = np.full(candidates.doc_index.shape, -1, dtype=np.int64)
+    valid = doc_index >= 0
+    uniq, inverse = np.unique(doc_index[valid], return_inverse=True)
+    pos = np.full(doc_index.shape, -1, dtype=np.int64)
     pos[valid] = inverse
     return uniq, pos

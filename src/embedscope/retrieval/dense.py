@@ -144,7 +144,7 @@ class DenseRetriever:
         kwargs = {"batch_size": options.batch_size, "show_progress": options.show_progress}
         q = torch.from_numpy(np.ascontiguousarray(self.encoder.encode(list(queries.texts), role="query", **kwargs),
                                                   dtype=np.float32))
-        uniq, pos = unique_candidates(candidates)
+        uniq, pos = unique_candidates(candidates.doc_index)
         d = self.encoder.encode([corpus.texts[i] for i in uniq.tolist()], role="document", **kwargs)
         d = torch.from_numpy(np.ascontiguousarray(d, dtype=np.float32))
         if self.encoder.similarity == "cosine":

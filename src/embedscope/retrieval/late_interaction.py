@@ -319,10 +319,7 @@ class LateInteraction:
         out = np.full(candidates.doc_index.shape, -np.inf)
         q_tokens = self._encode(queries.texts, "query", options)
         for rows in _query_blocks(candidates.doc_index, self.max_documents):
-            block = candidates.doc_index[rows]
-            sub = RankedRun(tuple(candidates.query_ids[i] for i in rows), candidates.doc_ids, block,
-                            np.zeros(block.shape))
-            uniq, pos = unique_candidates(sub)
+            uniq, pos = unique_candidates(candidates.doc_index[rows])
             doc_tokens = self._encode([corpus.texts[i] for i in uniq.tolist()], "document", options)
             out[rows] = maxsim_candidates([q_tokens[i] for i in rows], doc_tokens, pos)
         return out

@@ -298,10 +298,9 @@ class Pipeline:
 
     def candidate_scorer(self) -> Any:
         """What scores a reranking task's given candidates: the last reranker, else a retriever that can."""
-        if self.rerankers and not self.retrievers:
-            return self.rerankers[-1].reranker
         if self.rerankers:
-            logger.info("%s: reranking tasks are scored by its last reranker alone", self.name)
+            if self.retrievers:
+                logger.info("%s: reranking tasks are scored by its last reranker alone", self.name)
             return self.rerankers[-1].reranker
         if len(self.retrievers) == 1 and isinstance(self.retrievers[0], Reranker):
             return self.retrievers[0]

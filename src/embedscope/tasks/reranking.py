@@ -37,6 +37,7 @@ import numpy as np
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.models.base import Encoder, Similarity
+from embedscope.retrieval.base import run_from_rows
 from embedscope.tasks.base import SearchOptions, SplitOutcome
 from embedscope.types import Corpus, Queries, RankedRun
 
@@ -135,13 +136,7 @@ def rerank_candidates(
             raise ValueError(f"query {qid!r}: NaN similarity scores (a zero or non-finite embedding?)")
         values, pos = torch.topk(scores, min(top_k, len(idx)), dim=1, largest=True)
         rows.append(([idx[p] for p in pos[0].tolist()], values[0].tolist()))
-    depth = max((len(r[0]) for r in rows), default=0)
-    index = np.full((len(rows), depth), -1, dtype=np.int64)
-    values = np.full((len(rows), depth), -np.inf, dtype=np.float64)
-    for i, (ids, scores) in enumerate(rows):
-        index[i, : len(ids)] = ids
-        values[i, : len(ids)] = scores
-    return RankedRun(tuple(data.queries.ids), tuple(data.corpus.ids), index, values)
+    return run_from_rows(tuple(data.queries.ids), tuple(data.corpus.ids), rows)
 
 
 def _with_judged_queries(data: RerankingData) -> RerankingData:
@@ -171,8 +166,6 @@ def evaluate_reranking_v2(
 
 def candidates_run(data: RerankingData) -> RankedRun:
     """The task's candidate lists as a run over its corpus (order kept, duplicates dropped)."""
-    from embedscope.retrieval.base import run_from_rows
-
     lookup = {d: i for i, d in enumerate(data.corpus.ids)}
     rows = []
     for qid in data.queries.ids:
