@@ -78,14 +78,14 @@ class NativeConfig(BaseModel):
 
     model_config = _STRICT
     model: str | None = None
-    models: list[str] | None = None
+    models: list[str | dict[str, Any]] | None = None  # a mapping: {model: NAME, device: cuda:1, dtype: fp16, ...}
     pipeline: PipelineConfig | None = None
     pipelines: list[PipelineConfig] = Field(default_factory=list)
     model_options: dict[str, Any] = Field(default_factory=dict)
     tasks: list[str] = Field(default_factory=list)
     custom_tasks: list[CustomTask] = Field(default_factory=list)
     output_folder: str = "results"
-    batch_size: int = 32
+    batch_size: int | None = None
     top_k: int = 1000
     overwrite: Literal["only-missing", "never", "always", "only-cache"] = "only-missing"
     save_predictions: bool = False
@@ -93,6 +93,12 @@ class NativeConfig(BaseModel):
     limits: int | None = None
     corpus_chunk_size: int = 50_000
     show_progress: bool = True
+    device: str = "auto"  # per model: model_options.device
+    dtype: Literal["fp32", "fp16", "bf16"] | None = None  # per model: model_options.dtype
+    engine: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    ray_workers: int | None = None
+    ray_gpus_per_worker: float | None = None
 
 
 class EvalScopeModel(BaseModel):
@@ -222,9 +228,21 @@ def _native_plan(cfg: NativeConfig) -> Plan:
     tasks: list[Any] = list(cfg.tasks) + _custom_task_objects(cfg.custom_tasks)
     common = cfg.model_dump(exclude={"model", "models", "pipeline", "pipelines", "tasks", "custom_tasks",
                                      "model_options"})
+    entries = [_model_entry(m, cfg.model_options) for m in models]
     if tasks:
         common["tasks"] = tasks
-    return Plan([{"model": m, "model_options": dict(cfg.model_options) or None, **common} for m in models])
+    return Plan([{"model": m, "model_options": options, **common} for m, options in entries])
+
+
+def _model_entry(entry: Any, defaults: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """A ``models`` entry and its options: a name or pipeline spec with the shared ``model_options``,
+    or a mapping ``{model: NAME, ...}`` whose other keys (device, dtype, pooling, …) override them."""
+    if isinstance(entry, dict) and "model" in entry and "retrievers" not in entry:
+        own = {k: v for k, v in entry.items() if k != "model"}
+        return entry["model"], {**defaults, **own} or None
+    if isinstance(entry, dict) and "retrievers" not in entry:
+        raise ConfigError(f"models entry {entry}: a mapping needs 'model' (e.g. {{model: minilm, device: cuda:1}})")
+    return entry, dict(defaults) or None
 
 
 def _evalscope_model_options(m: EvalScopeModel) -> dict[str, Any]:
@@ -232,13 +250,17 @@ def _evalscope_model_options(m: EvalScopeModel) -> dict[str, Any]:
         raise ConfigError("API embedding models (model_name/api_base/api_key) are not supported: use a local model")
     if not m.model_name_or_path:
         raise ConfigError("EvalScope model entry needs 'model_name_or_path'")
-    unsupported = {k: v for k, v in m.model_kwargs.items() if not (k == "torch_dtype" and v in ("auto", "float32"))}
+    dtypes = {"auto": None, "float32": None, "float16": "fp16", "bfloat16": "bf16"}
+    unsupported = {k: v for k, v in m.model_kwargs.items() if not (k in ("torch_dtype", "dtype") and v in dtypes)}
     if unsupported or m.config_kwargs:
         raise ConfigError(
-            f"model_kwargs {unsupported or ''} config_kwargs {m.config_kwargs or ''}: only torch_dtype auto/float32 "
-            "is supported (embedscope evaluates in float32)"
+            f"model_kwargs {unsupported or ''} config_kwargs {m.config_kwargs or ''}: only torch_dtype "
+            "(auto, float32, float16, bfloat16) is supported"
         )
     options: dict[str, Any] = {}
+    dtype = dtypes[m.model_kwargs.get("torch_dtype", m.model_kwargs.get("dtype", "auto"))]
+    if dtype:
+        options["dtype"] = dtype
     if m.pooling_mode:
         options["pooling"] = m.pooling_mode
     if m.max_seq_length is not None:
@@ -306,7 +328,7 @@ def _evalscope_plan(cfg: EvalScopeConfig) -> Plan:
                 "output_folder": ev.output_folder,
                 "overwrite": "always" if ev.overwrite_results else "only-missing",
                 "limits": ev.limits,
-                "batch_size": int(encode.get("batch_size", 32)),
+                "batch_size": int(encode["batch_size"]) if encode.get("batch_size") else None,
                 "show_progress": bool(encode.get("show_progress_bar", True)),
             })
     return Plan(calls)

@@ -33,9 +33,25 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pipeline-name", default=None, help="name results are filed under (default: from the stages)")
     p.add_argument("--tasks", "-t", nargs="+", default=None, help="task names or folders of custom data")
     p.add_argument("--config", "-c", default=None, help="YAML/JSON config (embedscope or EvalScope eval_config schema)")
-    p.add_argument("--output-folder", default="results")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--top-k", type=int, default=1000)
+    p.add_argument("--output-folder", default="results", help="where results go: <folder>/<org__model>/<revision>/<Task>.json")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="texts per encoding batch (default: 32 on the CPU, MTEB's and the exact path; 256 on a GPU)")
+    p.add_argument("--top-k", type=int, default=1000, help="documents kept per query (with a reranker: stage-1 candidates)")
+    p.add_argument("--device", default="auto",
+                   help="auto (default: the best accelerator here, else cpu) | cpu | cuda | cuda:N | mps; several "
+                   "(cuda:0,cuda:1) shard the encoding, with the same vectors as one device")
+    p.add_argument("--devices", default=None, metavar="LIST", help="the same as --device with a list: cuda:0,cuda:1")
+    p.add_argument("--dtype", default=None, choices=("fp32", "fp16", "bf16"),
+                   help="model precision: fp32 (default, the exact path), fp16 or bf16 (faster on GPUs; "
+                   "scores shift slightly)")
+    p.add_argument("--engine", default="local", choices=("local", "ray"),
+                   help="where encoding runs: in this process (default) or on a Ray cluster (pip install 'embedscope[ray]')")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="Ray cluster to use: auto (a running one), ray://host:10001, … (default: a new local cluster)")
+    p.add_argument("--ray-workers", type=int, default=None, metavar="N",
+                   help="Ray actors holding the model (default: one per GPU share, else one per CPU)")
+    p.add_argument("--ray-gpus-per-worker", type=float, default=None, metavar="F",
+                   help="GPUs each Ray actor asks for (e.g. 1, or 0.5 to pack two per GPU); workers then encode on cuda")
     p.add_argument("--overwrite", nargs="?", const="always", default="only-missing",
                    metavar="STRATEGY", help="re-run and replace stored results ('always', the default when the flag "
                    "is given alone), or only-missing | never | only-cache")
@@ -47,11 +63,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", default=None, help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
     p.add_argument("--backend", default=None, help="force sentence-transformers | transformers | onnx | static")
     p.add_argument("--pooling", default=None, help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")
-    p.add_argument("--max-seq-length", type=int, default=None)
+    p.add_argument("--max-seq-length", type=int, default=None, help="truncate texts to this many tokens")
     p.add_argument("--query-prompt", default=None, help="instruction prepended to queries only")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json or folder (ONNX models without one)")
     p.add_argument("--revision", default=None, help="hub revision of the model")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.set_defaults(func=_cmd_run)
 
@@ -97,6 +113,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             cache=False if args.no_cache else (args.cache_dir or True), limits=args.limits,
             corpus_chunk_size=args.corpus_chunk_size, show_progress=not args.no_progress and sys.stderr.isatty(),
             model_options=_model_options(args) or None, data_dir=args.data_dir,
+            device=args.devices or args.device, dtype=args.dtype, engine=args.engine, ray_address=args.ray_address,
+            ray_workers=args.ray_workers, ray_gpus_per_worker=args.ray_gpus_per_worker,
         )
         if args.tasks:
             kwargs["tasks"] = args.tasks

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embedscope.engines import EngineOptions, build_encoder
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
@@ -75,28 +76,42 @@ def _cache_object(cache: bool | str | Path | EmbeddingCache | None) -> Embedding
 
 
 def _as_model(
-    model: str | Mapping[str, Any] | Encoder | Pipeline, model_options: dict[str, Any] | None, cache: bool | str | Path | EmbeddingCache | None
+    model: Any, model_options: dict[str, Any] | None, cache: bool | str | Path | EmbeddingCache | None,
+    engine: EngineOptions, fingerprint: str | None = None,
 ) -> Encoder | Pipeline:
-    """An encoder (cached) or a pipeline; a pipeline that is one dense retriever becomes its encoder."""
+    """An encoder (cached) or a pipeline; a pipeline that is one dense retriever becomes its encoder.
+
+    A model object the caller holds (a SentenceTransformer, a CrossEncoder, an mteb model, anything
+    with ``encode``) is wrapped as it is; the engine and device options apply to models given by name.
+    """
+    from embedscope.models.wrap import as_encoder, is_cross_encoder
     from embedscope.retrieval.pipeline import is_pipeline_spec, model_pipeline
 
+    stage_options = engine.single_device().model_options(model_options) if isinstance(model, (str, Mapping)) else None
     if isinstance(model, Mapping):
-        model = Pipeline.build(**model, cache=_cache_object(cache), model_options=model_options)
+        model = Pipeline.build(**model, cache=_cache_object(cache), model_options=stage_options)
     elif isinstance(model, str) and is_pipeline_spec(model):
-        model = model_pipeline(model, cache=_cache_object(cache), model_options=model_options)
+        model = model_pipeline(model, cache=_cache_object(cache), model_options=stage_options)
     elif isinstance(model, str):
-        from embedscope.models.specs import load_encoder
-
-        return _with_cache(load_encoder(model, **(model_options or {})), cache)
+        return _with_cache(build_encoder(model, model_options, engine), cache)
     elif model_options:
         raise ConfigError("model_options apply only when the model is given by name or path")
+    elif is_cross_encoder(model):
+        from embedscope.retrieval.cross_encoder import CrossEncoderReranker
+        from embedscope.retrieval.pipeline import RerankStep
+
+        model = Pipeline([], rerankers=[RerankStep(CrossEncoderReranker(model))])
     if isinstance(model, Pipeline):
         return model.dense_encoder or model
-    return _with_cache(model, cache)
+    return _with_cache(as_encoder(model, fingerprint=fingerprint), cache)
 
 
 def _with_cache(encoder: Encoder, cache: bool | str | Path | EmbeddingCache | None) -> Encoder:
     store = _cache_object(cache)
+    if store is not None and encoder.fingerprint is None:
+        logger.warning("%s: no fingerprint (give fingerprint=... to evaluate, or a model by name or path): "
+                       "running with the embedding cache off", encoder.name)
+        return encoder
     return encoder if store is None or isinstance(encoder, CachedEncoder) else CachedEncoder(encoder, store)
 
 
@@ -120,7 +135,28 @@ def model_meta(encoder: Encoder | Pipeline) -> dict[str, Any]:
         value = getattr(inner, attr, None)
         if isinstance(value, (str, int, float, bool)):
             meta[attr] = value
+    meta.update(run_placement(encoder))
     return meta
+
+
+def run_placement(model: Any) -> dict[str, Any]:
+    """Where and how outputs were computed (device, dtype, engine), for ``model_meta.json`` and each result.
+
+    >>> from embedscope.testing.fakes import KeywordEncoder
+    >>> run_placement(KeywordEncoder(["a"]))
+    {'device': 'cpu', 'dtype': 'fp32', 'engine': 'local'}
+    """
+    from embedscope.models.device import short_dtype
+
+    if isinstance(model, Pipeline):
+        stages = [*model.retrievers, *(s.reranker for s in model.rerankers)]
+        placed = [run_placement(getattr(s, "encoder", s)) for s in stages if hasattr(getattr(s, "encoder", s), "device")]
+        return {"stages": placed} if placed else {}
+    inner = getattr(model, "encoder", model)
+    describe = inner.describe() if hasattr(inner, "describe") else {}
+    return {"device": str(describe.get("device", getattr(inner, "device", "cpu"))),
+            "dtype": short_dtype(str(describe.get("dtype", getattr(inner, "dtype", "float32")))),
+            "engine": str(describe.get("engine", getattr(inner, "engine", "local")))}
 
 
 def _run_task(
@@ -130,6 +166,7 @@ def _run_task(
     strategy: OverwriteStrategy,
     options: SearchOptions,
     save_predictions: bool,
+    placement: dict[str, Any] | None = None,
 ) -> TaskOutcome:
     stored = store.load(task.name)
     splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
@@ -155,7 +192,7 @@ def _run_task(
                 {"stage": st.stage, "name": st.name, "kind": st.kind, "main_score": entry["main_score"], **st.stats})
             if "." not in st.stage:
                 stage_scores.setdefault(st.stage, {})[split] = [entry]
-    extra: dict[str, Any] = {"task_type": task.type}
+    extra: dict[str, Any] = {"task_type": task.type, **(placement or {})}
     if stage_records:
         extra["pipeline_stages"] = stage_records
     elapsed = time.perf_counter() - started
@@ -187,7 +224,7 @@ def evaluate(
     tasks: Sequence[str | Path | Task] | None = None,
     *,
     output_folder: str | Path = "results",
-    batch_size: int = 32,
+    batch_size: int | None = None,
     top_k: int = 1000,
     overwrite: str = "only-missing",
     save_predictions: bool = False,
@@ -197,17 +234,26 @@ def evaluate(
     show_progress: bool = True,
     model_options: dict[str, Any] | None = None,
     data_dir: str | Path | None = None,
+    device: str | None = "auto",
+    dtype: str | None = None,
+    engine: str = "local",
+    ray_address: str | None = None,
+    ray_workers: int | None = None,
+    ray_gpus_per_worker: float | None = None,
+    fingerprint: str | None = None,
 ) -> EvaluationReport:
     """Evaluate one model on retrieval tasks and write MTEB-format results.
 
     Args:
         model: a built-in alias (``minilm``, ``minilm-int8``, …), a local path, a hub id, an Encoder,
-            a retriever spec (``bm25``, ``fts5``, ``colbert:minilm`` …) or a
-            :class:`~embedscope.retrieval.pipeline.Pipeline` (or the keyword arguments of ``Pipeline.build``).
+            a retriever spec (``bm25``, ``fts5``, ``colbert:minilm`` …), a
+            :class:`~embedscope.retrieval.pipeline.Pipeline` (or the keyword arguments of ``Pipeline.build``),
+            or a model object: a ``SentenceTransformer`` or ``CrossEncoder`` (on its own device), an mteb
+            model, or anything with ``encode(list[str]) -> array``.
         tasks: registered task names, folders of custom data, or task objects (default: the built-in
             suite; for a pipeline, its retrieval tasks).
         output_folder: results go to ``<output_folder>/<org__model>/<revision>/<Task>.json``.
-        batch_size: encoding batch size (MTEB's default 32).
+        batch_size: encoding batch size (default: MTEB's 32 on the CPU, 256 on an accelerator).
         top_k: documents kept per query (MTEB's default 1000).
         overwrite: ``only-missing`` | ``never`` | ``always`` | ``only-cache``.
         save_predictions: also write each task's ranked run (``<Task>_predictions.json``).
@@ -217,12 +263,20 @@ def evaluate(
         show_progress: progress bars while encoding.
         model_options: options for :func:`embedscope.models.specs.load_encoder` (pooling, prompts, …).
         data_dir: folder holding local copies of catalog datasets (``<dir>/<Task>`` in the hub's layout).
+        device: ``auto`` (the best accelerator here), ``cpu``, ``cuda``, ``cuda:N``, ``mps``, or several
+            (``cuda:0,cuda:1``: encode calls sharded over them, same vectors as one device).
+        dtype: ``fp32`` (default, the exact path), ``fp16`` or ``bf16``.
+        engine: ``local`` (this process) or ``ray`` (actors on a Ray cluster; ``ray_address``,
+            ``ray_workers``, ``ray_gpus_per_worker``).
+        fingerprint: for a model object embedscope cannot fingerprint itself: what identifies its
+            vectors in the embedding cache (without one, the cache is off for it).
     """
     started = time.perf_counter()
     strategy = check_strategy(overwrite)
-    if top_k < 1 or batch_size < 1 or corpus_chunk_size < 1:
+    if top_k < 1 or (batch_size is not None and batch_size < 1) or corpus_chunk_size < 1:
         raise ConfigError("top_k, batch_size and corpus_chunk_size must be positive integers")
-    encoder = _as_model(model, model_options, cache)
+    engine_options = EngineOptions(engine, device, dtype, ray_address, ray_workers, ray_gpus_per_worker).validated()
+    encoder = _as_model(model, model_options, cache, engine_options, fingerprint)
     if tasks is None:
         tasks = DEFAULT_TASKS if not isinstance(encoder, Pipeline) else DEFAULT_RETRIEVAL_TASKS
     resolved = [resolve_task(t, data_dir=data_dir) for t in tasks]
@@ -231,7 +285,8 @@ def evaluate(
     store = ResultStore(output_folder, encoder.name, encoder.revision)
     store.save_model_meta(model_meta(encoder))
     options = SearchOptions(top_k, batch_size, corpus_chunk_size, show_progress, limits)
-    outcomes = [_run_task(t, encoder, store, strategy, options, save_predictions) for t in resolved]
+    placement = run_placement(encoder)
+    outcomes = [_run_task(t, encoder, store, strategy, options, save_predictions, placement) for t in resolved]
     stats = encoder.stats if isinstance(encoder, CachedEncoder) else None
     return EvaluationReport(encoder.name, encoder.revision, outcomes, stats, time.perf_counter() - started)
 

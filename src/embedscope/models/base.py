@@ -1,18 +1,25 @@
-"""The encoder protocol every model backend implements.
+"""The encoder protocol, and the base every model backend shares.
 
 An encoder turns texts into a float32 matrix. Its ``fingerprint`` names everything that changes
 a vector apart from the text and the role (model identity and revision or file hash, backend,
-pooling, max length, normalisation, dtype); the embedding cache keys on it together with the
-role, the prompt for that role and the text.
+pooling, max length, normalisation, dtype, and the kind of device that computed it); the
+embedding cache keys on it together with the role, the prompt for that role and the text.
+
+:class:`BaseEncoder` holds what every backend has in common: identity, fingerprint, prompts,
+the empty input, device and dtype, the default batch size per device, the out-of-memory
+fallback, and the batch plan that lets engines (several devices, a Ray cluster) encode exactly
+the batches an in-process call would.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from embedscope.models.device import default_batch_size, device_kind, resolve_device, parse_dtype, with_oom_halving
+from embedscope.models.fingerprint import hash_dict
 from embedscope.types import Role
 
 Similarity = Literal["cosine", "dot"]
@@ -41,7 +48,7 @@ class Encoder(Protocol):
         texts: Sequence[str],
         *,
         role: Role,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         show_progress: bool = False,
     ) -> np.ndarray: ...
 
@@ -64,3 +71,132 @@ def prompted_texts(texts: Sequence[str], role: str, prompts: dict[str, str]) -> 
     """
     prompt = prompts.get(check_role(role), "")
     return [prompt + t for t in texts] if prompt else list(texts)
+
+
+def length_order(texts: Sequence[str]) -> list[int]:
+    """Indices of ``texts`` sorted by length, longest first; ties keep their order (stable sort).
+
+    >>> length_order(["a", "ccc", "bb", "dd"])
+    [1, 2, 3, 0]
+    """
+    return sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+
+
+def batches(order: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Consecutive slices of ``order`` of at most ``batch_size`` items.
+
+    >>> batches([3, 1, 2], 2)
+    [[3, 1], [2]]
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return [list(order[start : start + batch_size]) for start in range(0, len(order), batch_size)]
+
+
+class ModelBase:
+    """Identity, fingerprint, device and dtype: what every model shares (single-vector encoders,
+    ColBERT token encoders, cross-encoders). A subclass sets ``name`` and ``revision``, calls
+    :meth:`_place` and implements :meth:`settings`."""
+
+    backend: str = "custom"
+    name: str = "model"
+    revision: str = "none"
+    device: str = "cpu"
+    dtype: str = "float32"
+    engine: str = "local"
+    supported_dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
+    given_fingerprint: str | None = None  # a fingerprint the user vouches for, used instead of the derived one
+
+    def _place(self, device: str | None, dtype: str | None) -> None:
+        """Resolve ``device`` (``auto`` → the best accelerator here) and check ``dtype``."""
+        self.device = resolve_device(device)
+        self.dtype = parse_dtype(dtype)
+        if self.dtype not in self.supported_dtypes:
+            from embedscope.errors import ConfigError
+
+            raise ConfigError(f"{self.backend} models compute in {' or '.join(self.supported_dtypes)} only; "
+                              f"dtype {self.dtype!r} cannot apply")
+
+    def _load_torch_model(self, model: Any) -> Any:
+        """Move a freshly loaded torch model to this device and dtype."""
+        from embedscope.models.device import torch_dtype
+
+        model.to(self.device)
+        if self.dtype != "float32":
+            model.to(torch_dtype(self.dtype))
+        return model
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that changes an output apart from the input, dtype and device kind."""
+        raise NotImplementedError
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of :meth:`settings` plus dtype and device kind (a GPU vector is not a CPU vector)."""
+        if self.given_fingerprint:
+            return hash_dict({"given": self.given_fingerprint, "dtype": self.dtype,
+                              "device_kind": device_kind(self.device)})
+        return hash_dict({**self.settings(), "dtype": self.dtype, "device_kind": device_kind(self.device)})
+
+    def describe(self) -> dict[str, Any]:
+        """What results and ``model_meta.json`` record about how outputs were made."""
+        return {"backend": self.backend, "device": self.device, "dtype": self.dtype, "engine": self.engine}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, device={self.device!r}, dtype={self.dtype!r})"
+
+
+class BaseEncoder(ModelBase):
+    """What every single-vector backend shares. A backend sets its identity in ``__init__``,
+    implements :meth:`settings` and :meth:`_encode`, and (if it batches differently) :meth:`batch_plan`.
+
+    Attributes set by backends: ``name``, ``revision``, ``prompts``, ``similarity``, ``embed_dim``;
+    ``device`` and ``dtype`` come from :meth:`_place`.
+
+    >>> from embedscope.testing.fakes import KeywordEncoder
+    >>> enc = KeywordEncoder(["cat"])
+    >>> enc.encode([], role="query").shape
+    (0, 1)
+    >>> enc.batch_plan([1, 3, 2], 2)
+    [[1, 2], [0]]
+    """
+
+    prompts: dict[str, str] = {}
+    similarity: Similarity = "cosine"
+    embed_dim: int | None = None
+
+    # -- encoding -----------------------------------------------------------------------------
+
+    def encode(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> np.ndarray:
+        """Texts (the role's prompt prepended) → float32 ``[n, dim]``.
+
+        ``batch_size`` defaults per device (32 on the CPU, the exact path; larger on an
+        accelerator); on out-of-memory the batch size is halved and the call retried.
+        """
+        check_role(role)
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.embed_dim or 0), dtype=np.float32)
+        size = batch_size or default_batch_size(self.device)
+        out = with_oom_halving(lambda bs: self._encode(texts, role, bs, show_progress), size, what=f"{self.name}: encoding")
+        return np.asarray(out, dtype=np.float32)
+
+    def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
+        """The backend's in-process encoding of a non-empty list."""
+        raise NotImplementedError
+
+    def batch_plan(self, lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+        """The batches (indices, in order) that :meth:`encode` forms for texts of these lengths.
+
+        Engines encode these batches elsewhere with :meth:`encode_batch`, so their vectors are the
+        in-process vectors bit for bit. Default: longest first, ties in input order (as
+        :func:`length_order`).
+        """
+        return batches(sorted(range(len(lengths)), key=lambda i: -lengths[i]), batch_size)
+
+    def encode_batch(self, texts: Sequence[str], *, role: Role) -> np.ndarray:
+        """One planned batch, in the given order (no re-batching)."""
+        check_role(role)
+        return self.encode(texts, role=role, batch_size=max(len(texts), 1))

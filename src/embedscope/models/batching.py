@@ -12,26 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-
-def length_order(texts: Sequence[str]) -> list[int]:
-    """Indices of ``texts`` sorted by length, longest first; ties keep their order (stable sort).
-
-    >>> length_order(["a", "ccc", "bb", "dd"])
-    [1, 2, 3, 0]
-    """
-    return sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-
-
-def batches(order: Sequence[int], batch_size: int) -> Iterator[list[int]]:
-    """Consecutive slices of ``order`` of at most ``batch_size`` items.
-
-    >>> list(batches([3, 1, 2], 2))
-    [[3, 1], [2]]
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    for start in range(0, len(order), batch_size):
-        yield list(order[start : start + batch_size])
+from embedscope.models.base import batches, length_order
 
 
 def encode_sorted(
@@ -52,7 +33,7 @@ def encode_sorted(
     if not texts:
         return np.zeros((0, dim or 0), dtype=np.float32)
     order = length_order(texts)
-    chunks = list(batches(order, batch_size))
+    chunks = batches(order, batch_size)
     iterator: Sequence[list[int]] | Iterator[list[int]] = chunks
     if show_progress:
         from tqdm.auto import tqdm

@@ -35,6 +35,7 @@ from embedscope.models.base import Encoder, Similarity
 from embedscope.types import Role
 
 _SQL_VARS = 900  # stay under SQLite's host-parameter limit
+FLUSH_EVERY = 1000  # texts an engine's streamed vectors are stored in
 
 
 def default_cache_dir() -> Path:
@@ -156,26 +157,43 @@ class CachedEncoder:
         return getattr(self.encoder, item)
 
     def encode(
-        self, texts: Sequence[str], *, role: Role, batch_size: int = 32, show_progress: bool = False
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
     ) -> np.ndarray:
         prompt = self.encoder.prompts.get(role, "")
         keys = [text_key(role, prompt, t) for t in texts]
         found = self.cache.get(self.encoder.fingerprint, keys)
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
-            fresh = self.encoder.encode(
-                [texts[i] for i in missing], role=role, batch_size=batch_size, show_progress=show_progress
-            )
-            fresh = np.asarray(fresh, dtype=np.float32)
-            first: dict[bytes, int] = {}
-            for row, i in enumerate(missing):
-                first.setdefault(keys[i], row)
-            new_keys = list(first)
-            self.cache.put(self.encoder.fingerprint, new_keys, fresh[[first[k] for k in new_keys]])
-            for k in new_keys:
-                found[k] = fresh[first[k]]
+            self._encode_missing([texts[i] for i in missing], [keys[i] for i in missing], found,
+                                 role=role, batch_size=batch_size, show_progress=show_progress)
         self.stats.hits += len(texts) - len(missing)
         self.stats.encoded += len(missing)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def _encode_missing(self, texts: list[str], keys: list[bytes], found: dict[bytes, np.ndarray], *, role: Role,
+                        batch_size: int | None, show_progress: bool) -> None:
+        """Encode ``texts`` in one call and store each key's first occurrence; an engine's vectors
+        (``encode_stream``) are stored as they arrive, every ``FLUSH_EVERY`` texts."""
+        first: dict[bytes, int] = {}
+        for pos, k in enumerate(keys):
+            first.setdefault(k, pos)
+        stream = getattr(self.encoder, "encode_stream", None)
+        if stream is not None:
+            parts = stream(texts, role=role, batch_size=batch_size, show_progress=show_progress)
+        else:
+            fresh = self.encoder.encode(texts, role=role, batch_size=batch_size, show_progress=show_progress)
+            parts = iter([(list(range(len(texts))), np.asarray(fresh, dtype=np.float32))])
+        pending: list[bytes] = []
+        for idx, vectors in parts:
+            for row, pos in enumerate(idx):
+                k = keys[pos]
+                if first[k] == pos:
+                    found[k] = vectors[row]
+                    pending.append(k)
+            if len(pending) >= FLUSH_EVERY:
+                self.cache.put(self.encoder.fingerprint, pending, np.stack([found[k] for k in pending]))
+                pending = []
+        if pending:
+            self.cache.put(self.encoder.fingerprint, pending, np.stack([found[k] for k in pending]))

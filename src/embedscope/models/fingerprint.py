@@ -56,6 +56,20 @@ def hash_file(path: str | Path) -> str:
     return digest
 
 
+def hash_tensors(state: Any) -> str:
+    """sha256 (hex) over the names, shapes, dtypes and bytes of a state dict's tensors (weights a
+    caller holds in memory rather than in files)."""
+    import torch
+
+    h = hashlib.sha256()
+    for key in sorted(state):
+        data = state[key].detach().cpu().contiguous()
+        h.update(f"{key}|{tuple(data.shape)}|{data.dtype}|".encode())
+        if data.numel():
+            h.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def model_files(folder: str | Path) -> list[Path]:
     """The files of a model folder that can change a vector, sorted by relative path."""
     root = Path(folder)

@@ -1,4 +1,8 @@
-"""ONNX backend: onnxruntime on the CPU, with inputs and outputs read from the graph.
+"""ONNX backend: onnxruntime (CPU, or CUDA with ``onnxruntime-gpu``), with inputs and outputs read from the graph.
+
+* Device: ``cpu`` runs CPUExecutionProvider; ``cuda``/``cuda:N`` runs CUDAExecutionProvider on that
+  GPU (with ``onnxruntime-gpu`` installed in place of ``onnxruntime``), and is an error naming the providers present
+  when it is missing. The graph fixes the precision: only ``dtype=fp32`` (the graph's own) applies.
 
 * Inputs: the names come from the session. ``input_ids`` and ``attention_mask`` are fed by
   name, ``token_type_ids`` (zeros) only when the graph declares it; any other input is an error
@@ -26,9 +30,13 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
-from embedscope.models.base import Similarity, prompted_texts
+from embedscope.models.base import BaseEncoder, Similarity, prompted_texts
 from embedscope.models.batching import cpu_threads, encode_sorted
+from embedscope.models.device import DeviceUnavailableError, device_kind
 from embedscope.models.fingerprint import hash_dict, hash_file, hash_folder, short
+from embedscope.models.folder import (
+    resolve_prompts, st_max_seq_length, st_normalizes, st_pooling_mode, st_prompts, st_similarity,
+)
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
 from embedscope.types import Role
 
@@ -148,7 +156,25 @@ def _fixed(dim: Any) -> int | None:
     return int(dim) if isinstance(dim, int) and dim > 0 else None
 
 
-class OnnxEncoder:
+def _has_cuda_provider(ort: Any) -> bool:
+    return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+def execution_providers(ort: Any, device: str) -> list[Any]:
+    """onnxruntime providers for ``device``: the CPU's, or CUDA's on that GPU (CPU as fallback for
+    the few operators CUDA lacks)."""
+    if device_kind(device) == "cpu":
+        return ["CPUExecutionProvider"]
+    if device_kind(device) != "cuda" or not _has_cuda_provider(ort):
+        raise DeviceUnavailableError(
+            f"device {device!r}: onnxruntime here has only {', '.join(ort.get_available_providers())}; "
+            "for CUDA, replace onnxruntime with onnxruntime-gpu (pip uninstall -y onnxruntime && pip install onnxruntime-gpu)"
+        )
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    return [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
+
+
+class OnnxEncoder(BaseEncoder):
     """An ONNX embedding model run with onnxruntime as an :class:`~embedscope.models.base.Encoder`.
 
     Args:
@@ -164,10 +190,12 @@ class OnnxEncoder:
         prompts / query_prompt: role → prompt prepended to the text; the query-only prompt.
         similarity: ``"cosine"`` (default) or ``"dot"``.
         threads: intra-op threads (default: the usable cores).
+        device: ``auto`` (default: CUDA when onnxruntime-gpu and a GPU are here), ``cpu``, ``cuda``, ``cuda:N``.
+        dtype: ``fp32`` only (an ONNX graph has its own precision; export an fp16 graph for fp16).
     """
 
     backend = BACKEND
-    dtype = "float32"
+    supported_dtypes = ("float32",)
 
     def __init__(
         self,
@@ -185,16 +213,16 @@ class OnnxEncoder:
         similarity: Similarity | None = None,
         threads: int | None = None,
         source: str | None = None,
+        device: str | None = "auto",
+        dtype: str | None = None,
     ) -> None:
         try:
             import onnxruntime as ort
         except ImportError as e:  # pragma: no cover
             raise MissingDependencyError("onnxruntime", "The ONNX backend") from e
-        from embedscope.models.sentence_transformers_backend import resolve_prompts
-        from embedscope.models.transformers_backend import (
-            st_max_seq_length, st_normalizes, st_pooling_mode, st_prompts, st_similarity,
-        )
-
+        self._place(device, dtype)
+        if device in (None, "auto") and device_kind(self.device) != "cpu" and not _has_cuda_provider(ort):
+            self.device = "cpu"  # auto: onnxruntime without its CUDA provider runs on the CPU
         self.onnx_file = find_onnx_file(model_path)
         self.source = source or str(model_path)
         folder = self.onnx_file.parent
@@ -206,7 +234,7 @@ class OnnxEncoder:
         options.intra_op_num_threads = threads or cpu_threads()
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(self.onnx_file), options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(str(self.onnx_file), options, providers=execution_providers(ort, self.device))
 
         # inputs
         self.input_names: list[str] = []
@@ -295,7 +323,6 @@ class OnnxEncoder:
         self.external_data_hash = hash_dict([(p.name, hash_file(p)) for p in extra]) if extra else None
         self.name = name or (folder.name if self.onnx_file.name == "model.onnx" else self.onnx_file.stem)
         self.revision = revision or short(self.content_hash)
-        self.fingerprint = hash_dict(self.settings())
 
     @staticmethod
     def _choose_output(outputs: list[Any], want_tokens: bool) -> Any:
@@ -324,7 +351,6 @@ class OnnxEncoder:
             "max_seq_length": self.max_seq_length,
             "fixed_seq_length": self.fixed_seq_length,
             "normalize": self.normalize,
-            "dtype": self.dtype,
             "tokenizer": self.tokenizer.content,
             "tokenizer_kind": self.tokenizer.kind,
         }
@@ -353,17 +379,11 @@ class OnnxEncoder:
         out = np.asarray(out, dtype=np.float32)
         return normalize_rows(out) if self.normalize else out
 
-    def encode(
-        self,
-        texts: Sequence[str],
-        *,
-        role: Role,
-        batch_size: int = 32,
-        show_progress: bool = False,
-    ) -> np.ndarray:
-        """Encode ``texts`` (the role's prompt prepended) into float32 ``[n, dim]``."""
+    def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
+        """Encode ``texts`` (the role's prompt prepended) in length-sorted batches."""
         texts = prompted_texts(texts, role, self.prompts)
-        return encode_sorted(texts, self._encode_batch, batch_size=batch_size, show_progress=show_progress, dim=self.embed_dim)
+        return encode_sorted(texts, self._encode_batch, batch_size=batch_size, show_progress=show_progress,
+                             dim=self.embed_dim)
 
     def __repr__(self) -> str:
         return f"OnnxEncoder(name={self.name!r}, file={str(self.onnx_file)!r}, output={self.output_name!r})"

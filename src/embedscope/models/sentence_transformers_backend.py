@@ -9,6 +9,9 @@ with the same prompt, so for the same list of texts the vectors are bit-identica
 Prompts are passed to sentence-transformers (not glued onto the text here) because a Pooling
 module with ``include_prompt=False`` must know where the prompt ends; the effect on the text is
 the same: the prompt of the role is prepended.
+
+The model runs on any torch device in float32 (the exact path), float16 or bfloat16. A
+``SentenceTransformer`` the caller already holds is used where it sits.
 """
 
 from __future__ import annotations
@@ -21,80 +24,40 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
-from embedscope.models.base import ROLES, Similarity, check_role
-from embedscope.models.fingerprint import hash_dict, hash_folder, short
+from embedscope.models.base import BaseEncoder, batches
+from embedscope.models.device import torch_dtype
+from embedscope.models.fingerprint import hash_folder, hash_tensors, short
+from embedscope.models.folder import quiet_loading, resolve_prompts, similarity_name, snapshot_folder
 from embedscope.models.pooling import check_pooling_mode
 from embedscope.types import Role
 
 logger = logging.getLogger(__name__)
 
 BACKEND = "sentence-transformers"
-_DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")  # encode_document's fallbacks
 
 
-def similarity_name(value: Any) -> Similarity:
-    """Map a sentence-transformers similarity name onto ``"cosine"`` or ``"dot"``.
-
-    >>> similarity_name("dot"), similarity_name(None)
-    ('dot', 'cosine')
-    """
-    value = getattr(value, "value", value)
-    if value in ("dot", "dot_product"):
-        return "dot"
-    if value not in (None, "cosine"):
-        logger.warning("similarity %r is not supported; ranking with cosine similarity", value)
-    return "cosine"
+def st_order(model: Any, lengths: Sequence[int]) -> list[int]:
+    """The order in which ``model.encode`` visits texts of these (character) lengths:
+    sentence-transformers 6.2's ``np.argsort`` of negative lengths, interleaved when the model
+    flattens inputs."""
+    order = np.argsort([-n for n in lengths])
+    can_flatten = getattr(model, "_can_flatten_inputs", None)
+    if callable(can_flatten) and can_flatten():
+        order = model._interleave_sorted_indices(order)
+    return [int(i) for i in order]
 
 
-def resolve_prompts(
-    model_prompts: dict[str, Any] | None,
-    prompts: dict[str, str] | None = None,
-    query_prompt: str | None = None,
-    default_prompt_name: str | None = None,
-) -> dict[str, str]:
-    """Role → prompt: the model's own prompts, overridden by ``prompts``, then by ``query_prompt``.
-
-    The model's ``default_prompt_name`` fills a role without a prompt (sentence-transformers
-    applies it then), and ``passage``/``corpus`` serve documents as in ``encode_document``.
-    Empty prompts are dropped.
-
-    >>> resolve_prompts({"query": "q: ", "passage": "p: "}, {"query": "Q: "})
-    {'query': 'Q: ', 'document': 'p: '}
-    >>> resolve_prompts(None, None, "Find: ")
-    {'query': 'Find: '}
-    """
-    own = {k: v for k, v in (model_prompts or {}).items() if isinstance(v, str)}
-    merged = {**own, **(prompts or {})}
-    if query_prompt is not None:
-        merged["query"] = query_prompt
-    out: dict[str, str] = {}
-    if merged.get("query") is not None:
-        out["query"] = merged["query"]
-    for candidate in _DOCUMENT_PROMPT_NAMES:
-        if merged.get(candidate) is not None:
-            out["document"] = merged[candidate]
-            break
-    default = own.get(default_prompt_name) if default_prompt_name else None
-    for role in ROLES:
-        if role not in out and default:
-            out[role] = default
-    return {role: p for role, p in out.items() if p}
+def model_placement(model: Any) -> tuple[str, str]:
+    """``(device, dtype)`` of a torch model, e.g. ``("cuda:0", "float16")``."""
+    params = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    device = str(getattr(model, "device", None) or (params.device if params is not None else "cpu"))
+    if device == "cuda":
+        device = "cuda:0"
+    dtype = str(params.dtype).removeprefix("torch.") if params is not None else "float32"
+    return device, dtype
 
 
-def _snapshot_folder(repo_id: str, revision: str | None) -> Path | None:
-    """The local snapshot folder of a hub model already in the Hugging Face cache, if any."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover
-        return None
-    for filename in ("modules.json", "config.json"):
-        found = try_to_load_from_cache(repo_id, filename, revision=revision)
-        if isinstance(found, str):
-            return Path(found).parent
-    return None
-
-
-class SentenceTransformerEncoder:
+class SentenceTransformerEncoder(BaseEncoder):
     """A sentence-transformers model (local folder or hub id) as an :class:`~embedscope.models.base.Encoder`.
 
     Args:
@@ -106,12 +69,14 @@ class SentenceTransformerEncoder:
         pooling: replace the mode of the model's Pooling module.
         max_seq_length: replace the model's maximum sequence length.
         normalize: ``True`` adds L2 normalisation; ``None`` keeps the model's own setting.
-        model: an already loaded ``SentenceTransformer`` (then ``model_name_or_path`` only names it).
+        model: an already loaded ``SentenceTransformer`` (then ``model_name_or_path`` only names it);
+            it keeps its device and dtype, and its weights are hashed for the fingerprint.
         source: where the model came from (recorded in results).
+        device: ``auto`` (default: the best accelerator here), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+        dtype: ``fp32`` (default, the exact path), ``fp16`` or ``bf16``.
     """
 
     backend = BACKEND
-    dtype = "float32"
 
     def __init__(
         self,
@@ -126,18 +91,24 @@ class SentenceTransformerEncoder:
         normalize: bool | None = None,
         model: Any = None,
         source: str | None = None,
+        device: str | None = "auto",
+        dtype: str | None = None,
     ) -> None:
         path = Path(model_name_or_path)
         self.is_local = path.exists()
+        held = model is not None
         if model is None:
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError as e:  # pragma: no cover
                 raise MissingDependencyError("sentence-transformers", "The sentence-transformers backend") from e
-            from embedscope.models.transformers_backend import quiet_loading
-
+            self._place(device, dtype)
             with quiet_loading():
-                model = SentenceTransformer(str(model_name_or_path), revision=revision, device="cpu")
+                model = SentenceTransformer(str(model_name_or_path), revision=revision, device=self.device)
+            if self.dtype != "float32":
+                model.to(torch_dtype(self.dtype))
+        else:
+            self.device, self.dtype = model_placement(model)
         self.model = model
         self.source = source or str(model_name_or_path)
 
@@ -169,14 +140,16 @@ class SentenceTransformerEncoder:
             self.name = name or path.resolve().name
             content = hash_folder(path)
             self.revision = revision or short(content)
+        elif held:  # a model the caller holds, from no folder: its weights are what it is
+            self.name = name or str(model_name_or_path)
+            content = hash_tensors(model.state_dict())
+            self.revision = revision or short(content)
         else:
             self.name = name or str(model_name_or_path)
-            snapshot = _snapshot_folder(str(model_name_or_path), revision)
+            snapshot = snapshot_folder(str(model_name_or_path), revision)
             content = hash_folder(snapshot) if snapshot is not None else None
             self.revision = snapshot.name if snapshot is not None else (revision or "main")
         self.content_hash = content
-
-        self.fingerprint = hash_dict(self.settings())
 
     # -- attributes the runner records ------------------------------------------------------
 
@@ -220,27 +193,14 @@ class SentenceTransformerEncoder:
             "max_seq_length": self.max_seq_length,
             "normalize": self.normalize,
             "truncate_dim": getattr(self.model, "truncate_dim", None),
-            "dtype": self.dtype,
             "tokenizer": type(tokenizer).__name__ if tokenizer is not None else None,
             "do_lower_case": getattr(self.model[0], "do_lower_case", None) if len(self.model) else None,
         }
 
     # -- encoding ---------------------------------------------------------------------------
 
-    def encode(
-        self,
-        texts: Sequence[str],
-        *,
-        role: Role,
-        batch_size: int = 32,
-        show_progress: bool = False,
-    ) -> np.ndarray:
-        """Encode as mteb does: one ``encode_query``/``encode_document`` call with the role's prompt."""
-        check_role(role)
-        texts = list(texts)
-        dim = self.embed_dim or 0
-        if not texts:
-            return np.zeros((0, dim), dtype=np.float32)
+    def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
+        """As mteb does: one ``encode_query``/``encode_document`` call with the role's prompt."""
         fn = self.model.encode_query if role == "query" else self.model.encode_document
         kwargs: dict[str, Any] = {"batch_size": batch_size, "show_progress_bar": show_progress}
         if self._normalize_call:
@@ -252,5 +212,6 @@ class SentenceTransformerEncoder:
             out = out.detach().cpu().float().numpy()
         return np.asarray(out, dtype=np.float32)
 
-    def __repr__(self) -> str:
-        return f"SentenceTransformerEncoder(name={self.name!r}, revision={self.revision!r})"
+    def batch_plan(self, lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+        """sentence-transformers' own batches for one ``encode`` call over texts of these lengths."""
+        return batches(st_order(self.model, lengths), batch_size)

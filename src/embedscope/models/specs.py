@@ -24,6 +24,7 @@ from typing import Any
 
 from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, UnknownNameError
 from embedscope.models.base import Encoder
+from embedscope.models.folder import hub_offline, snapshot_folder
 from embedscope.models.pooling import check_pooling_mode
 
 BACKENDS: tuple[str, ...] = ("sentence-transformers", "transformers", "onnx", "model2vec")
@@ -172,11 +173,6 @@ def detect_kind(path: str | Path) -> str:
 # -- loading ------------------------------------------------------------------------------------
 
 
-def _offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
 def _looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", ".", "~")) or "\\" in spec or spec.count("/") > 1 or spec.endswith(".onnx")
 
@@ -203,13 +199,15 @@ def _build(
     normalize: bool | None = None,
     output_name: str | None = None,
     source: str | None = None,
+    device: str | None = "auto",
+    dtype: str | None = None,
 ) -> Encoder:
     if output_name is not None and kind != "onnx":
         raise ConfigError(f"output_name applies to the onnx backend only, not {kind}")
     if tokenizer is not None and kind not in ("onnx", "transformers"):
         raise ConfigError(f"tokenizer applies to the onnx and transformers backends only, not {kind}")
     common = dict(name=name, revision=revision, prompts=prompts, query_prompt=query_prompt,
-                  max_seq_length=max_seq_length, normalize=normalize, source=source)
+                  max_seq_length=max_seq_length, normalize=normalize, source=source, device=device, dtype=dtype)
     if kind == "sentence-transformers":
         from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
 
@@ -241,6 +239,8 @@ def load_encoder(
     tokenizer: str | None = None,
     normalize: bool | None = None,
     output_name: str | None = None,
+    device: str | None = "auto",
+    dtype: str | None = None,
 ) -> Encoder:
     """An encoder for ``spec``: a built-in alias (:func:`list_aliases`), a local path or a hub id.
 
@@ -255,13 +255,19 @@ def load_encoder(
         tokenizer: tokenizer path or hub id (onnx and transformers backends).
         normalize: force L2 normalisation on or off.
         output_name: ONNX graph output to use.
+        device: ``auto`` (the best accelerator here), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+        dtype: ``fp32`` (the exact path), ``fp16`` or ``bf16``.
     """
+    from embedscope.models.device import parse_dtype, resolve_device
+
     backend = normalize_backend(backend)
+    resolve_device(device)  # fail at once, before any model loads, if the device is not here
+    parse_dtype(dtype)
     if pooling is not None:
         check_pooling_mode(pooling)
     spec = str(spec)
     options = dict(pooling=pooling, max_seq_length=max_seq_length, prompts=prompts, query_prompt=query_prompt,
-                   tokenizer=tokenizer, normalize=normalize, output_name=output_name)
+                   tokenizer=tokenizer, normalize=normalize, output_name=output_name, device=device, dtype=dtype)
 
     key = spec.strip().lower()
     if key in ALIASES:
@@ -300,10 +306,8 @@ def load_encoder(
     kind = backend or "sentence-transformers"
     if kind == "model2vec" or kind == "onnx":
         raise ConfigError(f"backend {kind!r} loads local files only; download {spec!r} and pass its path")
-    if _offline():
-        from embedscope.models.sentence_transformers_backend import _snapshot_folder
-
-        if _snapshot_folder(spec, revision) is None:
+    if hub_offline():
+        if snapshot_folder(spec, revision) is None:
             raise _unavailable(spec, "the Hugging Face hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache")
     try:
         return _build(kind, spec, name=spec, revision=revision, source=f"hub:{spec}", **options)

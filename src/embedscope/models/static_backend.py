@@ -3,6 +3,8 @@
 A model2vec folder holds ``config.json`` (with keys such as ``normalize``), ``model.safetensors``
 and ``tokenizer.json``, and no ``modules.json``. Normalisation follows the folder's config
 unless ``normalize`` is given. Vectors do not depend on the batch, so batching is model2vec's.
+A static model is a table lookup done in numpy: it runs on the CPU in float32 whatever device is
+asked for (an accelerator would only add transfers).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
-from embedscope.models.base import Similarity, prompted_texts
-from embedscope.models.fingerprint import hash_dict, hash_folder, short
+from embedscope.models.base import BaseEncoder, Similarity, prompted_texts
+from embedscope.models.fingerprint import hash_folder, short
+from embedscope.models.folder import resolve_prompts
 from embedscope.types import Role
 
 BACKEND = "model2vec"
@@ -40,7 +43,7 @@ def is_model2vec_folder(folder: str | Path) -> bool:
     return config.get("model_type") == "model2vec" or "normalize" in config
 
 
-class StaticEncoder:
+class StaticEncoder(BaseEncoder):
     """A model2vec static model as an :class:`~embedscope.models.base.Encoder`.
 
     Args:
@@ -54,8 +57,8 @@ class StaticEncoder:
 
     backend = BACKEND
     pooling = "mean"
-    dtype = "float32"
     similarity: Similarity = "cosine"
+    supported_dtypes = ("float32",)
 
     def __init__(
         self,
@@ -68,12 +71,15 @@ class StaticEncoder:
         prompts: dict[str, str] | None = None,
         query_prompt: str | None = None,
         source: str | None = None,
+        device: str | None = "auto",
+        dtype: str | None = None,
     ) -> None:
         try:
             from model2vec import StaticModel
         except ImportError as e:  # pragma: no cover
             raise MissingDependencyError("model2vec", "Static (Model2Vec) models") from e
-        from embedscope.models.sentence_transformers_backend import resolve_prompts
+        self._place(device, dtype)  # checks that the device exists and the dtype is fp32 ...
+        self.device = "cpu"  # ... and then looks up in numpy on the CPU
 
         folder = Path(path)
         if not folder.is_dir():
@@ -95,7 +101,6 @@ class StaticEncoder:
         self.prompts = resolve_prompts(None, prompts, query_prompt)
         self.name = name or folder.resolve().name
         self.revision = revision or short(self.content_hash)
-        self.fingerprint = hash_dict(self.settings())
 
     def settings(self) -> dict[str, Any]:
         """Everything that changes a vector apart from text and role (hashed into ``fingerprint``)."""
@@ -105,25 +110,17 @@ class StaticEncoder:
             "normalize": self.normalize,
             "max_seq_length": self.max_seq_length,
             "pooling": self.pooling,
-            "dtype": self.dtype,
         }
 
-    def encode(
-        self,
-        texts: Sequence[str],
-        *,
-        role: Role,
-        batch_size: int = 32,
-        show_progress: bool = False,
-    ) -> np.ndarray:
+    def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
         """Encode ``texts`` (the role's prompt prepended) into float32 ``[n, dim]``."""
         texts = prompted_texts(texts, role, self.prompts)
-        if not texts:
-            return np.zeros((0, self.embed_dim), dtype=np.float32)
         out = self.model.encode(
             texts, show_progress_bar=show_progress, batch_size=max(batch_size, 1024), use_multiprocessing=False
         )
         return np.ascontiguousarray(out, dtype=np.float32).reshape(len(texts), -1)
 
-    def __repr__(self) -> str:
-        return f"StaticEncoder(name={self.name!r}, dim={self.embed_dim})"
+    def batch_plan(self, lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+        """Vectors do not depend on the batch: consecutive slices of at least 1,024 texts."""
+        size = max(batch_size, 1024)
+        return [list(range(s, min(s + size, len(lengths)))) for s in range(0, len(lengths), size)]

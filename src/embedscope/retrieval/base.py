@@ -22,7 +22,7 @@ class SearchOptions:
     """Run-wide options (defaults are MTEB's); each stage uses the ones that apply to it."""
 
     top_k: int = 1000
-    batch_size: int = 32
+    batch_size: int | None = None  # None: the model's default for its device (32 on the CPU)
     corpus_chunk_size: int = 50_000
     show_progress: bool = False
     limits: int | None = None

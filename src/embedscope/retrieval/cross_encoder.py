@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from embedscope.errors import ConfigError
-from embedscope.models.fingerprint import hash_dict, short
+from embedscope.models.base import ModelBase
+from embedscope.models.device import default_batch_size, with_oom_halving
+from embedscope.models.fingerprint import hash_folder, hash_tensors, short
 from embedscope.retrieval.base import SearchOptions
 from embedscope.types import Corpus, Queries, RankedRun
 
@@ -37,42 +40,62 @@ def is_cross_encoder_checkpoint(folder: str | Path) -> bool:
     return False
 
 
-class CrossEncoderReranker:
+class CrossEncoderReranker(ModelBase):
     """Scores (query, document) pairs with a cross-encoder.
 
     Args:
-        model: a local checkpoint folder, or a hub id (online).
+        model: a local checkpoint folder, a hub id (online), or a ``CrossEncoder`` the caller holds
+            (used on its own device).
         max_length: truncation length of a pair in tokens (default: the model's).
         name: what results are filed under (default: the folder name or hub id).
+        device: ``auto`` (default), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+        dtype: ``fp32`` (default), ``fp16`` or ``bf16``.
     """
 
-    def __init__(self, model: str | Path, *, max_length: int | None = None, name: str | None = None,
-                 revision: str | None = None) -> None:
+    backend = "cross-encoder"
+
+    def __init__(self, model: Any, *, max_length: int | None = None, name: str | None = None,
+                 revision: str | None = None, device: str | None = "auto", dtype: str | None = None) -> None:
         from sentence_transformers import CrossEncoder
 
+        if isinstance(model, CrossEncoder):  # a model the caller holds: its weights identify it
+            from embedscope.models.sentence_transformers_backend import model_placement
+
+            self.model = model
+            self.device, self.dtype = model_placement(model.model)
+            self.name = name or str(getattr(model.config, "_name_or_path", "") or "cross-encoder").rstrip("/").rsplit("/", 1)[-1]
+            self.content = hash_tensors(model.model.state_dict())
+            self.revision = revision or short(self.content)
+            return
+        self._place(device, dtype)
         path = Path(str(model)).expanduser()
         local = path.exists()
         if not local:
-            from embedscope.models.specs import _offline
+            from embedscope.models.folder import hub_offline
 
-            if _offline():
+            if hub_offline():
                 raise ConfigError(f"cross-encoder {model}: not a local folder, and the hub is offline (HF_HUB_OFFLINE=1)")
         try:
-            self.model = CrossEncoder(str(path if local else model), device="cpu", max_length=max_length,
+            self.model = CrossEncoder(str(path if local else model), device=self.device, max_length=max_length,
                                       revision=None if local else revision)
         except (OSError, ValueError) as e:
             raise ConfigError(f"cross-encoder {model} cannot be loaded: {e}") from e
+        self._load_torch_model(self.model.model)
         self.name = name or (path.name if local else str(model))
-        self.revision = revision or "local"
-        self.fingerprint = short(hash_dict({"model": str(path.resolve() if local else model),
-                                            "max_length": self.model.max_length, "kind": "cross-encoder"}))
+        self.content = hash_folder(path) if local else str(model)
+        self.revision = revision or (short(self.content) if local else "main")
 
-    def score_pairs(self, pairs: list[tuple[str, str]], batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+    def settings(self) -> dict[str, Any]:
+        return {"backend": self.backend, "content": self.content, "max_length": self.model.max_length}
+
+    def score_pairs(self, pairs: list[tuple[str, str]], batch_size: int | None = None,
+                    show_progress: bool = False) -> np.ndarray:
         """One score per (query, document) pair, float64."""
         if not pairs:
             return np.zeros(0)
-        scores = self.model.predict(pairs, batch_size=batch_size, show_progress_bar=show_progress,
-                                    convert_to_numpy=True)
+        scores = with_oom_halving(
+            lambda bs: self.model.predict(pairs, batch_size=bs, show_progress_bar=show_progress, convert_to_numpy=True),
+            batch_size or default_batch_size(self.device), what=f"{self.name}: scoring pairs")
         scores = np.asarray(scores, dtype=np.float32)
         if scores.ndim == 2:
             scores = scores[:, -1]

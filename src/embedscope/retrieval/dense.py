@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from embedscope.models.base import Encoder, Similarity
+from embedscope.models.device import device_kind
 from embedscope.retrieval.base import SearchOptions, unique_candidates
 from embedscope.types import Corpus, Queries, RankedRun
 
@@ -63,24 +64,30 @@ def top_k_search(
     top_k: int = 1000,
     similarity: Similarity = "cosine",
     query_block: int = 4096,
+    device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top ``top_k`` documents per query over a corpus given as consecutive chunks of vectors.
 
     Returns ``(doc_index, scores)``, both ``[n_queries, min(top_k, n_docs)]``, sorted by score
     descending; ``doc_index`` counts from the first document of the first chunk. Scores are
-    float32 values (returned as float64 arrays holding float32-exact numbers).
+    float32 values (returned as float64 arrays holding float32-exact numbers). On an accelerator
+    (``device``) the same torch operations run there, query blocks sized by its free memory.
     """
     import torch
 
-    q_all = torch.from_numpy(np.ascontiguousarray(query_embeddings, dtype=np.float32))
+    q_all = torch.from_numpy(np.ascontiguousarray(query_embeddings, dtype=np.float32)).to(device)
     n_q = q_all.shape[0]
-    best: list[tuple] = [(None, None)] * ((n_q + query_block - 1) // query_block)
+    query_block = max(1, query_block)
+    best: list[tuple] = []
     offset = 0
     with torch.inference_mode():
         for chunk in document_chunks:
-            d = torch.from_numpy(np.ascontiguousarray(chunk, dtype=np.float32))
+            d = torch.from_numpy(np.ascontiguousarray(chunk, dtype=np.float32)).to(device)
             if d.shape[0] == 0:
                 continue
+            if not best:  # the block size is fixed by the first chunk, so every chunk merges per block
+                query_block = min(query_block, _fitting_query_block(device, d.shape[0]))
+                best = [(None, None)] * ((n_q + query_block - 1) // query_block)
             k_chunk = min(top_k + 1, d.shape[0])
             for b, start in enumerate(range(0, n_q, query_block)):
                 s = similarity_matrix(q_all[start : start + query_block], d, similarity)
@@ -89,9 +96,20 @@ def top_k_search(
             offset += d.shape[0]
     if offset == 0 or n_q == 0:
         return np.zeros((n_q, 0), dtype=np.int64), np.zeros((n_q, 0), dtype=np.float64)
-    scores = torch.cat([s for s, _ in best]).numpy().astype(np.float64)
-    index = torch.cat([i for _, i in best]).numpy().astype(np.int64)
+    scores = torch.cat([s for s, _ in best]).cpu().numpy().astype(np.float64)
+    index = torch.cat([i for _, i in best]).cpu().numpy().astype(np.int64)
     return index, scores
+
+
+def _fitting_query_block(device: str, n_docs: int, share: float = 0.25) -> int:
+    """Queries whose ``[block, n_docs]`` float32 scores (plus top-k work) fit in ``share`` of the
+    accelerator's free memory; unbounded on the CPU (the caller's ``query_block`` applies)."""
+    import torch
+
+    if device_kind(device) != "cuda":
+        return 1 << 30
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    return max(1, int(free * share) // (4 * 3 * max(n_docs, 1)))
 
 
 def _corpus_chunks(
@@ -103,6 +121,21 @@ def _corpus_chunks(
         vectors = encoder.encode(texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress)
         timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t0
         yield vectors
+
+
+def search_device(encoder: Encoder) -> str:
+    """Where to score: the encoder's device (the first of several) when it is an accelerator here, else the CPU.
+
+    >>> from embedscope.testing.fakes import KeywordEncoder
+    >>> search_device(KeywordEncoder(["a"]))
+    'cpu'
+    """
+    device = str(getattr(encoder, "device", "cpu")).split(",")[0]
+    if device_kind(device) == "cpu":
+        return "cpu"
+    from embedscope.models.device import available_devices
+
+    return device if device in available_devices() else "cpu"  # e.g. a Ray worker's GPU, not the driver's
 
 
 def dense_search(
@@ -117,7 +150,8 @@ def dense_search(
     timings["encode_queries"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     index, scores = top_k_search(
-        q_vectors, _corpus_chunks(encoder, corpus, options, timings), top_k=options.top_k, similarity=encoder.similarity
+        q_vectors, _corpus_chunks(encoder, corpus, options, timings), top_k=options.top_k,
+        similarity=encoder.similarity, device=search_device(encoder),
     )
     timings["search"] = time.perf_counter() - t1 - timings.get("encode_corpus", 0.0)
     return RankedRun(tuple(queries.ids), tuple(corpus.ids), index, scores)

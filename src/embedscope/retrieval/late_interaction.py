@@ -33,6 +33,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from embedscope.errors import ConfigError
+from embedscope.models.base import ModelBase
+from embedscope.models.device import default_batch_size, with_oom_halving
 from embedscope.models.fingerprint import hash_dict, short
 from embedscope.retrieval.base import SearchOptions, unique_candidates
 from embedscope.types import Corpus, Queries, RankedRun, Role
@@ -49,7 +51,7 @@ class TokenEncoder(Protocol):
     fingerprint: str
 
     def encode_tokens(
-        self, texts: Sequence[str], *, role: Role, batch_size: int = 32, show_progress: bool = False
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
     ) -> list[np.ndarray]: ...
 
 
@@ -183,55 +185,75 @@ def maxsim_candidates(
 # Token encoders
 
 
-class SentenceTransformerTokens:
+class SentenceTransformerTokens(ModelBase):
     """Token outputs of any sentence-transformers model, L2-normalised per token (ColBERT stand-in)."""
 
+    backend = "st-tokens"
+
     def __init__(self, path: str | Path, *, name: str | None = None, max_seq_length: int | None = None,
-                 normalize: bool = True, revision: str | None = None) -> None:
+                 normalize: bool = True, revision: str | None = None, device: str | None = "auto",
+                 dtype: str | None = None) -> None:
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(str(path), device="cpu")
+        self._place(device, dtype)
+        self.model = self._load_torch_model(SentenceTransformer(str(path), device=self.device))
         if max_seq_length is not None:
             self.model.max_seq_length = max_seq_length
         self.normalize = normalize
+        self.path = str(path)
         self.name = f"{name or Path(str(path)).name}-tokens"
         self.revision = revision or "tokens"
-        self.fingerprint = short(hash_dict({"path": str(path), "max": self.model.max_seq_length,
-                                            "normalize": normalize, "kind": "st-tokens"}))
 
-    def encode_tokens(self, texts: Sequence[str], *, role: Role, batch_size: int = 32,
+    def settings(self) -> dict:
+        return {"path": self.path, "max": self.model.max_seq_length, "normalize": self.normalize, "kind": "st-tokens"}
+
+    def encode_tokens(self, texts: Sequence[str], *, role: Role, batch_size: int | None = None,
                       show_progress: bool = False) -> list[np.ndarray]:
         import torch
 
-        out = self.model.encode(list(texts), output_value="token_embeddings", batch_size=batch_size,
-                                show_progress_bar=show_progress, convert_to_numpy=False)
+        def run(bs: int) -> list:
+            return self.model.encode(list(texts), output_value="token_embeddings", batch_size=bs,
+                                     show_progress_bar=show_progress, convert_to_numpy=False)
+
+        out = with_oom_halving(run, batch_size or default_batch_size(self.device), what=f"{self.name}: encoding")
         if self.normalize:
             out = [torch.nn.functional.normalize(t.float(), p=2, dim=-1) for t in out]
-        return [t.float().numpy() for t in out]
+        return [t.float().cpu().numpy() for t in out]
 
 
-class MultiVectorTokens:
+class MultiVectorTokens(ModelBase):
     """A ColBERT / PyLate / Stanford checkpoint through sentence-transformers' ``MultiVectorEncoder``."""
 
+    backend = "multi-vector"
+
     def __init__(self, path: str | Path, *, name: str | None = None, revision: str | None = None,
-                 query_length: int | None = None, document_length: int | None = None) -> None:
+                 query_length: int | None = None, document_length: int | None = None,
+                 device: str | None = "auto", dtype: str | None = None) -> None:
         from sentence_transformers import MultiVectorEncoder
 
-        self.model = MultiVectorEncoder(str(path), device="cpu", revision=revision if not Path(str(path)).exists() else None)
+        self._place(device, dtype)
+        self.model = self._load_torch_model(MultiVectorEncoder(
+            str(path), device=self.device, revision=revision if not Path(str(path)).exists() else None))
         transformer = self.model[0]
         if query_length is not None:
             transformer.query_length = query_length
         if document_length is not None:
             transformer.document_length = document_length
+        self.path = str(path)
         self.name = name or str(path)
         self.revision = revision or "local"
-        self.fingerprint = short(hash_dict({"path": str(path), "q": getattr(transformer, "query_length", None),
-                                            "d": getattr(transformer, "document_length", None), "kind": "mve"}))
 
-    def encode_tokens(self, texts: Sequence[str], *, role: Role, batch_size: int = 32,
+    def settings(self) -> dict:
+        transformer = self.model[0]
+        return {"path": self.path, "q": getattr(transformer, "query_length", None),
+                "d": getattr(transformer, "document_length", None), "kind": "mve"}
+
+    def encode_tokens(self, texts: Sequence[str], *, role: Role, batch_size: int | None = None,
                       show_progress: bool = False) -> list[np.ndarray]:
         encode = self.model.encode_query if role == "query" else self.model.encode_document
-        out = encode(list(texts), batch_size=batch_size, show_progress_bar=show_progress, convert_to_numpy=True)
+        out = with_oom_halving(
+            lambda bs: encode(list(texts), batch_size=bs, show_progress_bar=show_progress, convert_to_numpy=True),
+            batch_size or default_batch_size(self.device), what=f"{self.name}: encoding")
         return [np.asarray(t, dtype=np.float32) for t in out]
 
 
@@ -254,7 +276,8 @@ def is_multi_vector_checkpoint(folder: Path) -> bool:
 
 
 def load_token_encoder(spec: str, *, max_seq_length: int | None = None, query_length: int | None = None,
-                       document_length: int | None = None) -> TokenEncoder:
+                       document_length: int | None = None, device: str | None = "auto",
+                       dtype: str | None = None) -> TokenEncoder:
     """A token encoder for ``spec``: a ColBERT checkpoint folder, a model alias or folder (its token
     outputs), or a hub id (online)."""
     from embedscope.models.specs import ALIASES, alias_path
@@ -264,19 +287,22 @@ def load_token_encoder(spec: str, *, max_seq_length: int | None = None, query_le
         alias = ALIASES[key]
         if alias.backend != "sentence-transformers":
             raise ConfigError(f"alias {key!r} ({alias.backend}) has no token outputs; use 'minilm' or a ColBERT folder")
-        return SentenceTransformerTokens(alias_path(key), name=alias.name, max_seq_length=max_seq_length)
+        return SentenceTransformerTokens(alias_path(key), name=alias.name, max_seq_length=max_seq_length,
+                                         device=device, dtype=dtype)
     path = Path(spec).expanduser()
     if path.is_dir():
         if is_multi_vector_checkpoint(path):
-            return MultiVectorTokens(path, query_length=query_length, document_length=document_length)
-        return SentenceTransformerTokens(path, max_seq_length=max_seq_length)
+            return MultiVectorTokens(path, query_length=query_length, document_length=document_length,
+                                     device=device, dtype=dtype)
+        return SentenceTransformerTokens(path, max_seq_length=max_seq_length, device=device, dtype=dtype)
     if path.exists():
         raise ConfigError(f"{spec}: a ColBERT model must be a folder (checkpoint) or a model alias")
-    from embedscope.models.specs import _offline
+    from embedscope.models.folder import hub_offline
 
-    if _offline():
+    if hub_offline():
         raise ConfigError(f"{spec}: not a local folder, and the Hugging Face hub is offline (HF_HUB_OFFLINE=1)")
-    return MultiVectorTokens(spec, name=spec, query_length=query_length, document_length=document_length)
+    return MultiVectorTokens(spec, name=spec, query_length=query_length, document_length=document_length,
+                             device=device, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------

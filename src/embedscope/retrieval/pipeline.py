@@ -107,11 +107,12 @@ def _take(options: dict[str, Any], allowed: Sequence[str], kind: str) -> dict[st
 
 _BM25_OPTIONS = ("method", "k1", "b", "delta", "lower", "stopwords", "stemmer", "backend", "n_threads", "name")
 _FTS5_OPTIONS = ("tokenize", "match", "keywords", "name")
+_PLACEMENT = ("device", "dtype")
 _COLBERT_OPTIONS = ("model", "max_seq_length", "query_length", "document_length", "doc_chunk_size",
-                    "max_documents", "budget_mb", "name")
+                    "max_documents", "budget_mb", "name", *_PLACEMENT)
 _DENSE_OPTIONS = ("model", "backend", "pooling", "max_seq_length", "prompts", "query_prompt", "revision",
-                  "tokenizer", "normalize", "output_name")
-_CE_OPTIONS = ("model", "max_length", "name", "revision")
+                  "tokenizer", "normalize", "output_name", *_PLACEMENT)
+_CE_OPTIONS = ("model", "max_length", "name", "revision", *_PLACEMENT)
 
 
 def _detect_reranker_kind(model: str) -> str:
@@ -156,8 +157,9 @@ def build_stage(spec: str | Mapping[str, Any], *, reranker: bool = False, cache:
 
         _take(options, _COLBERT_OPTIONS, kind)
         model = options.pop("model", "minilm")
-        encoder_keys = ("max_seq_length", "query_length", "document_length")
-        encoder = load_token_encoder(str(model), **{k: options.pop(k) for k in encoder_keys if k in options})
+        encoder_keys = ("max_seq_length", "query_length", "document_length", "device", "dtype")
+        placed = {k: v for k, v in (model_options or {}).items() if k in _PLACEMENT}
+        encoder = load_token_encoder(str(model), **{**placed, **{k: options.pop(k) for k in encoder_keys if k in options}})
         return LateInteraction(encoder, **options)
     if kind == "cross-encoder":
         from embedscope.retrieval.cross_encoder import CrossEncoderReranker
@@ -165,7 +167,8 @@ def build_stage(spec: str | Mapping[str, Any], *, reranker: bool = False, cache:
         _take(options, _CE_OPTIONS, kind)
         if "model" not in options:
             raise ConfigError("cross-encoder stage needs a model (cross-encoder:PATH or {type: cross-encoder, model: PATH})")
-        return CrossEncoderReranker(options.pop("model"), **options)
+        placed = {k: v for k, v in (model_options or {}).items() if k in _PLACEMENT}
+        return CrossEncoderReranker(options.pop("model"), **{**placed, **options})
     from embedscope.models.specs import load_encoder
     from embedscope.retrieval.dense import DenseRetriever
 

@@ -8,16 +8,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embedscope.models.base import Similarity
+from embedscope.models.base import BaseEncoder, Similarity
 from embedscope.types import Role
 
 
-class KeywordEncoder:
+class KeywordEncoder(BaseEncoder):
     """One dimension per keyword: the vector counts how often each keyword occurs in the text.
 
     >>> KeywordEncoder(["car", "bike"]).encode(["a car and a car"], role="document").tolist()
     [[2.0, 0.0]]
     """
+
+    backend = "fake-keyword"
 
     def __init__(
         self,
@@ -25,18 +27,22 @@ class KeywordEncoder:
         similarity: Similarity = "dot",
         prompts: dict[str, str] | None = None,
         name: str = "fake/keyword-encoder",
+        device: str | None = "cpu",
+        dtype: str | None = None,
     ) -> None:
         self.keywords = [k.lower() for k in keywords]
         self.similarity = similarity
         self.prompts = dict(prompts or {})
         self.name = name
+        self.embed_dim = len(self.keywords)
         self.revision = hashlib.sha256("|".join(self.keywords).encode()).hexdigest()[:12]
-        self.fingerprint = hashlib.sha256(f"keyword|{self.revision}|{similarity}".encode()).hexdigest()
         self.calls: list[tuple[Role, list[str]]] = []
+        self._place(device, dtype)
 
-    def encode(
-        self, texts: Sequence[str], *, role: Role, batch_size: int = 32, show_progress: bool = False
-    ) -> np.ndarray:
+    def settings(self) -> dict:
+        return {"backend": self.backend, "revision": self.revision, "similarity": self.similarity}
+
+    def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
         prompt = self.prompts.get(role, "")
         texts = [prompt + t for t in texts]
         self.calls.append((role, list(texts)))
@@ -48,20 +54,24 @@ class KeywordEncoder:
         return out
 
 
-class HashEncoder:
+class HashEncoder(BaseEncoder):
     """Pseudo-random unit vectors derived from each text's hash: stable, fast, meaningless."""
 
-    def __init__(self, dim: int = 16, name: str = "fake/hash-encoder", similarity: Similarity = "cosine") -> None:
-        self.dim = dim
+    backend = "fake-hash"
+
+    def __init__(self, dim: int = 16, name: str = "fake/hash-encoder", similarity: Similarity = "cosine",
+                 device: str | None = "cpu") -> None:
+        self.dim = self.embed_dim = dim
         self.name = name
         self.revision = f"dim{dim}"
         self.similarity = similarity
         self.prompts: dict[str, str] = {}
-        self.fingerprint = hashlib.sha256(f"hash|{dim}".encode()).hexdigest()
+        self._place(device, None)
 
-    def encode(
-        self, texts: Sequence[str], *, role: Role, batch_size: int = 32, show_progress: bool = False
-    ) -> np.ndarray:
+    def settings(self) -> dict:
+        return {"backend": self.backend, "dim": self.dim}
+
+    def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
         rows = []
         for t in texts:
             seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")

@@ -75,3 +75,24 @@ def build_tiny_pylate_colbert(folder: str | Path, *, dim: int = 16, query_length
     for name, content in files.items():
         (folder / name).write_text(json.dumps(content, indent=2), encoding="utf-8")
     return folder
+
+
+def build_tiny_sentence_transformer(folder: str | Path, seed: int = 0) -> Path:
+    """A sentence-transformers folder (2-layer, 32-wide BERT + mean Pooling + Normalize) with
+    MiniLM's tokenizer: loads in well under a second on any device."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertModel
+
+    folder = Path(folder)
+    torch.manual_seed(seed)
+    bert_dir = folder / "_bert"
+    BertModel(_tiny_bert_config()).save_pretrained(str(bert_dir))
+    _save_tokenizer(bert_dir)
+    transformer = models.Transformer(str(bert_dir), max_seq_length=64)
+    pooling = models.Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+    SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu").save(str(folder))
+    import shutil
+
+    shutil.rmtree(bert_dir)
+    return folder

@@ -1,0 +1,133 @@
+"""Encoders whose batches run elsewhere: on several local devices, or on a Ray cluster.
+
+An engine asks one model replica for the batch plan of an encode call (the exact batches an
+in-process call would form), has the batches encoded by its workers, and streams the vectors
+back in plan order. Same batches, same model, same kind of device: the same vectors, bit for bit.
+
+>>> import numpy as np
+>>> from embedscope.testing.fakes import KeywordEncoder
+>>> enc = LocalPlanned(KeywordEncoder(["cat", "dog"]))
+>>> enc.encode(["a dog", "cat cat", "dog"], role="query", batch_size=2).tolist()
+[[0.0, 1.0], [2.0, 0.0], [0.0, 1.0]]
+>>> [idx for idx, _ in enc.encode_stream(["a dog", "cat cat", "dog"], role="query", batch_size=2)]
+[[1, 0], [2]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from embedscope.models.base import check_role
+from embedscope.models.device import default_batch_size
+from embedscope.types import Role
+
+_META_ATTRS = ("backend", "pooling", "max_seq_length", "normalize", "embed_dim", "source")
+
+
+def encoder_info(encoder: Any) -> dict[str, Any]:
+    """What a driver needs to know of a worker's encoder: identity, fingerprint and metadata."""
+    describe = encoder.describe() if hasattr(encoder, "describe") else {}
+    meta = {a: getattr(encoder, a, None) for a in _META_ATTRS}
+    return {
+        "name": encoder.name, "revision": encoder.revision, "fingerprint": encoder.fingerprint,
+        "similarity": encoder.similarity, "prompts": dict(encoder.prompts),
+        "device": describe.get("device", getattr(encoder, "device", "cpu")),
+        "dtype": describe.get("dtype", getattr(encoder, "dtype", "float32")),
+        **{k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))},
+    }
+
+
+class PlannedEncoder:
+    """Base of the engines: identity from the workers' encoder, planned batches run by :meth:`_run`."""
+
+    engine = "planned"
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.info = info
+        self.name: str = info["name"]
+        self.revision: str = info["revision"]
+        self.fingerprint: str = info["fingerprint"]
+        self.similarity = info["similarity"]
+        self.prompts: dict[str, str] = info["prompts"]
+        self.embed_dim: int | None = info.get("embed_dim")
+        self.dtype: str = info["dtype"]
+        self.device: str = info["device"]
+        for attr in _META_ATTRS:
+            if attr in info and attr != "embed_dim":
+                setattr(self, attr, info[attr])
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.info.get("backend"), "device": self.device, "dtype": self.dtype, "engine": self.engine}
+
+    # -- what an engine implements --------------------------------------------------------------
+
+    def _plan(self, lengths: list[int], batch_size: int) -> list[list[int]]:
+        raise NotImplementedError
+
+    def _run(self, batches: list[list[str]], role: Role) -> Iterator[np.ndarray]:
+        """The vectors of each batch, in the order given."""
+        raise NotImplementedError
+
+    # -- encoding ---------------------------------------------------------------------------------
+
+    def encode_stream(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> Iterator[tuple[list[int], np.ndarray]]:
+        """``(indices, vectors)`` for each planned batch, in plan order, as workers finish them."""
+        check_role(role)
+        texts = list(texts)
+        if not texts:
+            return
+        plan = self._plan([len(t) for t in texts], batch_size or default_batch_size(self.device))
+        progress = None
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=len(texts), desc=f"Encoding ({self.engine})", unit="text")
+        try:
+            for idx, vectors in zip(plan, self._run([[texts[i] for i in b] for b in plan], role)):
+                vectors = np.asarray(vectors, dtype=np.float32)
+                if vectors.ndim != 2 or vectors.shape[0] != len(idx):
+                    raise ValueError(f"a worker returned shape {vectors.shape} for {len(idx)} texts")
+                if progress is not None:
+                    progress.update(len(idx))
+                yield idx, vectors
+        finally:
+            if progress is not None:
+                progress.close()
+
+    def encode(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> np.ndarray:
+        out: np.ndarray | None = None
+        for idx, vectors in self.encode_stream(texts, role=role, batch_size=batch_size, show_progress=show_progress):
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[idx] = vectors
+        return out if out is not None else np.zeros((0, self.embed_dim or 0), dtype=np.float32)
+
+    def close(self) -> None:
+        """Release the workers (a no-op where there are none)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, device={self.device!r})"
+
+
+class LocalPlanned(PlannedEncoder):
+    """One in-process replica encoding the planned batches one by one (the reference the engines match)."""
+
+    engine = "local-batches"
+
+    def __init__(self, encoder: Any) -> None:
+        super().__init__(encoder_info(encoder))
+        self.encoder = encoder
+
+    def _plan(self, lengths: list[int], batch_size: int) -> list[list[int]]:
+        return self.encoder.batch_plan(lengths, batch_size)
+
+    def _run(self, batches: list[list[str]], role: Role) -> Iterator[np.ndarray]:
+        for batch in batches:
+            yield self.encoder.encode_batch(batch, role=role)
