@@ -224,3 +224,26 @@ def test_run_help_documents_device_dtype_engine():
                           timeout=60)
     for flag in ("--device", "--dtype", "--engine", "--ray-address", "--ray-gpus-per-worker", "fp16", "bf16"):
         assert flag in proc.stdout
+
+
+def test_accelerator_kernels_run_the_same_torch_ops():
+    """The dense top-k and MaxSim paths taken on an accelerator, run here with torch on ``cpu:0``."""
+    from embedscope.retrieval.dense import top_k_search
+    from embedscope.retrieval.late_interaction import maxsim_candidates, maxsim_top_k
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((7, 16)).astype(np.float32)
+    chunks = [rng.standard_normal((n, 16)).astype(np.float32) for n in (30, 11)]
+    cpu = top_k_search(q, chunks, top_k=5)
+    acc = top_k_search(q, chunks, top_k=5, device="cpu:0")
+    assert np.array_equal(cpu[0], acc[0]) and np.array_equal(cpu[1], acc[1])
+
+    q_tok = [rng.standard_normal((n, 8)).astype(np.float32) for n in (3, 5, 4)]
+    d_tok = [[rng.standard_normal((n, 8)).astype(np.float32) for n in (6, 2, 9, 4, 7)]]
+    idx_cpu, s_cpu = maxsim_top_k(q_tok, d_tok, top_k=3)
+    idx_acc, s_acc = maxsim_top_k(q_tok, d_tok, top_k=3, device="cpu:0")
+    assert np.array_equal(idx_cpu, idx_acc) and np.allclose(s_cpu, s_acc, atol=1e-5)
+    cand = np.array([[0, 2, -1], [4, 1, 3], [2, -1, -1]])
+    a = maxsim_candidates(q_tok, d_tok[0], cand)
+    b = maxsim_candidates(q_tok, d_tok[0], cand, device="cpu:0")
+    assert np.isneginf(b[cand < 0]).all() and np.allclose(a[cand >= 0], b[cand >= 0], atol=1e-5)

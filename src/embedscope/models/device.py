@@ -187,3 +187,27 @@ def with_oom_halving(run: Callable[[int], T], batch_size: int, *, what: str = "e
             free_accelerator_memory()
             size //= 2
             logger.warning("%s ran out of accelerator memory; retrying with batch size %d", what, size)
+
+
+def compute_device(model: object) -> str:
+    """Where to score a model's outputs: its device (the first of several) when that is an
+    accelerator present here, else the CPU (e.g. a Ray worker's GPU is not the driver's).
+
+    >>> from embedscope.testing.fakes import KeywordEncoder
+    >>> compute_device(KeywordEncoder(["a"]))
+    'cpu'
+    """
+    device = str(getattr(model, "device", "cpu")).split(",")[0]
+    if device_kind(device) == "cpu":
+        return "cpu"
+    return device if device in available_devices() else "cpu"
+
+
+def free_memory_mb(device: str, share: float = 0.25) -> float | None:
+    """``share`` of the accelerator's free memory in MB, or None on the CPU."""
+    if device_kind(device) != "cuda":
+        return None
+    import torch
+
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    return free * share / 2**20

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from embedscope.models.base import Encoder, Similarity
-from embedscope.models.device import device_kind
+from embedscope.models.device import compute_device, free_memory_mb
 from embedscope.retrieval.base import SearchOptions, unique_candidates
 from embedscope.types import Corpus, Queries, RankedRun
 
@@ -101,15 +101,11 @@ def top_k_search(
     return index, scores
 
 
-def _fitting_query_block(device: str, n_docs: int, share: float = 0.25) -> int:
-    """Queries whose ``[block, n_docs]`` float32 scores (plus top-k work) fit in ``share`` of the
+def _fitting_query_block(device: str, n_docs: int) -> int:
+    """Queries whose ``[block, n_docs]`` float32 scores (plus top-k work, 3x) fit in a quarter of the
     accelerator's free memory; unbounded on the CPU (the caller's ``query_block`` applies)."""
-    import torch
-
-    if device_kind(device) != "cuda":
-        return 1 << 30
-    free, _total = torch.cuda.mem_get_info(torch.device(device))
-    return max(1, int(free * share) // (4 * 3 * max(n_docs, 1)))
+    free_mb = free_memory_mb(device)
+    return 1 << 30 if free_mb is None else max(1, int(free_mb * 2**20) // (4 * 3 * max(n_docs, 1)))
 
 
 def _corpus_chunks(
@@ -121,21 +117,6 @@ def _corpus_chunks(
         vectors = encoder.encode(texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress)
         timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t0
         yield vectors
-
-
-def search_device(encoder: Encoder) -> str:
-    """Where to score: the encoder's device (the first of several) when it is an accelerator here, else the CPU.
-
-    >>> from embedscope.testing.fakes import KeywordEncoder
-    >>> search_device(KeywordEncoder(["a"]))
-    'cpu'
-    """
-    device = str(getattr(encoder, "device", "cpu")).split(",")[0]
-    if device_kind(device) == "cpu":
-        return "cpu"
-    from embedscope.models.device import available_devices
-
-    return device if device in available_devices() else "cpu"  # e.g. a Ray worker's GPU, not the driver's
 
 
 def dense_search(
@@ -151,7 +132,7 @@ def dense_search(
     t1 = time.perf_counter()
     index, scores = top_k_search(
         q_vectors, _corpus_chunks(encoder, corpus, options, timings), top_k=options.top_k,
-        similarity=encoder.similarity, device=search_device(encoder),
+        similarity=encoder.similarity, device=compute_device(encoder),
     )
     timings["search"] = time.perf_counter() - t1 - timings.get("encode_corpus", 0.0)
     return RankedRun(tuple(queries.ids), tuple(corpus.ids), index, scores)

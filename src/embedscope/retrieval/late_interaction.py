@@ -34,7 +34,7 @@ import numpy as np
 
 from embedscope.errors import ConfigError
 from embedscope.models.base import ModelBase
-from embedscope.models.device import default_batch_size, with_oom_halving
+from embedscope.models.device import compute_device, default_batch_size, free_memory_mb, with_oom_halving
 from embedscope.models.fingerprint import hash_dict, short
 from embedscope.retrieval.base import SearchOptions, unique_candidates
 from embedscope.types import Corpus, Queries, RankedRun, Role
@@ -94,15 +94,18 @@ def maxsim_top_k(
     *,
     top_k: int = 1000,
     budget_mb: float = 256.0,
+    device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exhaustive MaxSim: each query's top ``top_k`` over a corpus given as consecutive chunks.
 
-    Returns ``(doc_index, scores)`` ``[n_queries, min(top_k, n_docs)]``, sorted by score.
+    Returns ``(doc_index, scores)`` ``[n_queries, min(top_k, n_docs)]``, sorted by score. On an
+    accelerator (``device``) the same float32 operations run there, the budget set by its free memory.
     """
     import torch
 
     _check_tokens(query_tokens, "query")
-    q_all = _padded_queries(query_tokens)
+    budget_mb = free_memory_mb(device) or budget_mb
+    q_all = _padded_queries(query_tokens).to(device)
     n_q, l_q = q_all.shape[0], q_all.shape[1]
     best_scores = best_idx = None
     offset = 0
@@ -111,17 +114,22 @@ def maxsim_top_k(
             if not len(chunk):
                 continue
             _check_tokens(chunk, "document")
-            scores = torch.empty((n_q, len(chunk)), dtype=torch.float32)
+            scores = torch.empty((n_q, len(chunk)), dtype=torch.float32, device=device)
             order = np.argsort([len(d) for d in chunk], kind="stable")
             for group in _length_groups(order, [len(d) for d in chunk], l_q, n_q, budget_mb):
                 docs = _padded_documents([chunk[i] for i in group])
                 n_d, l_d, dim = docs.shape
-                flat_docs = docs.reshape(n_d * l_d, dim).numpy().T  # numpy (OpenBLAS) sgemm: faster here
                 q_block = max(1, int(budget_mb * 2**20 / 4 / (l_q * n_d * l_d)))
-                cols = torch.from_numpy(np.asarray(group, dtype=np.int64))
+                cols = torch.from_numpy(np.asarray(group, dtype=np.int64)).to(device)
+                if device == "cpu":
+                    flat_np = docs.reshape(n_d * l_d, dim).numpy().T  # numpy (OpenBLAS) sgemm: faster here
+                else:
+                    flat_dev = docs.reshape(n_d * l_d, dim).to(device).T
                 for s in range(0, n_q, q_block):
                     q = q_all[s : s + q_block]
-                    sim = torch.from_numpy(q.reshape(-1, dim).numpy() @ flat_docs).view(q.shape[0], l_q, n_d, l_d)
+                    flat_q = q.reshape(-1, dim)
+                    product = torch.from_numpy(flat_q.numpy() @ flat_np) if device == "cpu" else flat_q @ flat_dev
+                    sim = product.view(q.shape[0], l_q, n_d, l_d)
                     scores[s : s + q.shape[0]].index_copy_(1, cols, sim.amax(dim=3).sum(dim=1))
             k = min(top_k, len(chunk))
             values, idx = torch.topk(scores, k, dim=1)
@@ -134,7 +142,7 @@ def maxsim_top_k(
             offset += len(chunk)
     if best_scores is None:
         return np.zeros((n_q, 0), dtype=np.int64), np.zeros((n_q, 0))
-    return best_idx.numpy().astype(np.int64), best_scores.numpy().astype(np.float64)
+    return best_idx.cpu().numpy().astype(np.int64), best_scores.cpu().numpy().astype(np.float64)
 
 
 def _length_groups(order: np.ndarray, lengths: list[int], l_q: int, n_q: int, budget_mb: float) -> Iterator[list[int]]:
@@ -152,11 +160,13 @@ def _length_groups(order: np.ndarray, lengths: list[int], l_q: int, n_q: int, bu
 
 
 def maxsim_candidates(
-    query_tokens: Sequence[np.ndarray], doc_tokens: Sequence[np.ndarray], candidates: np.ndarray
+    query_tokens: Sequence[np.ndarray], doc_tokens: Sequence[np.ndarray], candidates: np.ndarray,
+    device: str = "cpu",
 ) -> np.ndarray:
     """MaxSim of each query (row) with its candidate documents (``candidates[i, j]`` indexes ``doc_tokens``).
 
-    Empty slots (−1) score −inf. Document-major: one matmul per distinct candidate document.
+    Empty slots (−1) score −inf. Document-major: one matmul per distinct candidate document (in
+    numpy on the CPU, in torch on an accelerator).
     """
     _check_tokens(query_tokens, "query")
     q_all = _padded_queries(query_tokens)
@@ -172,12 +182,21 @@ def maxsim_candidates(
     starts, ends = np.r_[0, cuts], np.r_[cuts, len(order)]
     rows = order // candidates.shape[1]
     q_np = q_all.numpy()
+    q_dev = None if device == "cpu" else q_all.to(device)
     for s, e in zip(starts.tolist(), ends.tolist()):
         d = doc_tokens[int(docs_sorted[s])]
         if d.ndim != 2 or len(d) == 0:
             raise ValueError(f"document {int(docs_sorted[s])}: empty token embeddings")
-        sim = q_np[rows[s:e]].reshape(-1, dim) @ np.ascontiguousarray(d, dtype=np.float32).T
-        out[order[s:e]] = sim.max(axis=1).reshape(e - s, l_q).sum(axis=1, dtype=np.float32)
+        d32 = np.ascontiguousarray(d, dtype=np.float32)
+        if q_dev is None:
+            sim = q_np[rows[s:e]].reshape(-1, dim) @ d32.T
+            out[order[s:e]] = sim.max(axis=1).reshape(e - s, l_q).sum(axis=1, dtype=np.float32)
+        else:
+            import torch
+
+            picked = q_dev[torch.from_numpy(rows[s:e]).to(device)].reshape(-1, dim)
+            sim = picked @ torch.from_numpy(d32).to(device).T
+            out[order[s:e]] = sim.amax(dim=1).reshape(e - s, l_q).sum(dim=1).cpu().numpy()
     return out.reshape(candidates.shape)
 
 
@@ -337,7 +356,8 @@ class LateInteraction:
         q_tokens = self._encode(queries.texts, "query", options)
         chunks = (self._encode(corpus.texts[s : s + self.doc_chunk_size], "document", options)
                   for s in range(0, len(corpus), self.doc_chunk_size))
-        index, scores = maxsim_top_k(q_tokens, chunks, top_k=options.top_k, budget_mb=self.budget_mb)
+        index, scores = maxsim_top_k(q_tokens, chunks, top_k=options.top_k, budget_mb=self.budget_mb,
+                                     device=compute_device(self.encoder))
         return RankedRun(tuple(queries.ids), tuple(corpus.ids), index, scores)
 
     def score_candidates(self, queries: Queries, corpus: Corpus, candidates: RankedRun,
@@ -347,7 +367,7 @@ class LateInteraction:
         for rows in _query_blocks(candidates.doc_index, self.max_documents):
             uniq, pos = unique_candidates(candidates.doc_index[rows])
             doc_tokens = self._encode([corpus.texts[i] for i in uniq.tolist()], "document", options)
-            out[rows] = maxsim_candidates([q_tokens[i] for i in rows], doc_tokens, pos)
+            out[rows] = maxsim_candidates([q_tokens[i] for i in rows], doc_tokens, pos, device=compute_device(self.encoder))
         return out
 
 
