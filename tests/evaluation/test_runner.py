@@ -48,7 +48,7 @@ def test_interrupted_run_resumes_with_the_missing_task(tmp_path):
 
 def test_predictions_are_saved_in_mteb_format(tmp_path):
     report = evaluate(_kw(), [tiny_retrieval_task()], output_folder=tmp_path, cache=False, save_predictions=True)
-    path = report.outcomes[0].path.with_name("TinyRetrieval_predictions.json")
+    path = report.outcomes[0].path.parent / "predictions" / "TinyRetrieval_predictions.json"
     preds = json.loads(path.read_text())
     assert preds["default"]["test"]["q1"]["d1"] == 1.0 and set(preds["default"]["test"]) == {"q1", "q2", "q3"}
 

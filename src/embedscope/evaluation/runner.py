@@ -21,7 +21,7 @@ from typing import Any
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
-from embedscope.results.schema import TaskResult, now_iso, score_entry
+from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
 from embedscope.results.store import OverwriteStrategy, ResultStore, check_strategy, splits_to_run
 from embedscope.retrieval.pipeline import Pipeline
 from embedscope.tasks.registry import DEFAULT_RETRIEVAL_TASKS, DEFAULT_TASKS, resolve_task
@@ -140,10 +140,12 @@ def _run_task(
     scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and strategy != "always" else {}
     predictions: dict[str, dict[str, dict[str, float]]] = {}
     timings: dict[str, float] = {}
+    split_timings: list[tuple[str, dict[str, float]]] = []
     stage_scores: dict[str, dict[str, list[dict[str, Any]]]] = {}
     stage_records: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
         outcome = task.evaluate_split(split, encoder, options)
+        split_timings.append((split, outcome.timings))
         for key, value in outcome.timings.items():
             timings[key] = timings.get(key, 0.0) + value
         scores[split] = [score_entry(outcome.scores, task.main_score, task.hf_subset, task.languages)]
@@ -165,7 +167,7 @@ def _run_task(
         scores=scores,
         evaluation_time=elapsed,
         date=now_iso(),
-        evaluation_phases=[{"name": k, "seconds": round(v, 4)} for k, v in timings.items()],
+        evaluation_phases=phase_timings(split_timings, task.hf_subset),
         extra=extra,
     )
     if len(stage_scores) > 1:  # two-stage (or longer) pipelines: each stage's result in stage1/, stage2/ ...
@@ -210,7 +212,7 @@ def evaluate(
         batch_size: encoding batch size (MTEB's default 32).
         top_k: documents kept per query (MTEB's default 1000).
         overwrite: ``only-missing`` | ``never`` | ``always`` | ``only-cache``.
-        save_predictions: also write each task's ranked run (``<Task>_predictions.json``).
+        save_predictions: also write each task's ranked run (``predictions/<Task>_predictions.json``).
         cache: embedding cache: True (default folder), a folder, an EmbeddingCache, or False.
         limits: EvalScope's ``limits`` (first N queries, judged documents only; inflates scores).
         corpus_chunk_size: documents encoded and scored at once (MTEB's 50,000).

@@ -1,8 +1,10 @@
 """Where results live on disk, and how they are written: atomically, never silently overwritten.
 
 Layout (MTEB's): ``<output>/<org__model>/<revision>/<Task>.json`` plus ``model_meta.json``;
-with ``--save-predictions`` also ``<Task>_predictions.json`` (MTEB's prediction format,
-``{subset: {split: {qid: {doc_id: score}}}}``).
+with ``--save-predictions`` also ``predictions/<Task>_predictions.json`` (MTEB's prediction format,
+``{subset: {split: {qid: {doc_id: score}}}}``), in a subfolder so that mteb's loader of a results
+folder (``ResultCache.load_results``, which reads every ``<model>/<revision>/*.json``) sees only results;
+per-item scores in ``<Task>.per_item.jsonl.gz`` (see :mod:`embedscope.results.per_item`).
 
 Overwrite strategies (MTEB's names):
 
@@ -75,7 +77,7 @@ class ResultStore:
         return self.folder / f"{task_name}.json"
 
     def predictions_path(self, task_name: str) -> Path:
-        return self.folder / f"{task_name}_predictions.json"
+        return self.folder / "predictions" / f"{task_name}_predictions.json"
 
     def load(self, task_name: str) -> TaskResult | None:
         path = self.path(task_name)
