@@ -24,7 +24,8 @@ def test_writes_mteb_layout_and_reuses_stored_results(tmp_path):
     (outcome,) = report.outcomes
     assert outcome.result.main_score() == 1.0 and not outcome.reused
     folder = tmp_path / "fake__keyword-encoder" / _kw().revision
-    assert sorted(p.name for p in folder.iterdir()) == ["TinyRetrieval.json", "model_meta.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["TinyRetrieval.json", "TinyRetrieval.per_item.jsonl.gz",
+                                                        "model_meta.json"]
     data = json.loads((folder / "TinyRetrieval.json").read_text())
     entry = data["scores"]["test"][0]
     assert entry["main_score"] == entry["ndcg_at_10"] == 1.0 and entry["hf_subset"] == "default"

@@ -21,6 +21,7 @@ from typing import Any
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
+from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
 from embedscope.results.store import OverwriteStrategy, ResultStore, check_strategy, splits_to_run
 from embedscope.retrieval.pipeline import Pipeline
@@ -141,11 +142,14 @@ def _run_task(
     predictions: dict[str, dict[str, dict[str, float]]] = {}
     timings: dict[str, float] = {}
     split_timings: list[tuple[str, dict[str, float]]] = []
+    per_item: list[dict[str, Any]] = []
     stage_scores: dict[str, dict[str, list[dict[str, Any]]]] = {}
     stage_records: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
         outcome = task.evaluate_split(split, encoder, options)
         split_timings.append((split, outcome.timings))
+        if outcome.per_item is not None:
+            per_item += item_rows(split, task.hf_subset, outcome.per_item)
         for key, value in outcome.timings.items():
             timings[key] = timings.get(key, 0.0) + value
         scores[split] = [score_entry(outcome.scores, task.main_score, task.hf_subset, task.languages)]
@@ -178,6 +182,8 @@ def _run_task(
                 task_name=task.name, dataset_revision=task.dataset_revision, scores=merged,
                 evaluation_time=elapsed, date=result.date, extra={"task_type": task.type, "stage": stage},
             ))
+    if per_item:
+        store.save_per_item(task.name, per_item, keep_earlier=strategy != "always")
     path = store.save(result)
     if predictions:
         store.save_predictions(task.name, {task.hf_subset: predictions})

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
+from embedscope.metrics.ranking import RankingScores
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
 from embedscope.retrieval.pipeline import Pipeline
@@ -93,13 +94,18 @@ def evaluate_retrieval_split(
     else:
         run = dense_search(model, data.queries, data.corpus, options, timings)
     t0 = time.perf_counter()
-    scores = _score(task, data, run)
+    ranking = _ranking(task, data, run)
+    scores = ranking.to_mteb()
     timings["metrics"] = time.perf_counter() - t0
-    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages)
+    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, ranking.per_item(run))
+
+
+def _ranking(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> RankingScores:
+    return evaluate_ranking(data.qrels, run, task.k_values, ignore_identical_ids=task.ignore_identical_ids)
 
 
 def _score(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> dict[str, float]:
-    return evaluate_ranking(data.qrels, run, task.k_values, ignore_identical_ids=task.ignore_identical_ids).to_mteb()
+    return _ranking(task, data, run).to_mteb()
 
 
 __all__ = ["RetrievalTask", "SearchOptions", "SplitOutcome", "dense_search", "evaluate_retrieval_split", "limit_queries"]
