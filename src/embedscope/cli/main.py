@@ -366,6 +366,40 @@ def _cmd_fastbook_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="significance of score differences between result folders (one model each)",
+                       description="For each task the folders share: main-score difference, confidence interval and "
+                       "p-value of every pair of models, from the per-item scores saved beside the results.")
+    p.add_argument("folders", nargs="+", help="results folders, one model each (the first is the reference)")
+    p.add_argument("--test", default="permutation", help="permutation (Fisher's randomisation, default) | t-test | "
+                   "bootstrap; STS and pair classification always use a bootstrap over pairs")
+    p.add_argument("--rounds", type=int, default=10_000, help="randomisation / bootstrap rounds (default 10,000)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--correction", default="holm", help="multiple-comparison correction: holm (default) | "
+                   "bonferroni | none")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level for the markers (default 0.05)")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
+    p.add_argument("--tasks", "-t", nargs="+", default=None, help="only these shared tasks")
+    p.add_argument("--fidelity", action="store_true", help="also measure agreement with the first folder: top-10 "
+                   "Jaccard and RBO (rankings), similarity Spearman and discordant pairs (STS, pair classification)")
+    p.add_argument("--digits", type=int, default=4)
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from embedscope.compare.core import CompareOptions, compare_folders
+    from embedscope.compare.render import comparison_text
+
+    options = CompareOptions(args.test, args.rounds, args.seed, args.correction, args.alpha, args.confidence)
+    comparison = compare_folders(args.folders, options, args.tasks, fidelity=args.fidelity)
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=2, allow_nan=True))
+    else:
+        print(comparison_text(comparison, args.digits))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from embedscope import __version__
 
@@ -373,7 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"embedscope {__version__}")
     parser.add_argument("--verbose", "-v", action="count", default=0)
     sub = parser.add_subparsers(dest="command")
-    for add in (_add_run, _add_score, _add_eval, _add_models, _add_tasks, _add_report, _add_chunk, _add_fastbook):
+    for add in (_add_run, _add_score, _add_eval, _add_models, _add_tasks, _add_report, _add_compare, _add_chunk,
+                _add_fastbook):
         add(sub)
     return parser
 

@@ -16,7 +16,7 @@ CHUNK_ELEMENTS = 1 << 22  # resamples × items per block: bounded memory (32 MB 
 
 
 @dataclass(frozen=True)
-class TestOutcome:
+class PairedOutcome:
     """One paired test: the observed difference, its confidence interval and the p-value."""
 
     test: str
@@ -36,7 +36,7 @@ def _diffs(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> 
     return b - a
 
 
-def paired_t_test(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> TestOutcome:
+def paired_t_test(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> PairedOutcome:
     """Student's paired t-test.
 
     ``t = d̄ / (s_d / √n)`` with ``s_d`` the sample standard deviation (n − 1); ``p = 2 (1 − F_{n−1}(|t|))``;
@@ -49,11 +49,11 @@ def paired_t_test(a: Sequence[float], b: Sequence[float], confidence: float = 0.
     mean, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(n))
     if se == 0.0:
         p = 1.0 if mean == 0.0 else 0.0
-        return TestOutcome("t-test", mean, mean, mean, p, n)
+        return PairedOutcome("t-test", mean, mean, mean, p, n)
     t = mean / se
     p = float(2 * student_t.sf(abs(t), n - 1))
     half = float(student_t.ppf((1 + confidence) / 2, n - 1) * se)
-    return TestOutcome("t-test", mean, mean - half, mean + half, p, n)
+    return PairedOutcome("t-test", mean, mean - half, mean + half, p, n)
 
 
 def _sign_blocks(n: int, rounds: int, seed: int) -> tuple[Iterator[np.ndarray], bool]:
@@ -111,7 +111,7 @@ def bootstrap_index_blocks(n: int, rounds: int, seed: int) -> Iterator[np.ndarra
 def bootstrap_test(
     statistic: Callable[[np.ndarray], np.ndarray], observed: float, n: int, rounds: int = 10_000, seed: int = 42,
     confidence: float = 0.95, name: str = "bootstrap",
-) -> TestOutcome:
+) -> PairedOutcome:
     """Paired bootstrap of any difference ``statistic(index_block) → one difference per resample``.
 
     CI: the ``(1 ∓ c)/2`` percentiles of the resampled differences ``δ*``. p-value (shift method, the
@@ -122,14 +122,14 @@ def bootstrap_test(
     deltas = np.concatenate([statistic(idx) for idx in bootstrap_index_blocks(n, rounds, seed)])
     deltas = deltas[np.isfinite(deltas)]
     if not len(deltas):
-        return TestOutcome(name, observed, float("nan"), float("nan"), float("nan"), n)
+        return PairedOutcome(name, observed, float("nan"), float("nan"), float("nan"), n)
     low, high = np.quantile(deltas, [(1 - confidence) / 2, (1 + confidence) / 2])
     extreme = int(np.count_nonzero(np.abs(deltas - observed) >= abs(observed)))
-    return TestOutcome(name, observed, float(low), float(high), (1 + extreme) / (len(deltas) + 1), n)
+    return PairedOutcome(name, observed, float(low), float(high), (1 + extreme) / (len(deltas) + 1), n)
 
 
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], rounds: int = 10_000, seed: int = 42,
-                     confidence: float = 0.95) -> TestOutcome:
+                     confidence: float = 0.95) -> PairedOutcome:
     """Paired bootstrap of the mean difference: resample items, ``δ*_r = mean(d[idx_r])`` (see :func:`bootstrap_test`)."""
     d = _diffs(a, b)
     return bootstrap_test(lambda idx: d[idx].mean(axis=1), float(d.mean()), len(d), rounds, seed, confidence)

@@ -161,7 +161,7 @@ def _run_task(
                 {"stage": st.stage, "name": st.name, "kind": st.kind, "main_score": entry["main_score"], **st.stats})
             if "." not in st.stage:
                 stage_scores.setdefault(st.stage, {})[split] = [entry]
-    extra: dict[str, Any] = {"task_type": task.type}
+    extra: dict[str, Any] = {"task_type": task.type, "main_metric": task.main_score}
     if stage_records:
         extra["pipeline_stages"] = stage_records
     elapsed = time.perf_counter() - started
