@@ -142,6 +142,7 @@ def test_cli_table_json_and_errors(folders, capsys, tmp_path):
     assert main(["compare", str(a), str(b), "--tasks", "TinyRetrieval", "--json", "--rounds", "100"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["tasks"] == ["TinyRetrieval"] and data["options"]["rounds"] == 100
+    assert data["comparisons"][0]["p_value"] == 1.0  # three queries: the exact test cannot reject
     assert main(["compare", str(a), str(b), "--tasks", "TinySTS"]) == 0
     assert "| a | fake/hash-encoder |" in capsys.readouterr().out
     for args, message in (
@@ -155,3 +156,17 @@ def test_cli_table_json_and_errors(folders, capsys, tmp_path):
         assert main(["compare", *args]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_results_without_per_item_scores_compare_without_a_test(folders, tmp_path, capsys):
+    import shutil
+
+    a = shutil.copytree(folders[0], tmp_path / "a")
+    for path in a.rglob("TinyRetrieval.per_item.jsonl.gz"):
+        path.unlink()
+    row = _row(compare_folders([a, folders[1]], tasks=["TinyRetrieval"]), "TinyRetrieval")
+    assert row.test == "" and np.isnan(row.p_value) and not row.significant and row.delta > 0
+    assert main(["compare", str(a), str(folders[1]), "--tasks", "TinyRetrieval", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["comparisons"][0]["p_value"] is None
+    assert main(["compare", str(a), str(folders[1]), "--tasks", "TinyRetrieval"]) == 0
+    assert "no per-item scores" in capsys.readouterr().out

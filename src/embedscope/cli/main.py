@@ -394,7 +394,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     options = CompareOptions(args.test, args.rounds, args.seed, args.correction, args.alpha, args.confidence)
     comparison = compare_folders(args.folders, options, args.tasks, fidelity=args.fidelity)
     if args.json:
-        print(json.dumps(comparison.to_dict(), indent=2, allow_nan=True))
+        print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
     else:
         print(comparison_text(comparison, args.digits))
     return 0

@@ -82,8 +82,19 @@ class Comparison:
     options: CompareOptions
 
     def to_dict(self) -> dict[str, Any]:
-        return {"models": self.models, "tasks": self.tasks, "scores": self.scores,
-                "options": asdict(self.options), "comparisons": [asdict(r) for r in self.rows]}
+        """Plain data for JSON: NaN (no test possible) becomes None."""
+        return _no_nan({"models": self.models, "tasks": self.tasks, "scores": self.scores,
+                        "options": asdict(self.options), "comparisons": [asdict(r) for r in self.rows]})
+
+
+def _no_nan(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(v) for v in value]
+    return value
 
 
 def paired_items(a: TaskItems, b: TaskItems) -> tuple[np.ndarray, np.ndarray]:
