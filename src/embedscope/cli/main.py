@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from embedscope.errors import EmbedscopeError
+from embedscope.errors import ConfigError, EmbedscopeError
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -370,7 +370,14 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="significance of score differences between result folders (one model each)",
                        description="For each task the folders share: main-score difference, confidence interval and "
                        "p-value of every pair of models, from the per-item scores saved beside the results.")
-    p.add_argument("folders", nargs="+", help="results folders, one model each (the first is the reference)")
+    p.add_argument("folders", nargs="*", help="results folders, one model each (the first is the reference)")
+    p.add_argument("--models", nargs="+", default=None, metavar="MODEL", help="instead of folders: evaluate two models "
+                   "on --tasks (stored results and the embedding cache are reused) and add per-text embedding "
+                   "agreement (cosine of each text's two vectors) to the fidelity measures")
+    p.add_argument("--output-folder", default="results", help="where --models writes its results")
+    p.add_argument("--cache-dir", default=None, help="embedding cache folder for --models")
+    p.add_argument("--no-cache", action="store_true", help="--models without the embedding cache")
+    p.add_argument("--limits", type=int, default=None, help="--models: EvalScope limits (first N items)")
     p.add_argument("--test", default="permutation", help="permutation (Fisher's randomisation, default) | t-test | "
                    "bootstrap; STS and pair classification always use a bootstrap over pairs")
     p.add_argument("--rounds", type=int, default=10_000, help="randomisation / bootstrap rounds (default 10,000)")
@@ -392,7 +399,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from embedscope.compare.render import comparison_text
 
     options = CompareOptions(args.test, args.rounds, args.seed, args.correction, args.alpha, args.confidence)
-    comparison = compare_folders(args.folders, options, args.tasks, fidelity=args.fidelity)
+    if args.models:
+        from embedscope.compare.embeddings import compare_model_runs
+
+        if args.folders:
+            raise ConfigError("give result folders or --models, not both")
+        cache = False if args.no_cache else (args.cache_dir or True)
+        comparison = compare_model_runs(args.models, args.tasks or [], args.output_folder, options, cache=cache,
+                                        limits=args.limits)
+    else:
+        comparison = compare_folders(args.folders, options, args.tasks, fidelity=args.fidelity)
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
     else:
