@@ -20,8 +20,9 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("per-item")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report = embedscope.evaluate(HashEncoder(), tiny_tasks_of_every_type(), output_folder=out, cache=False,
-                                     show_progress=False, save_predictions=True)
+        tasks = [t for t in tiny_tasks_of_every_type() if t.type != "Clustering"]
+        report = embedscope.evaluate(HashEncoder(), tasks, output_folder=out, cache=False, show_progress=False,
+                                     save_predictions=True)
     return {o.task.name: o for o in report.outcomes}
 
 

@@ -189,6 +189,14 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("markdown", "csv"), default="markdown")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the tables as CSV to FILE")
     p.add_argument("--digits", type=int, default=3)
+    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report (sortable "
+                   "leaderboard, per-task charts with intervals and significance, run metadata) to FILE")
+    p.add_argument("--baseline", default=None, help="model (name or folder) the HTML report tests others against "
+                   "(default: the first)")
+    p.add_argument("--test", default="permutation", help="significance test for --html (as in 'compare')")
+    p.add_argument("--rounds", type=int, default=10_000, help="resamples for --html intervals and tests")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--correction", default="holm", help="holm (default) | bonferroni | none")
     p.set_defaults(func=_cmd_report)
 
 
@@ -201,6 +209,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from embedscope.results.store import atomic_write_text
 
         atomic_write_text(args.csv, tables.csv())
+    if args.html:
+        from embedscope.compare.core import CompareOptions, check_options
+        from embedscope.results.html import build_html
+        from embedscope.results.store import atomic_write_text
+
+        options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction)
+        check_options(options)
+        atomic_write_text(args.html, build_html(args.folders, args.baseline, options))
+        print(f"wrote {args.html}", file=sys.stderr)
     return 0
 
 

@@ -157,6 +157,24 @@ def paired_test(a: TaskItems, b: TaskItems, options: CompareOptions) -> PairedOu
     return PairedOutcome("permutation", boot.delta, boot.ci_low, boot.ci_high, p, boot.n)
 
 
+def score_interval(items: TaskItems, options: CompareOptions = CompareOptions()) -> tuple[float, float]:
+    """Bootstrap percentile interval of one model's task score: resample items (mean of per-item values,
+    or the pair statistic recomputed); (nan, nan) without per-item scores."""
+    if items.kind == "mean" and len(items.values) >= 2:
+        values = items.values
+        out = bootstrap_test(lambda idx: values[idx].mean(axis=1), float(values.mean()), len(values),
+                             options.rounds, options.seed, options.confidence)
+        return out.ci_low, out.ci_high
+    stat = pair_statistic(items.metric, items.task_type) if items.kind == "pairs" else None
+    n = len(items.keys)
+    if stat is None or n < 2:
+        return math.nan, math.nan
+    columns = items.columns
+    out = bootstrap_test(lambda idx: stat(columns, idx), items.score, n, options.rounds, options.seed,
+                         options.confidence)
+    return out.ci_low, out.ci_high
+
+
 def check_options(options: CompareOptions) -> None:
     """Refuse options a user can get wrong, with one line each."""
     if options.test not in TESTS:
