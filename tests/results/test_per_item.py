@@ -103,3 +103,24 @@ def test_damaged_file_is_named(tmp_path):
     path.write_bytes(b"not gzip")
     with pytest.raises(DataFormatError, match="T.per_item.jsonl.gz"):
         read_per_item(path)
+
+
+def test_two_stage_results_have_per_item_files_per_stage(tmp_path):
+    from embedscope.compare.core import compare_folders
+    from embedscope.retrieval.late_interaction import LateInteraction
+    from embedscope.retrieval.pipeline import Pipeline, RerankStep
+    from embedscope.testing.fakes import OverlapReranker, WordTokenEncoder
+    from embedscope.testing.tiny import tiny_retrieval_task
+
+    pipeline = Pipeline([LateInteraction(WordTokenEncoder())], rerankers=[RerankStep(OverlapReranker({"d4": 9.0}))],
+                        name="p")
+    report = embedscope.evaluate(pipeline, [tiny_retrieval_task()], output_folder=tmp_path, top_k=2, cache=False,
+                                 show_progress=False)
+    folder = report.outcomes[0].path.parent
+    for stage in ("stage1", "stage2"):
+        rows = read_per_item(per_item_path(folder / stage / "TinyRetrieval.json"))
+        stored = __import__("json").loads((folder / stage / "TinyRetrieval.json").read_text())
+        assert round(np.mean([r["ndcg_at_10"] for r in rows]), 5) == stored["scores"]["test"][0]["ndcg_at_10"]
+    comparison = compare_folders([folder / "stage1", folder / "stage2"])
+    row = comparison.rows[0]
+    assert row.metric == "ndcg_at_10" and row.n == 3 and row.delta < 0  # the bonus drags d4 to the top

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from embedscope.compare.core import CompareOptions, Comparison, check_options, compare_folders
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, Task
@@ -92,18 +93,16 @@ def embedding_agreement(reference: Encoder, candidate: Encoder, tasks: Sequence[
     return out
 
 
-def compare_model_runs(models: Sequence[str], tasks: Sequence[str], output_folder: str, options: Any = None, *,
-                       cache: bool | str = True, limits: int | None = None, batch_size: int = 32,
-                       show_progress: bool = False) -> Any:
+def compare_model_runs(models: Sequence[str], tasks: Sequence[str], output_folder: str,
+                       options: CompareOptions = CompareOptions(), *, cache: bool | str = True,
+                       limits: int | None = None, batch_size: int = 32, show_progress: bool = False) -> Comparison:
     """Evaluate two models on ``tasks`` (stored results are reused), compare them with fidelity measures, and add
     each task's per-text embedding agreement (``embedding_cosine_*``) to the comparison rows."""
-    from embedscope.compare.core import CompareOptions, check_options, compare_folders
     from embedscope.evaluation.runner import evaluate
     from embedscope.models.cache import CachedEncoder, EmbeddingCache
     from embedscope.models.specs import load_encoder
     from embedscope.tasks.registry import resolve_task
 
-    options = options or CompareOptions()
     check_options(options)
     if len(models) != 2:
         raise ConfigError(f"--models takes two models (reference and candidate), got {len(models)}")

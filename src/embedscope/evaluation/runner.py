@@ -145,6 +145,7 @@ def _run_task(
     per_item: list[dict[str, Any]] = []
     stage_scores: dict[str, dict[str, list[dict[str, Any]]]] = {}
     stage_records: dict[str, list[dict[str, Any]]] = {}
+    stage_items: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
         outcome = task.evaluate_split(split, encoder, options)
         split_timings.append((split, outcome.timings))
@@ -161,6 +162,8 @@ def _run_task(
                 {"stage": st.stage, "name": st.name, "kind": st.kind, "main_score": entry["main_score"], **st.stats})
             if "." not in st.stage:
                 stage_scores.setdefault(st.stage, {})[split] = [entry]
+                if st.per_item is not None:
+                    stage_items.setdefault(st.stage, []).extend(item_rows(split, task.hf_subset, st.per_item))
     extra: dict[str, Any] = {"task_type": task.type, "main_metric": task.main_score}
     if stage_records:
         extra["pipeline_stages"] = stage_records
@@ -180,8 +183,11 @@ def _run_task(
             merged = {**(earlier.scores if earlier else {}), **per_split}  # keep splits of earlier runs
             store.sub(stage).save(TaskResult(
                 task_name=task.name, dataset_revision=task.dataset_revision, scores=merged,
-                evaluation_time=elapsed, date=result.date, extra={"task_type": task.type, "stage": stage},
+                evaluation_time=elapsed, date=result.date,
+                extra={"task_type": task.type, "main_metric": task.main_score, "stage": stage},
             ))
+            if stage in stage_items:
+                store.sub(stage).save_per_item(task.name, stage_items[stage], keep_earlier=strategy != "always")
     if per_item:
         store.save_per_item(task.name, per_item, keep_earlier=strategy != "always")
     path = store.save(result)

@@ -25,6 +25,7 @@ class StageOutcome:
     kind: str
     scores: dict[str, float]
     stats: dict[str, float] = field(default_factory=dict)
+    per_item: Mapping[str, Sequence[Any]] | None = None
 
 
 @dataclass(frozen=True)

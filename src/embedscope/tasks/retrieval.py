@@ -87,8 +87,9 @@ def evaluate_retrieval_split(
     stages: tuple[StageOutcome, ...] = ()
     if isinstance(model, Pipeline):
         stage_runs = model.stage_runs(data.queries, data.corpus, options)
-        stages = tuple(StageOutcome(s.stage, s.name, s.kind, _score(task, data, s.run), s.stats.as_dict())
-                       for s in stage_runs)
+        rankings = [_ranking(task, data, s.run) for s in stage_runs]
+        stages = tuple(StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(s.run))
+                       for s, r in zip(stage_runs, rankings))
         timings.update({f"{s.stage}:{s.name}": s.stats.seconds for s in stage_runs})
         run = stage_runs[-1].run
     else:
@@ -103,9 +104,6 @@ def evaluate_retrieval_split(
 def _ranking(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> RankingScores:
     return evaluate_ranking(data.qrels, run, task.k_values, ignore_identical_ids=task.ignore_identical_ids)
 
-
-def _score(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> dict[str, float]:
-    return _ranking(task, data, run).to_mteb()
 
 
 __all__ = ["RetrievalTask", "SearchOptions", "SplitOutcome", "dense_search", "evaluate_retrieval_split", "limit_queries"]
