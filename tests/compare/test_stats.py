@@ -73,9 +73,9 @@ def test_ranx_compare_agrees_on_per_query_scores():
     rng = np.random.default_rng(5)
     qrels = {f"q{i}": {f"d{j}": 1 for j in rng.choice(20, 3, replace=False)} for i in range(60)}
     runs = []
-    for name, noise in (("a", 1.0), ("b", 0.6)):
-        runs.append(Run({q: {f"d{j}": float(rng.random() + noise * 0 + (1.5 - noise) * (f"d{j}" in qrels[q]))
-                             for j in range(20)} for q in qrels}, name=name))
+    for name, boost in (("a", 0.5), ("b", 0.9)):  # relevant documents get a boost over uniform noise
+        runs.append(Run({q: {f"d{j}": float(rng.random() + boost * (f"d{j}" in qrels[q])) for j in range(20)}
+                         for q in qrels}, name=name))
     report = compare(Qrels(qrels), runs, metrics=["ndcg@10"], stat_test="student", max_p=0.05)
     a, b = (np.array(list(r.scores["ndcg@10"].values())) for r in runs)
     assert paired_t_test(a, b).p_value == pytest.approx(report.comparisons[("a", "b")]["ndcg@10"]["p_value"], rel=1e-9)
