@@ -119,11 +119,12 @@ def _marker(comparison: Comparison | None, baseline: str, model: str, task: str)
 
 def task_chart(task: str, metric: str, bars: Sequence[tuple[str, float, float, float, str]]) -> str:
     """An inline SVG bar chart: one bar per model (score), its interval as a whisker, and a marker."""
-    width, label_w, bar_h, gap = 640, 230, 18, 8
+    label_w = 12 + 7 * max([10, *[len(m) for m, *_ in bars]])  # about 7 px per character at 12 px
+    bar_h, gap, plot_w = 18, 8, 340
+    width = label_w + plot_w + 70
     top = max([1.0, *[v for _, s, lo, hi, _ in bars for v in (s, lo, hi) if not math.isnan(v)]])
     bottom = min([0.0, *[v for _, s, lo, hi, _ in bars for v in (s, lo, hi) if not math.isnan(v)]])
     span = top - bottom or 1.0
-    plot_w = width - label_w - 70
 
     def x(v: float) -> float:
         return label_w + (v - bottom) / span * plot_w
