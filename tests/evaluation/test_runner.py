@@ -24,7 +24,8 @@ def test_writes_mteb_layout_and_reuses_stored_results(tmp_path):
     (outcome,) = report.outcomes
     assert outcome.result.main_score() == 1.0 and not outcome.reused
     folder = tmp_path / "fake__keyword-encoder" / _kw().revision
-    assert sorted(p.name for p in folder.iterdir()) == ["TinyRetrieval.json", "model_meta.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["TinyRetrieval.json", "TinyRetrieval.per_item.jsonl.gz",
+                                                        "model_meta.json"]
     data = json.loads((folder / "TinyRetrieval.json").read_text())
     entry = data["scores"]["test"][0]
     assert entry["main_score"] == entry["ndcg_at_10"] == 1.0 and entry["hf_subset"] == "default"
@@ -48,7 +49,7 @@ def test_interrupted_run_resumes_with_the_missing_task(tmp_path):
 
 def test_predictions_are_saved_in_mteb_format(tmp_path):
     report = evaluate(_kw(), [tiny_retrieval_task()], output_folder=tmp_path, cache=False, save_predictions=True)
-    path = report.outcomes[0].path.with_name("TinyRetrieval_predictions.json")
+    path = report.outcomes[0].path.parent / "predictions" / "TinyRetrieval_predictions.json"
     preds = json.loads(path.read_text())
     assert preds["default"]["test"]["q1"]["d1"] == 1.0 and set(preds["default"]["test"]) == {"q1", "q2", "q3"}
 

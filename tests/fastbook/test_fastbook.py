@@ -224,3 +224,18 @@ def test_passages_round_trip(tmp_path, study):
     passages = chunk_documents([docs], PARAGRAPHS)
     write_passages(passages, tmp_path / "c.jsonl")
     assert read_passages(tmp_path / "c.jsonl") == passages
+
+
+def test_fastbook_results_load_with_mteb(study, tmp_path):
+    pytest.importorskip("mteb")
+    from embedscope.testing.mteb_results import mteb_file_scores, mteb_folder_scores
+
+    docs, bench, queries = study
+    b = load_benchmark(bench)
+    report = run_fastbook(b, chunk_documents([docs], PARAGRAPHS), "fts5", keywords=read_keyword_queries(queries, b),
+                          k=10, output_folder=tmp_path / "out")
+    scores = mteb_file_scores(tmp_path / "out")
+    assert list(scores) == [report.path]
+    entries = json.loads(report.path.read_text())["scores"]["test"]
+    assert scores[report.path] == pytest.approx(sum(e["main_score"] for e in entries) / len(entries))
+    assert list(mteb_folder_scores(tmp_path / "out").values()) == [scores[report.path]]

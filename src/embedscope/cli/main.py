@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from embedscope.errors import EmbedscopeError
+from embedscope.errors import ConfigError, EmbedscopeError
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -207,6 +207,14 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("markdown", "csv"), default="markdown")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the tables as CSV to FILE")
     p.add_argument("--digits", type=int, default=3)
+    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report (sortable "
+                   "leaderboard, per-task charts with intervals and significance, run metadata) to FILE")
+    p.add_argument("--baseline", default=None, help="model (name or folder) the HTML report tests others against "
+                   "(default: the first)")
+    p.add_argument("--test", default="permutation", help="significance test for --html (as in 'compare')")
+    p.add_argument("--rounds", type=int, default=10_000, help="resamples for --html intervals and tests")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--correction", default="holm", help="holm (default) | bonferroni | none")
     p.set_defaults(func=_cmd_report)
 
 
@@ -219,6 +227,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from embedscope.results.store import atomic_write_text
 
         atomic_write_text(args.csv, tables.csv())
+    if args.html:
+        from embedscope.compare.core import CompareOptions, check_options
+        from embedscope.results.html import build_html
+        from embedscope.results.store import atomic_write_text
+
+        options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction)
+        check_options(options)
+        atomic_write_text(args.html, build_html(args.folders, args.baseline, options))
+        print(f"wrote {args.html}", file=sys.stderr)
     return 0
 
 
@@ -384,6 +401,56 @@ def _cmd_fastbook_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="significance of score differences between result folders (one model each)",
+                       description="For each task the folders share: main-score difference, confidence interval and "
+                       "p-value of every pair of models, from the per-item scores saved beside the results.")
+    p.add_argument("folders", nargs="*", help="results folders, one model each (the first is the reference)")
+    p.add_argument("--models", nargs="+", default=None, metavar="MODEL", help="instead of folders: evaluate two models "
+                   "on --tasks (stored results and the embedding cache are reused) and add per-text embedding "
+                   "agreement (cosine of each text's two vectors) to the fidelity measures")
+    p.add_argument("--output-folder", default="results", help="where --models writes its results")
+    p.add_argument("--cache-dir", default=None, help="embedding cache folder for --models")
+    p.add_argument("--no-cache", action="store_true", help="--models without the embedding cache")
+    p.add_argument("--limits", type=int, default=None, help="--models: EvalScope limits (first N items)")
+    p.add_argument("--test", default="permutation", help="permutation (Fisher's randomisation, default) | t-test | "
+                   "bootstrap; STS and pair classification always use a bootstrap over pairs")
+    p.add_argument("--rounds", type=int, default=10_000, help="randomisation / bootstrap rounds (default 10,000)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--correction", default="holm", help="multiple-comparison correction: holm (default) | "
+                   "bonferroni | none")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level for the markers (default 0.05)")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
+    p.add_argument("--tasks", "-t", nargs="+", default=None, help="only these shared tasks")
+    p.add_argument("--fidelity", action="store_true", help="also measure agreement with the first folder: top-10 "
+                   "Jaccard and RBO (rankings), similarity Spearman and discordant pairs (STS, pair classification)")
+    p.add_argument("--digits", type=int, default=4)
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from embedscope.compare.core import CompareOptions, compare_folders
+    from embedscope.compare.render import comparison_text
+
+    options = CompareOptions(args.test, args.rounds, args.seed, args.correction, args.alpha, args.confidence)
+    if args.models:
+        from embedscope.compare.embeddings import compare_model_runs
+
+        if args.folders:
+            raise ConfigError("give result folders or --models, not both")
+        cache = False if args.no_cache else (args.cache_dir or True)
+        comparison = compare_model_runs(args.models, args.tasks or [], args.output_folder, options, cache=cache,
+                                        limits=args.limits)
+    else:
+        comparison = compare_folders(args.folders, options, args.tasks, fidelity=args.fidelity)
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(comparison_text(comparison, args.digits))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from embedscope import __version__
 
@@ -391,7 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"embedscope {__version__}")
     parser.add_argument("--verbose", "-v", action="count", default=0)
     sub = parser.add_subparsers(dest="command")
-    for add in (_add_run, _add_score, _add_eval, _add_models, _add_tasks, _add_report, _add_chunk, _add_fastbook):
+    for add in (_add_run, _add_score, _add_eval, _add_models, _add_tasks, _add_report, _add_compare, _add_chunk,
+                _add_fastbook):
         add(sub)
     return parser
 

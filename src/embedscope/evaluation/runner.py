@@ -22,7 +22,8 @@ from embedscope.engines import EngineOptions, build_encoder
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
-from embedscope.results.schema import TaskResult, now_iso, score_entry
+from embedscope.results.per_item import item_rows
+from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
 from embedscope.results.store import OverwriteStrategy, ResultStore, check_strategy, splits_to_run
 from embedscope.retrieval.pipeline import Pipeline
 from embedscope.tasks.registry import DEFAULT_RETRIEVAL_TASKS, DEFAULT_TASKS, resolve_task
@@ -177,10 +178,16 @@ def _run_task(
     scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and strategy != "always" else {}
     predictions: dict[str, dict[str, dict[str, float]]] = {}
     timings: dict[str, float] = {}
+    split_timings: list[tuple[str, dict[str, float]]] = []
+    per_item: list[dict[str, Any]] = []
     stage_scores: dict[str, dict[str, list[dict[str, Any]]]] = {}
     stage_records: dict[str, list[dict[str, Any]]] = {}
+    stage_items: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
         outcome = task.evaluate_split(split, encoder, options)
+        split_timings.append((split, outcome.timings))
+        if outcome.per_item is not None:
+            per_item += item_rows(split, task.hf_subset, outcome.per_item)
         for key, value in outcome.timings.items():
             timings[key] = timings.get(key, 0.0) + value
         scores[split] = [score_entry(outcome.scores, task.main_score, task.hf_subset, task.languages)]
@@ -192,7 +199,9 @@ def _run_task(
                 {"stage": st.stage, "name": st.name, "kind": st.kind, "main_score": entry["main_score"], **st.stats})
             if "." not in st.stage:
                 stage_scores.setdefault(st.stage, {})[split] = [entry]
-    extra: dict[str, Any] = {"task_type": task.type, **(placement or {})}
+                if st.per_item is not None:
+                    stage_items.setdefault(st.stage, []).extend(item_rows(split, task.hf_subset, st.per_item))
+    extra: dict[str, Any] = {"task_type": task.type, "main_metric": task.main_score, **(placement or {})}
     if stage_records:
         extra["pipeline_stages"] = stage_records
     elapsed = time.perf_counter() - started
@@ -202,7 +211,7 @@ def _run_task(
         scores=scores,
         evaluation_time=elapsed,
         date=now_iso(),
-        evaluation_phases=[{"name": k, "seconds": round(v, 4)} for k, v in timings.items()],
+        evaluation_phases=phase_timings(split_timings, task.hf_subset),
         extra=extra,
     )
     if len(stage_scores) > 1:  # two-stage (or longer) pipelines: each stage's result in stage1/, stage2/ ...
@@ -211,8 +220,13 @@ def _run_task(
             merged = {**(earlier.scores if earlier else {}), **per_split}  # keep splits of earlier runs
             store.sub(stage).save(TaskResult(
                 task_name=task.name, dataset_revision=task.dataset_revision, scores=merged,
-                evaluation_time=elapsed, date=result.date, extra={"task_type": task.type, "stage": stage},
+                evaluation_time=elapsed, date=result.date,
+                extra={"task_type": task.type, "main_metric": task.main_score, "stage": stage},
             ))
+            if stage in stage_items:
+                store.sub(stage).save_per_item(task.name, stage_items[stage], keep_earlier=strategy != "always")
+    if per_item:
+        store.save_per_item(task.name, per_item, keep_earlier=strategy != "always")
     path = store.save(result)
     if predictions:
         store.save_predictions(task.name, {task.hf_subset: predictions})
@@ -256,7 +270,7 @@ def evaluate(
         batch_size: encoding batch size (default: MTEB's 32 on the CPU, 256 on an accelerator).
         top_k: documents kept per query (MTEB's default 1000).
         overwrite: ``only-missing`` | ``never`` | ``always`` | ``only-cache``.
-        save_predictions: also write each task's ranked run (``<Task>_predictions.json``).
+        save_predictions: also write each task's ranked run (``predictions/<Task>_predictions.json``).
         cache: embedding cache: True (default folder), a folder, an EmbeddingCache, or False.
         limits: EvalScope's ``limits`` (first N queries, judged documents only; inflates scores).
         corpus_chunk_size: documents encoded and scored at once (MTEB's 50,000).

@@ -93,6 +93,25 @@ class RankingScores:
     def _rounded_mean(self, name: str) -> float:
         return round(self.mean(name), 5)
 
+    def per_item(self, run: RankedRun, top: int = 10) -> dict[str, list]:
+        """Columns of per-query values: ``id``, every metric, and ``top_{top}`` (doc ids by score, best first)."""
+        lookup = {q: i for i, q in enumerate(run.query_ids)}
+        rows = np.array([lookup[q] for q in self.query_ids], dtype=np.int64)
+        return {"id": list(self.query_ids), **{k: v.tolist() for k, v in self.per_query.items()},
+                f"top_{top}": top_doc_ids(run, rows, top)}
+
+
+def top_doc_ids(run: RankedRun, rows: np.ndarray, top: int = 10) -> list[list[str]]:
+    """The ``top`` best-scored doc ids of each of ``rows`` of ``run`` (ties keep the run's order).
+
+    >>> top_doc_ids(RankedRun.from_dict({"q": {"a": 0.1, "b": 0.7, "c": 0.5}}), np.array([0]), 2)
+    [['b', 'c']]
+    """
+    index, scores = run.doc_index[rows], np.where(run.doc_index[rows] >= 0, run.scores[rows], -np.inf)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :top]
+    picked = np.take_along_axis(index, order, axis=1)
+    return [[run.doc_ids[j] for j in row if j >= 0] for row in picked]
+
 
 def evaluate_ranking(
     qrels: Qrels,

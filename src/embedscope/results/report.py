@@ -61,7 +61,19 @@ def infer_task_type(result: TaskResult) -> str:
     return "Unknown"
 
 
-def _main_metric(result: TaskResult) -> str:
+def main_metric(result: TaskResult) -> str:
+    """The name of the main metric: as recorded by embedscope, else the registered task's, else the first
+    metric whose value equals ``main_score``."""
+    recorded = result.extra.get("main_metric")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    from embedscope.tasks.catalog import catalog_entry, in_catalog
+    from embedscope.tasks.registry import TASKS
+
+    if result.task_name in TASKS:
+        return TASKS.get(result.task_name).main_score
+    if in_catalog(result.task_name):
+        return catalog_entry(result.task_name).main_score
     for entries in result.scores.values():
         for e in entries:
             for k, v in e.items():
@@ -70,7 +82,8 @@ def _main_metric(result: TaskResult) -> str:
     return "main_score"
 
 
-def _model_name(result_file: Path) -> str:
+def model_name(result_file: Path) -> str:
+    """The model's name from ``model_meta.json`` beside the file, else from the folder name."""
     meta = result_file.parent / "model_meta.json"
     if meta.is_file():
         try:
@@ -100,7 +113,7 @@ def collect_results(folders: list[str | Path]) -> list[ResultRow]:
             if not isinstance(data, dict) or "task_name" not in data or "scores" not in data:
                 continue  # not a task result (some other JSON file in the folder)
             result = TaskResult.from_dict(data)
-            rows.append(ResultRow(_model_name(path), result.task_name, infer_task_type(result), _main_metric(result),
+            rows.append(ResultRow(model_name(path), result.task_name, infer_task_type(result), main_metric(result),
                                   result.main_score(), path))
     if not rows:
         raise DataFormatError(f"No task results found under {', '.join(map(str, folders))}")

@@ -3,13 +3,17 @@
 A file holds ``dataset_revision``, ``task_name``, ``mteb_version`` (null: we are not mteb; the
 protocol version we reproduce is in ``protocol``), ``embedscope_version``, ``scores`` as
 ``{split: [{...metrics, main_score, hf_subset, languages}]}``, ``evaluation_time`` (seconds),
-``kg_co2_emissions`` (null), ``date`` and ``evaluation_phases``. ``mteb.TaskResult.from_disk``
-loads these files.
+``kg_co2_emissions`` (null), ``date`` and ``evaluation_phases`` (mteb's ``PhaseTiming``: ``name``,
+``start`` and ``end`` in seconds from the start of the task, ``split``, ``subset``). embedscope's own keys
+(``embedscope_version``, ``protocol``, ``task_type``, ``pipeline_stages`` …) sit at the top level, where mteb's
+pydantic model ignores extra keys. ``mteb.TaskResult.from_disk`` and ``mteb.ResultCache.load_results`` load
+these files (tested for every task type in ``tests/results/test_mteb_loading.py``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,3 +84,24 @@ def score_entry(scores: dict[str, Any], main_score: str, hf_subset: str, languag
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat()
+
+
+def phase_timings(
+    split_timings: Sequence[tuple[str, Mapping[str, float]]], subset: str = "default"
+) -> list[dict[str, Any]]:
+    """mteb's ``evaluation_phases``: each measured phase as ``{name, start, end, split, subset}``.
+
+    Phases are laid end to end in the order measured, starting at 0 (embedscope measures durations):
+    ``start_i = sum_{j<i} seconds_j``, ``end_i = start_i + seconds_i``.
+
+    >>> phase_timings([("test", {"encode": 1.5, "metrics": 0.25})])[1]
+    {'name': 'metrics', 'start': 1.5, 'end': 1.75, 'split': 'test', 'subset': 'default'}
+    """
+    phases: list[dict[str, Any]] = []
+    clock = 0.0
+    for split, timings in split_timings:
+        for name, seconds in timings.items():
+            phases.append({"name": name, "start": round(clock, 4), "end": round(clock + seconds, 4),
+                           "split": split, "subset": subset})
+            clock += seconds
+    return phases

@@ -1,8 +1,10 @@
 """Where results live on disk, and how they are written: atomically, never silently overwritten.
 
 Layout (MTEB's): ``<output>/<org__model>/<revision>/<Task>.json`` plus ``model_meta.json``;
-with ``--save-predictions`` also ``<Task>_predictions.json`` (MTEB's prediction format,
-``{subset: {split: {qid: {doc_id: score}}}}``).
+with ``--save-predictions`` also ``predictions/<Task>_predictions.json`` (MTEB's prediction format,
+``{subset: {split: {qid: {doc_id: score}}}}``), in a subfolder so that mteb's loader of a results
+folder (``ResultCache.load_results``, which reads every ``<model>/<revision>/*.json``) sees only results;
+per-item scores in ``<Task>.per_item.jsonl.gz`` (see :mod:`embedscope.results.per_item`).
 
 Overwrite strategies (MTEB's names):
 
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from embedscope.errors import ConfigError, UnknownNameError
+from embedscope.results.per_item import encode_rows, merge_rows, per_item_path, read_per_item
 from embedscope.results.schema import TaskResult
 
 OverwriteStrategy = Literal["only-missing", "never", "always", "only-cache"]
@@ -40,12 +43,17 @@ def safe_name(name: str) -> str:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to a temporary file in the same folder, fsync it, then rename it over ``path``."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file in the same folder, fsync it, then rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -75,7 +83,7 @@ class ResultStore:
         return self.folder / f"{task_name}.json"
 
     def predictions_path(self, task_name: str) -> Path:
-        return self.folder / f"{task_name}_predictions.json"
+        return self.folder / "predictions" / f"{task_name}_predictions.json"
 
     def load(self, task_name: str) -> TaskResult | None:
         path = self.path(task_name)
@@ -91,6 +99,17 @@ class ResultStore:
     def save(self, result: TaskResult) -> Path:
         path = self.path(result.task_name)
         write_json_atomic(path, result.to_dict())
+        return path
+
+    def per_item_path(self, task_name: str) -> Path:
+        return per_item_path(self.path(task_name))
+
+    def save_per_item(self, task_name: str, rows: list[dict[str, Any]], keep_earlier: bool = True) -> Path:
+        """Write the per-item rows atomically; with ``keep_earlier``, stored rows of other splits stay."""
+        path = self.per_item_path(task_name)
+        if keep_earlier and path.exists():
+            rows = merge_rows(read_per_item(path), rows)
+        atomic_write_bytes(path, encode_rows(rows))
         return path
 
     def save_model_meta(self, meta: dict[str, Any]) -> None:

@@ -7,8 +7,9 @@ type's MTEB protocol on one split. The runner needs nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from embedscope.models.base import Encoder
 from embedscope.retrieval.base import SearchOptions
@@ -24,11 +25,17 @@ class StageOutcome:
     kind: str
     scores: dict[str, float]
     stats: dict[str, float] = field(default_factory=dict)
+    per_item: Mapping[str, Sequence[Any]] | None = None
 
 
 @dataclass(frozen=True)
 class SplitOutcome:
-    """What scoring one split produced: MTEB-keyed scores, timings, sizes and, for rankings, the run."""
+    """What scoring one split produced: MTEB-keyed scores, timings, sizes and, for rankings, the run.
+
+    ``per_item`` holds columns of equal length, ``id`` first: per query (rankings: every per-query metric
+    and ``top_10`` doc ids) or per pair (STS and pair classification: each similarity and ``gold``);
+    see :mod:`embedscope.results.per_item`.
+    """
 
     scores: dict[str, float]
     run: RankedRun | None = None
@@ -36,6 +43,7 @@ class SplitOutcome:
     n_queries: int = 0
     n_documents: int = 0
     stages: tuple[StageOutcome, ...] = ()
+    per_item: Mapping[str, Sequence[Any]] | None = None
 
 
 @runtime_checkable

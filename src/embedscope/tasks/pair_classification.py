@@ -165,7 +165,11 @@ def pair_classification_scores(
     e1: np.ndarray, e2: np.ndarray, labels: Sequence[int], similarity: Similarity = "cosine"
 ) -> dict[str, float]:
     """MTEB's pair-classification score dict for paired embeddings and 0/1 labels (same keys, same order)."""
-    per_function = pair_scores(e1, e2, similarity)
+    return pair_scores_summary(pair_scores(e1, e2, similarity), labels)
+
+
+def pair_scores_summary(per_function: Mapping[str, Sequence[float]], labels: Sequence[int]) -> dict[str, float]:
+    """The score dict from per-pair scores (:func:`pair_scores`) and 0/1 labels: each function's metrics, and max."""
     out: dict[str, float] = {}
     best: dict[str, list[float]] = {m: [] for m in METRICS}
     for name in SCORE_FUNCTIONS:
@@ -206,9 +210,11 @@ class PairClassificationTask:
         e1 = encoder.encode(list(data.sentence1), **kwargs)
         e2 = encoder.encode(list(data.sentence2), **kwargs)
         t2 = time.perf_counter()
-        scores = pair_classification_scores(e1, e2, data.labels, encoder.similarity)
+        per_function = pair_scores(e1, e2, encoder.similarity)
+        scores = pair_scores_summary(per_function, data.labels)
         timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        return SplitOutcome(scores, timings=timings, n_queries=len(data))
+        per_item = {"id": [str(i) for i in range(len(data))], **per_function, "gold": list(data.labels)}
+        return SplitOutcome(scores, timings=timings, n_queries=len(data), per_item=per_item)
 
 
 # --------------------------------------------------------------------------------------------

@@ -159,9 +159,10 @@ def evaluate_reranking_v2(
     t2 = time.perf_counter()
     run = rerank_candidates(q_vectors, d_vectors, data, encoder.similarity, max(k_values))
     t3 = time.perf_counter()
-    scores = evaluate_ranking(data.qrels, run, tuple(k_values)).to_mteb()
+    ranking = evaluate_ranking(data.qrels, run, tuple(k_values))
+    scores = ranking.to_mteb()
     timings.update(encode_queries=t1 - t0, encode_corpus=t2 - t1, search=t3 - t2, metrics=time.perf_counter() - t3)
-    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus))
+    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), per_item=ranking.per_item(run))
 
 
 def candidates_run(data: RerankingData) -> RankedRun:
@@ -184,9 +185,10 @@ def evaluate_reranking_with_scorer(
     t0 = time.perf_counter()
     run = rerank(scorer, data.queries, data.corpus, candidates_run(data), replace(options, top_k=max(k_values)))
     t1 = time.perf_counter()
-    scores = evaluate_ranking(data.qrels, run, tuple(k_values)).to_mteb()
+    ranking = evaluate_ranking(data.qrels, run, tuple(k_values))
+    scores = ranking.to_mteb()
     timings = {f"rerank:{scorer.name}": t1 - t0, "metrics": time.perf_counter() - t1}
-    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus))
+    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), per_item=ranking.per_item(run))
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,10 +262,10 @@ def mrr_at_k(is_relevant: Sequence[bool], ranking: Sequence[int], k: int = 10) -
     return 0
 
 
-def reranking_v1_scores(
+def reranking_v1_per_query(
     sample_scores: Sequence[Sequence[float]], relevance: Sequence[Sequence[bool]], mrr_k: int = 10
-) -> dict[str, float]:
-    """Legacy keys from each query's candidate scores and relevance flags (queries already filtered)."""
+) -> tuple[dict[str, list[float]], list[dict[str, float]]]:
+    """Each query's ``map`` (average precision) and ``mrr`` (MRR@``mrr_k``), and its confidence scores."""
     import torch
     from sklearn.metrics import average_precision_score
 
@@ -273,6 +275,19 @@ def reranking_v1_scores(
         mrrs.append(mrr_at_k(relevant, torch.argsort(-t).tolist(), mrr_k))
         aps.append(average_precision_score(list(relevant), t.tolist()))
         conf.append(confidence_scores(t.tolist()))
+    return {"map": aps, "mrr": mrrs}, conf
+
+
+def reranking_v1_scores(
+    sample_scores: Sequence[Sequence[float]], relevance: Sequence[Sequence[bool]], mrr_k: int = 10
+) -> dict[str, float]:
+    """Legacy keys from each query's candidate scores and relevance flags (queries already filtered)."""
+    return reranking_v1_summary(*reranking_v1_per_query(sample_scores, relevance, mrr_k))
+
+
+def reranking_v1_summary(per_query: Mapping[str, list[float]], conf: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Legacy keys from per-query ``map``/``mrr`` and confidence scores: means and nAUCs."""
+    aps, mrrs = per_query["map"], per_query["mrr"]
     out: dict[str, float] = {"map": float(np.mean(aps)), "mrr": float(np.mean(mrrs))}
     for name, values in (("map", np.array(aps)), ("mrr", np.array(mrrs))):
         for fct in CONFIDENCE_FUNCTIONS:
@@ -300,10 +315,13 @@ def evaluate_reranking_v1(
         start += len(s.documents)
         per_query.append(_similarities(q_vectors[i], block, encoder.similarity).amax(dim=0).tolist())
     t3 = time.perf_counter()
-    scores = reranking_v1_scores(per_query, [s.is_relevant for s in samples], mrr_k)
+    relevance = [s.is_relevant for s in samples]
+    items, conf = reranking_v1_per_query(per_query, relevance, mrr_k)
+    scores = reranking_v1_summary(items, conf)
     timings = {"encode_queries": t1 - t0, "encode_corpus": t2 - t1, "search": t3 - t2,
                "metrics": time.perf_counter() - t3}
-    return SplitOutcome(scores, None, timings, len(samples), len(distinct))
+    return SplitOutcome(scores, None, timings, len(samples), len(distinct),
+                        per_item={"id": [s.query_id for s in samples], **items})
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
+from embedscope.metrics.ranking import RankingScores
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
 from embedscope.retrieval.pipeline import Pipeline
@@ -86,20 +87,23 @@ def evaluate_retrieval_split(
     stages: tuple[StageOutcome, ...] = ()
     if isinstance(model, Pipeline):
         stage_runs = model.stage_runs(data.queries, data.corpus, options)
-        stages = tuple(StageOutcome(s.stage, s.name, s.kind, _score(task, data, s.run), s.stats.as_dict())
-                       for s in stage_runs)
+        rankings = [_ranking(task, data, s.run) for s in stage_runs]
+        stages = tuple(StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(s.run))
+                       for s, r in zip(stage_runs, rankings))
         timings.update({f"{s.stage}:{s.name}": s.stats.seconds for s in stage_runs})
         run = stage_runs[-1].run
     else:
         run = dense_search(model, data.queries, data.corpus, options, timings)
     t0 = time.perf_counter()
-    scores = _score(task, data, run)
+    ranking = _ranking(task, data, run)
+    scores = ranking.to_mteb()
     timings["metrics"] = time.perf_counter() - t0
-    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages)
+    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, ranking.per_item(run))
 
 
-def _score(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> dict[str, float]:
-    return evaluate_ranking(data.qrels, run, task.k_values, ignore_identical_ids=task.ignore_identical_ids).to_mteb()
+def _ranking(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> RankingScores:
+    return evaluate_ranking(data.qrels, run, task.k_values, ignore_identical_ids=task.ignore_identical_ids)
+
 
 
 __all__ = ["RetrievalTask", "SearchOptions", "SplitOutcome", "dense_search", "evaluate_retrieval_split", "limit_queries"]

@@ -60,31 +60,46 @@ def pairwise_similarity(e1: np.ndarray, e2: np.ndarray, similarity: Similarity) 
     return (a * b).sum(dim=-1).numpy()
 
 
-def sts_scores(e1: np.ndarray, e2: np.ndarray, gold: Sequence[float], *, min_score: float = 0, max_score: float = 5,
-               similarity: Similarity = "cosine") -> dict[str, float]:
-    """MTEB's STS metrics for paired embeddings and raw gold scores."""
-    from scipy.stats import pearsonr, spearmanr
+def sts_predictions(e1: np.ndarray, e2: np.ndarray, similarity: Similarity = "cosine") -> dict[str, list[float]]:
+    """Per-pair predictions as mteb makes them: ``cosine``, ``manhattan`` and ``euclidean`` (negated
+    distances) and the model's own ``similarity``."""
     from sklearn.metrics.pairwise import (
         paired_cosine_distances,
         paired_euclidean_distances,
         paired_manhattan_distances,
     )
 
-    normalized = [(x - min_score) / (max_score - min_score) for x in gold]
-    predictions = {
+    return {
         "cosine": (1 - paired_cosine_distances(e1, e2)).tolist(),
         "manhattan": (-paired_manhattan_distances(e1, e2)).tolist(),
         "euclidean": (-paired_euclidean_distances(e1, e2)).tolist(),
-        "": pairwise_similarity(e1, e2, similarity).tolist(),
+        "similarity": pairwise_similarity(e1, e2, similarity).tolist(),
     }
+
+
+def normalized_gold(gold: Sequence[float], min_score: float = 0, max_score: float = 5) -> list[float]:
+    """Gold scores mapped to [0, 1]: ``(x − min) / (max − min)``."""
+    return [(x - min_score) / (max_score - min_score) for x in gold]
+
+
+def correlation_scores(predictions: Mapping[str, Sequence[float]], normalized: Sequence[float]) -> dict[str, float]:
+    """Pearson and Spearman (scipy) of each prediction list against the gold, with mteb's keys and order."""
+    from scipy.stats import pearsonr, spearmanr
+
     out: dict[str, float] = {}
     for name, predicted in predictions.items():
-        prefix = f"{name}_" if name else ""
+        prefix = "" if name == "similarity" else f"{name}_"
         out[f"{prefix}pearson"] = float(pearsonr(normalized, predicted)[0])
         out[f"{prefix}spearman"] = float(spearmanr(normalized, predicted)[0])
     order = ("pearson", "spearman", "cosine_pearson", "cosine_spearman", "manhattan_pearson", "manhattan_spearman",
              "euclidean_pearson", "euclidean_spearman")
     return {k: out[k] for k in order}
+
+
+def sts_scores(e1: np.ndarray, e2: np.ndarray, gold: Sequence[float], *, min_score: float = 0, max_score: float = 5,
+               similarity: Similarity = "cosine") -> dict[str, float]:
+    """MTEB's STS metrics for paired embeddings and raw gold scores."""
+    return correlation_scores(sts_predictions(e1, e2, similarity), normalized_gold(gold, min_score, max_score))
 
 
 @dataclass(frozen=True)
@@ -113,10 +128,12 @@ class STSTask:
         e1 = encoder.encode(list(data.sentence1), **kwargs)
         e2 = encoder.encode(list(data.sentence2), **kwargs)
         t2 = time.perf_counter()
-        scores = sts_scores(e1, e2, data.scores, min_score=self.min_score, max_score=self.max_score,
-                            similarity=encoder.similarity)
+        predictions = sts_predictions(e1, e2, encoder.similarity)
+        gold = normalized_gold(data.scores, self.min_score, self.max_score)
+        scores = correlation_scores(predictions, gold)
         timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        return SplitOutcome(scores, timings=timings, n_queries=len(data.scores))
+        per_item = {"id": [str(i) for i in range(len(gold))], **predictions, "gold": gold}
+        return SplitOutcome(scores, timings=timings, n_queries=len(data.scores), per_item=per_item)
 
 
 STS_COLUMNS = {"sentence1": ["sentence1", "text1", "s1"], "sentence2": ["sentence2", "text2", "s2"],

@@ -1,0 +1,248 @@
+"""``embedscope compare``: per shared task, each pair of models' main-score difference, CI and p-value.
+
+Tests (``test``): ``permutation`` (Fisher's randomisation, default), ``t-test`` (paired Student) or
+``bootstrap`` (paired), on per-item values whose mean is the score (per query for rankings, per
+experiment for classification and clustering). STS and pair-classification scores are statistics of
+all pairs (Spearman, average precision), so they are always tested by a bootstrap over pairs. The CI
+is the t interval for the t-test and the bootstrap percentile interval otherwise. p-values are then
+adjusted across every comparison (``correction``: Holm by default). Items are paired by
+``(split, hf_subset, id)``; only items both models scored count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embedscope.compare.items import ModelResults, TaskItems, load_model_results
+from embedscope.compare.stats import (
+    PairedOutcome,
+    adjust,
+    average_precision_rows,
+    bootstrap_test,
+    paired_bootstrap,
+    paired_t_test,
+    pearson_rows,
+    permutation_test,
+    spearman_rows,
+)
+from embedscope.errors import ConfigError, UnknownNameError
+
+TESTS = ("permutation", "t-test", "bootstrap")
+LOWER_IS_SIMILAR = ("manhattan", "euclidean")  # pair-classification distances
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """How comparisons are tested."""
+
+    test: str = "permutation"
+    rounds: int = 10_000
+    seed: int = 42
+    correction: str = "holm"
+    alpha: float = 0.05
+    confidence: float = 0.95
+
+
+@dataclass
+class TaskComparison:
+    """Model ``b`` against model ``a`` on one task: ``delta = score_b − score_a``."""
+
+    task: str
+    task_type: str
+    metric: str
+    model_a: str
+    model_b: str
+    score_a: float
+    score_b: float
+    delta: float
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    p_value: float = math.nan
+    p_adjusted: float = math.nan
+    test: str = ""
+    n: int = 0
+    significant: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Comparison:
+    """Every pairwise comparison of the models on their shared tasks."""
+
+    models: list[str]
+    tasks: list[str]
+    scores: dict[str, dict[str, float]]  # model -> task -> main score
+    rows: list[TaskComparison]
+    options: CompareOptions
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON: NaN (no test possible) becomes None."""
+        return _no_nan({"models": self.models, "tasks": self.tasks, "scores": self.scores,
+                        "options": asdict(self.options), "comparisons": [asdict(r) for r in self.rows]})
+
+
+def _no_nan(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(v) for v in value]
+    return value
+
+
+def paired_items(a: TaskItems, b: TaskItems) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices into ``a`` and ``b`` of the items both scored, in ``a``'s order."""
+    where = {k: i for i, k in enumerate(b.keys)}
+    ia = [i for i, k in enumerate(a.keys) if k in where]
+    return np.array(ia, dtype=np.int64), np.array([where[a.keys[i]] for i in ia], dtype=np.int64)
+
+
+def pair_statistic(metric: str, task_type: str) -> Callable[[dict[str, np.ndarray], np.ndarray], np.ndarray] | None:
+    """Row-wise statistic of pair columns for a main metric: ``{fn}_spearman``/``{fn}_pearson`` (STS; the bare
+    names use ``similarity``), ``{fn}_ap`` or ``max_ap`` (pair classification); None if not supported.
+
+    The function takes the columns and an index block ``(R, n)`` and returns one value per row.
+    """
+    def correlation(column: str, rows: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+        return lambda cols, idx: rows(cols[column][idx], cols["gold"][idx])
+
+    def ap(column: str):
+        sign = -1.0 if column in LOWER_IS_SIMILAR else 1.0
+        return lambda cols, idx: average_precision_rows(sign * cols[column][idx], cols["gold"][idx])
+
+    if task_type == "STS":
+        for suffix, rows in (("spearman", spearman_rows), ("pearson", pearson_rows)):
+            if metric == suffix:
+                return correlation("similarity", rows)
+            if metric.endswith(f"_{suffix}"):
+                return correlation(metric.removesuffix(f"_{suffix}"), rows)
+    if task_type == "PairClassification":
+        if metric == "max_ap":
+            fns = ("similarity", "cosine", "manhattan", "euclidean", "dot")
+            return lambda cols, idx: np.max([ap(f)(cols, idx) for f in fns if f in cols], axis=0)
+        if metric.endswith("_ap"):
+            return ap(metric.removesuffix("_ap"))
+    return None
+
+
+def paired_test(a: TaskItems, b: TaskItems, options: CompareOptions) -> PairedOutcome | None:
+    """The paired test of ``b`` against ``a`` on one task (None when there are no shared items to test)."""
+    ia, ib = paired_items(a, b)
+    if a.kind != b.kind or a.kind == "none" or len(ia) < 2:
+        return None
+    if a.kind == "pairs":
+        stat = pair_statistic(a.metric, a.task_type)
+        if stat is None or not all(c in a.columns for c in b.columns):
+            return None
+        ca = {k: v[ia] for k, v in a.columns.items()}
+        cb = {k: v[ib] for k, v in b.columns.items()}
+        every = np.arange(len(ia))[None, :]
+        observed = float(stat(cb, every)[0] - stat(ca, every)[0])
+        return bootstrap_test(lambda idx: stat(cb, idx) - stat(ca, idx), observed, len(ia), options.rounds,
+                              options.seed, options.confidence, name="bootstrap-pairs")
+    va, vb = a.values[ia], b.values[ib]
+    if options.test == "t-test":
+        return paired_t_test(va, vb, options.confidence)
+    boot = paired_bootstrap(va, vb, options.rounds, options.seed, options.confidence)
+    if options.test == "bootstrap":
+        return boot
+    p = permutation_test(va, vb, options.rounds, options.seed)
+    return PairedOutcome("permutation", boot.delta, boot.ci_low, boot.ci_high, p, boot.n)
+
+
+def score_interval(items: TaskItems, options: CompareOptions = CompareOptions()) -> tuple[float, float]:
+    """Bootstrap percentile interval of one model's task score: resample items (mean of per-item values,
+    or the pair statistic recomputed); (nan, nan) without per-item scores."""
+    if items.kind == "mean" and len(items.values) >= 2:
+        values = items.values
+        out = bootstrap_test(lambda idx: values[idx].mean(axis=1), float(values.mean()), len(values),
+                             options.rounds, options.seed, options.confidence)
+        return out.ci_low, out.ci_high
+    stat = pair_statistic(items.metric, items.task_type) if items.kind == "pairs" else None
+    n = len(items.keys)
+    if stat is None or n < 2:
+        return math.nan, math.nan
+    columns = items.columns
+    out = bootstrap_test(lambda idx: stat(columns, idx), items.score, n, options.rounds, options.seed,
+                         options.confidence)
+    return out.ci_low, out.ci_high
+
+
+def check_options(options: CompareOptions) -> None:
+    """Refuse options a user can get wrong, with one line each."""
+    if options.test not in TESTS:
+        raise UnknownNameError("test", options.test, TESTS)
+    adjust([], options.correction)
+    if options.rounds < 1:
+        raise ConfigError(f"--rounds must be a positive integer, not {options.rounds}")
+    if not 0 < options.alpha < 1 or not 0 < options.confidence < 1:
+        raise ConfigError("--alpha and --confidence must lie strictly between 0 and 1")
+
+
+def compare_models(models: Sequence[ModelResults], options: CompareOptions = CompareOptions(),
+                   tasks: Sequence[str] | None = None,
+                   extra: Callable[[TaskItems, TaskItems], dict[str, Any]] | None = None) -> Comparison:
+    """Compare every pair of models (earlier one as ``a``) on the tasks all of them have."""
+    check_options(options)
+    if len(models) < 2:
+        raise ConfigError("compare needs at least two results folders")
+    names = unique_names([m.name for m in models])
+    shared = [t for t in models[0].tasks if all(t in m.tasks for m in models[1:])]
+    if tasks is not None:
+        unknown = [t for t in tasks if t not in shared]
+        if unknown:
+            raise UnknownNameError("shared task", unknown[0], shared)
+        shared = list(tasks)
+    if not shared:
+        raise ConfigError("the results folders have no task in common: " +
+                          "; ".join(f"{n}: {', '.join(sorted(m.tasks)) or '-'}" for n, m in zip(names, models)))
+    rows = []
+    for i in range(len(models)):
+        for j in range(i + 1, len(models)):
+            for task in shared:
+                a, b = models[i].tasks[task], models[j].tasks[task]
+                row = TaskComparison(task, a.task_type, a.metric, names[i], names[j], a.score, b.score,
+                                     b.score - a.score)
+                outcome = paired_test(a, b, options)
+                if outcome is not None:
+                    row.ci_low, row.ci_high, row.p_value = outcome.ci_low, outcome.ci_high, outcome.p_value
+                    row.test, row.n = outcome.test, outcome.n
+                if extra is not None:
+                    row.extra = extra(a, b)
+                rows.append(row)
+    for row, p in zip(rows, adjust([r.p_value for r in rows], options.correction)):
+        row.p_adjusted = p
+        row.significant = bool(p < options.alpha)
+    scores = {n: {t: m.tasks[t].score for t in shared} for n, m in zip(names, models)}
+    return Comparison(names, shared, scores, rows, options)
+
+
+def unique_names(names: Sequence[str]) -> list[str]:
+    """Model names, numbered when the same name occurs twice (``m``, ``m (2)``)."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n} ({seen[n]})")
+    return out
+
+
+def compare_folders(folders: Sequence[str | Path], options: CompareOptions = CompareOptions(),
+                    tasks: Sequence[str] | None = None, fidelity: bool = False) -> Comparison:
+    """:func:`compare_models` on result folders (one model each); ``fidelity`` adds agreement measures
+    between each pair (see :mod:`embedscope.compare.fidelity`)."""
+    check_options(options)
+    models = [load_model_results(f) for f in folders]
+    extra = None
+    if fidelity:
+        from embedscope.compare.fidelity import agreement
+
+        extra = agreement
+    return compare_models(models, options, tasks, extra)

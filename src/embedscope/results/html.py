@@ -1,0 +1,259 @@
+"""``embedscope report DIR... --html report.html``: one self-contained, offline HTML page.
+
+A sortable leaderboard (mean over tasks, mean over task types, Borda rank), one chart per task with each
+model's score, its 95% bootstrap interval and a marker where it differs significantly from the baseline
+(the comparison of :mod:`embedscope.compare`, Holm-adjusted), and each model's run metadata. Charts are
+inline SVG and the only script is inline: the page loads nothing.
+
+Aggregates follow :mod:`embedscope.results.report`: a model missing a task gets no mean over a set that
+includes it. Borda count: on each task a model gets one point per model it beats; ranks follow the totals.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from embedscope.compare.core import CompareOptions, Comparison, compare_models, score_interval
+from embedscope.compare.items import ModelResults, load_model_results, result_paths, revision_folders
+from embedscope.errors import ConfigError, DataFormatError
+
+
+@dataclass(frozen=True)
+class LeaderRow:
+    """One model's aggregates."""
+
+    model: str
+    tasks: int
+    mean_task: float | None
+    mean_type: float | None
+    borda: int
+    borda_rank: int
+
+
+def load_models(dirs: Sequence[str | Path]) -> list[ModelResults]:
+    """Every model (revision folder with results) under ``dirs``, in order."""
+    models = []
+    for d in dirs:
+        root = Path(d)
+        if not root.is_dir():
+            raise DataFormatError(f"{root}: no such results folder")
+        models += [load_model_results(f) for f in revision_folders(root) if result_paths(f)]
+    if not models:
+        raise DataFormatError(f"No task results found under {', '.join(map(str, dirs))}")
+    return models
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    if not values or any(v is None for v in values):
+        return None
+    return float(sum(values) / len(values))  # type: ignore[arg-type]
+
+
+def borda_points(scores: dict[str, dict[str, float]], tasks: Sequence[str]) -> dict[str, int]:
+    """Borda count: per task, one point for every model with a lower score (models lacking the task get none).
+
+    >>> borda_points({"a": {"t": 0.5, "u": 0.1}, "b": {"t": 0.4, "u": 0.3}}, ["t", "u"])
+    {'a': 1, 'b': 1}
+    """
+    points = {m: 0 for m in scores}
+    for t in tasks:
+        have = {m: s[t] for m, s in scores.items() if t in s}
+        for m, v in have.items():
+            points[m] += sum(1 for w in have.values() if w < v)
+    return points
+
+
+def leaderboard(models: Sequence[ModelResults], names: Sequence[str]) -> list[LeaderRow]:
+    """Aggregates per model over the union of tasks (mean over tasks, mean of task-type means, Borda)."""
+    tasks = list(dict.fromkeys(t for m in models for t in m.tasks))
+    types = {t: next(m.tasks[t].task_type for m in models if t in m.tasks) for t in tasks}
+    scores = {n: {t: it.score for t, it in m.tasks.items()} for n, m in zip(names, models)}
+    points = borda_points(scores, tasks)
+    rows = []
+    for n in names:
+        per_type = [_mean([scores[n].get(t) for t in tasks if types[t] == k]) for k in dict.fromkeys(types.values())]
+        rank = 1 + sum(1 for p in points.values() if p > points[n])
+        rows.append(LeaderRow(n, len(scores[n]), _mean([scores[n].get(t) for t in tasks]), _mean(per_type),
+                              points[n], rank))
+    return rows
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "–" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def _attr(value: float | None) -> str:
+    return "" if value is None or math.isnan(value) else repr(float(value))
+
+
+def leaderboard_html(rows: Sequence[LeaderRow]) -> str:
+    """The sortable table; each number cell carries its exact value in ``data-value``."""
+    head = ("<tr><th data-kind='text'>model</th><th>tasks</th><th>Mean (Task)</th><th>Mean (TaskType)</th>"
+            "<th>Borda points</th><th>Borda rank</th></tr>")
+    body = []
+    for r in rows:
+        cells = [f"<td data-value='{html.escape(r.model, quote=True)}'>{html.escape(r.model)}</td>",
+                 f"<td data-value='{r.tasks}'>{r.tasks}</td>",
+                 f"<td class='mean-task' data-value='{_attr(r.mean_task)}'>{_fmt(r.mean_task)}</td>",
+                 f"<td class='mean-type' data-value='{_attr(r.mean_type)}'>{_fmt(r.mean_type)}</td>",
+                 f"<td data-value='{r.borda}'>{r.borda}</td>",
+                 f"<td data-value='{r.borda_rank}'>{r.borda_rank}</td>"]
+        body.append(f"<tr class='model-row'>{''.join(cells)}</tr>")
+    return f"<table id='leaderboard' class='sortable'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _marker(comparison: Comparison | None, baseline: str, model: str, task: str) -> str:
+    """``▲``/``▼`` when ``model`` is significantly better/worse than the baseline on ``task``, else ""."""
+    if comparison is None or model == baseline:
+        return ""
+    for r in comparison.rows:
+        if r.task == task and r.significant and r.model_a == baseline and r.model_b == model:
+            return "▲" if r.delta > 0 else "▼"
+    return ""
+
+
+def task_chart(task: str, metric: str, bars: Sequence[tuple[str, float, float, float, str]]) -> str:
+    """An inline SVG bar chart: one bar per model (score), its interval as a whisker, and a marker."""
+    label_w = 12 + 7 * max([10, *[len(m) for m, *_ in bars]])  # about 7 px per character at 12 px
+    bar_h, gap, plot_w = 18, 8, 340
+    width = label_w + plot_w + 70
+    top = max([1.0, *[v for _, s, lo, hi, _ in bars for v in (s, lo, hi) if not math.isnan(v)]])
+    bottom = min([0.0, *[v for _, s, lo, hi, _ in bars for v in (s, lo, hi) if not math.isnan(v)]])
+    span = top - bottom or 1.0
+
+    def x(v: float) -> float:
+        return label_w + (v - bottom) / span * plot_w
+
+    parts = []
+    for i, (model, score, low, high, marker) in enumerate(bars):
+        y = 10 + i * (bar_h + gap)
+        parts.append(f"<text x='{label_w - 6}' y='{y + 13}' text-anchor='end'>{html.escape(model)}</text>")
+        parts.append(f"<rect x='{x(min(0.0, score)):.1f}' y='{y}' width='{abs(x(score) - x(0.0)):.1f}' "
+                     f"height='{bar_h}' class='bar'><title>{html.escape(model)}: {score:.4f}</title></rect>")
+        if not math.isnan(low):
+            cy = y + bar_h / 2
+            parts.append(f"<line x1='{x(low):.1f}' x2='{x(high):.1f}' y1='{cy}' y2='{cy}' class='ci'/>"
+                         f"<line x1='{x(low):.1f}' x2='{x(low):.1f}' y1='{y + 3}' y2='{y + bar_h - 3}' class='ci'/>"
+                         f"<line x1='{x(high):.1f}' x2='{x(high):.1f}' y1='{y + 3}' y2='{y + bar_h - 3}' class='ci'/>")
+        label = f"{score:.4f} {marker}".strip()
+        parts.append(f"<text x='{x(max(score, high if not math.isnan(high) else score)) + 4:.1f}' y='{y + 13}' "
+                     f"class='value'>{html.escape(label)}</text>")
+    height = 20 + len(bars) * (bar_h + gap)
+    return (f"<figure class='task' data-task='{html.escape(task, quote=True)}'><figcaption>{html.escape(task)} "
+            f"<small>({html.escape(metric)})</small></figcaption><svg xmlns='http://www.w3.org/2000/svg' "
+            f"width='{width}' height='{height}' role='img'>{''.join(parts)}</svg></figure>")
+
+
+def metadata_html(models: Sequence[ModelResults], names: Sequence[str]) -> str:
+    """Each model's ``model_meta.json`` (scalars) and the dates, versions and seconds of its results."""
+    rows = []
+    for n, m in zip(names, models):
+        meta_path = m.folder / "model_meta.json"
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        details = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) and k != "name"}
+        dates, seconds, versions = [], 0.0, set()
+        for items in m.tasks.values():
+            data = json.loads(items.path.read_text(encoding="utf-8"))
+            dates.append(str(data.get("date") or ""))
+            seconds += float(data.get("evaluation_time") or 0.0)
+            versions.add(str(data.get("embedscope_version") or data.get("mteb_version") or ""))
+        details.update(results=len(m.tasks), evaluated=f"{min(dates)} … {max(dates)}" if dates else "",
+                       seconds=round(seconds, 1), versions=", ".join(sorted(v for v in versions if v)))
+        text = "; ".join(f"{html.escape(str(k))}: {html.escape(str(v))}" for k, v in details.items())
+        rows.append(f"<tr><td>{html.escape(n)}</td><td>{html.escape(str(m.folder))}</td><td>{text}</td></tr>")
+    return ("<table id='metadata'><thead><tr><th>model</th><th>folder</th><th>run</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}
+#leaderboard th{cursor:pointer;background:#f3f3f3}#leaderboard th.sorted-desc::after{content:' ▼'}
+#leaderboard th.sorted-asc::after{content:' ▲'}#metadata td{text-align:left;font-size:90%}
+.bar{fill:#4a7fb5}.ci{stroke:#222;stroke-width:1.5}svg text{font-size:12px}.value{fill:#333}
+figure{margin:1em 0}figcaption{font-weight:600}
+"""
+
+SCRIPT = """
+(function () {
+  var table = document.getElementById('leaderboard');
+  var heads = table.querySelectorAll('th');
+  heads.forEach(function (th, col) {
+    th.addEventListener('click', function () {
+      var desc = !th.classList.contains('sorted-desc');
+      var text = th.getAttribute('data-kind') === 'text';
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[col].getAttribute('data-value'), y = b.cells[col].getAttribute('data-value');
+        if (text) { return desc ? y.localeCompare(x) : x.localeCompare(y); }
+        var u = x === '' ? -Infinity : parseFloat(x), v = y === '' ? -Infinity : parseFloat(y);
+        return desc ? v - u : u - v;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+      heads.forEach(function (h) { h.classList.remove('sorted-asc', 'sorted-desc'); });
+      th.classList.add(desc ? 'sorted-desc' : 'sorted-asc');
+    });
+  });
+})();
+"""
+
+
+def pick_baseline(models: Sequence[ModelResults], names: Sequence[str], baseline: str | None) -> str:
+    """The baseline's display name: a model name, a folder, or (default) the first model."""
+    if baseline is None:
+        return names[0]
+    for n, m in zip(names, models):
+        if baseline in (n, m.name) or Path(baseline).resolve() in (m.folder.resolve(), m.folder.parent.parent.resolve()):
+            return n
+    raise ConfigError(f"--baseline {baseline!r} is none of the models: {', '.join(names)}")
+
+
+def build_html(dirs: Sequence[str | Path], baseline: str | None = None,
+               options: CompareOptions = CompareOptions()) -> str:
+    """The report page for every model under ``dirs`` (see the module docstring)."""
+    from embedscope.compare.core import unique_names
+
+    models = load_models(dirs)
+    names = unique_names([m.name for m in models])
+    base = pick_baseline(models, names, baseline)
+    base_model = models[names.index(base)]
+    comparisons = {}
+    others = [(n, m) for n, m in zip(names, models) if n != base]
+    rows_all = []
+    for n, m in others:
+        shared = [t for t in base_model.tasks if t in m.tasks]
+        if shared:
+            c = compare_models([base_model, m], replace(options, correction="none"), shared)
+            for r in c.rows:
+                r.model_a, r.model_b = base, n
+            comparisons[n] = c
+            rows_all += c.rows
+    from embedscope.compare.stats import adjust
+
+    for r, p in zip(rows_all, adjust([r.p_value for r in rows_all], options.correction)):
+        r.p_adjusted, r.significant = p, bool(p < options.alpha)
+    tasks = list(dict.fromkeys(t for m in models for t in m.tasks))
+    charts = []
+    for t in tasks:
+        bars = []
+        metric = next(m.tasks[t].metric for m in models if t in m.tasks)
+        for n, m in zip(names, models):
+            if t in m.tasks:
+                low, high = score_interval(m.tasks[t], options)
+                bars.append((n, m.tasks[t].score, low, high, _marker(comparisons.get(n), base, n, t)))
+        charts.append(task_chart(t, metric, bars))
+    level = round(options.confidence * 100)
+    legend = (f"Bars: main score; whiskers: {level}% bootstrap interval ({options.rounds:,} resamples of the items); "
+              f"▲/▼: significantly better/worse than the baseline <b>{html.escape(base)}</b> ({options.test} test; "
+              f"STS and pair classification: bootstrap over pairs; {options.correction}-adjusted p &lt; {options.alpha}).")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>embedscope report</title>"
+            f"<style>{STYLE}</style></head><body><h1>embedscope report</h1>"
+            f"<h2>Leaderboard</h2><p>Click a column to sort.</p>{leaderboard_html(leaderboard(models, names))}"
+            f"<h2>Tasks</h2><p>{legend}</p>{''.join(charts)}"
+            f"<h2>Runs</h2>{metadata_html(models, names)}<script>{SCRIPT}</script></body></html>\n")
