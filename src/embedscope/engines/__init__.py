@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from embedscope.errors import ConfigError
@@ -58,8 +59,13 @@ class EngineOptions:
         return replace(self, device=self.devices[0])
 
 
-def build_encoder(spec: Any, model_options: dict[str, Any] | None, engine: EngineOptions) -> Any:
-    """An encoder for a model name/path on the chosen engine (cache not yet applied)."""
+def build_encoder(spec: Any, model_options: dict[str, Any] | None, engine: EngineOptions,
+                  cache_dir: str | Path | None = None) -> Any:
+    """An encoder for a model name/path on the chosen engine (cache not yet applied).
+
+    With ``cache_dir`` (the embedding cache's folder), a local model that ran before is returned as
+    a :class:`~embedscope.models.lazy.LazyEncoder`: it loads only if the cache lacks a vector.
+    """
     from embedscope.models.specs import load_encoder
 
     engine = engine.validated()
@@ -72,7 +78,12 @@ def build_encoder(spec: Any, model_options: dict[str, Any] | None, engine: Engin
     devices = resolve_devices(options.pop("device") if "device" in (model_options or {}) else engine.device)
     options.pop("device", None)
     if len(devices) == 1:
-        return load_encoder(spec, device=devices[0], **options)
+        if cache_dir is None or not isinstance(spec, str):
+            return load_encoder(spec, device=devices[0], **options)
+        from embedscope.models.lazy import lazy_encoder
+
+        return lazy_encoder(spec, options, devices[0], cache_dir,
+                            lambda: load_encoder(spec, device=devices[0], **options))
     from embedscope.engines.devices import DeviceShards
 
     return DeviceShards([load_encoder(spec, device=d, **options) for d in devices])

@@ -94,7 +94,8 @@ def _as_model(
     elif isinstance(model, str) and is_pipeline_spec(model):
         model = model_pipeline(model, cache=_cache_object(cache), model_options=stage_options)
     elif isinstance(model, str):
-        return _with_cache(build_encoder(model, model_options, engine), cache)
+        store = _cache_object(cache)
+        return _with_cache(build_encoder(model, model_options, engine, store.directory if store else None), store)
     elif model_options:
         raise ConfigError("model_options apply only when the model is given by name or path")
     elif is_cross_encoder(model):

@@ -113,6 +113,8 @@ def resolve_device(device: str | None = "auto") -> str:
     ``cuda`` means ``cuda:0``. A device that is not here raises :class:`DeviceUnavailableError`.
     """
     (spec,) = parse_devices(device or "auto")
+    if spec == "cpu":
+        return "cpu"  # always here; no need to import torch to know it
     present = available_devices()
     if spec == "auto":
         return next((d for d in present if d != "cpu"), "cpu")
