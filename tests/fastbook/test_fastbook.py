@@ -224,3 +224,62 @@ def test_passages_round_trip(tmp_path, study):
     passages = chunk_documents([docs], PARAGRAPHS)
     write_passages(passages, tmp_path / "c.jsonl")
     assert read_passages(tmp_path / "c.jsonl") == passages
+
+
+def _published_shapes() -> dict:
+    """The benchmark with the published file's shapes: question_context objects, a list-valued answer_component."""
+    data = json.loads(json.dumps(BENCHMARK))
+    data["questions"][0]["question_context"] = [{"question_component": "purring", "context": ["Cats purr", "loudly"]}]
+    data["questions"][2]["answer_context"][1]["answer_component"] = ["Training adjusts", "the weights"]
+    return data
+
+
+def test_published_shapes_load_and_keep_their_parts(study, tmp_path):
+    data = _published_shapes()
+    b = parse_benchmark(data, "b.json")
+    (qc,) = b.questions[0].question_context
+    assert (qc.question_component, qc.context) == ("purring", ("Cats purr", "loudly"))
+    comp = b.questions[2].components[1]
+    assert comp.parts == ("Training adjusts", "the weights") and comp.answer_component == "Training adjusts\nthe weights"
+    assert b.questions[2].components[0].parts == ()
+    assert benchmark_stats(b) == benchmark_stats(parse_benchmark(BENCHMARK))  # a list is one component
+    docs, _, _ = study
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps(data))
+    report = run_fastbook(load_benchmark(path), chunk_documents([docs], PARAGRAPHS), "bm25", k=10)
+    assert report.overall["questions"] == 5
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("question_context", ["a string"], r"question_context\[0\]: expected an object, got str"),
+    ("question_context", [{"question_component": "x"}], r"question_context\[0\]: missing field\(s\) \['context'\]"),
+    ("question_context", [{"question_component": 1, "context": []}],
+     r"question_context\[0\]\.question_component: expected a string, got int"),
+    ("question_context", [{"question_component": "x", "context": [1]}],
+     r"question_context\[0\]\.context\[0\]: expected a string, got int"),
+    ("question_context", {"question_component": "x"}, r"question_context: expected a list"),
+    ("answer_component", ["ok", 3], r"answer_context\[0\]\.answer_component\[1\]: expected a string, got int"),
+    ("answer_component", [], r"answer_context\[0\]\.answer_component: expected a string or a non-empty list"),
+    ("answer_component", {"a": 1}, r"answer_context\[0\]\.answer_component: expected a string or a list of strings, "
+                                    "got dict"),
+])
+def test_other_shapes_are_rejected_naming_the_field(field, value, message):
+    data = _published_shapes()
+    question = data["questions"][1]
+    if field == "question_context":
+        question["question_context"] = value
+    else:
+        question["answer_context"][0]["answer_component"] = value
+    with pytest.raises(DataFormatError, match=r"b.json: questions\[1\] \(chapter 1, question 2\)\." + message):
+        parse_benchmark(data, "b.json")
+
+
+def test_cli_stats_and_run_on_published_shapes(study, tmp_path, capsys):
+    docs, _, _ = study
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps(_published_shapes()))
+    assert main(["fastbook", "stats", str(path)]) == 0
+    assert "| Total | 5 | 8 | 1.6 | 1 | 1 | 1 |" in capsys.readouterr().out
+    assert main(["fastbook", "run", "--benchmark", str(path), "--notebooks", str(docs), "--method", "paragraphs",
+                 "--retriever", "bm25"]) == 0
+    assert "| all | 5 |" in capsys.readouterr().out
