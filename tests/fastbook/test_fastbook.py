@@ -18,7 +18,7 @@ from embedscope.data.documents import (
     write_passages,
 )
 from embedscope.data.fastbook import benchmark_stats, load_benchmark, parse_benchmark, read_keyword_queries
-from embedscope.errors import DataFormatError, ResultExistsError
+from embedscope.errors import ConfigError, DataFormatError, ResultExistsError
 from embedscope.evaluation.fastbook import run_fastbook
 from embedscope.metrics.fastbook import modified_mrr, modified_recall
 from embedscope.retrieval.dense import DenseRetriever
@@ -283,3 +283,57 @@ def test_cli_stats_and_run_on_published_shapes(study, tmp_path, capsys):
     assert main(["fastbook", "run", "--benchmark", str(path), "--notebooks", str(docs), "--method", "paragraphs",
                  "--retriever", "bm25"]) == 0
     assert "| all | 5 |" in capsys.readouterr().out
+
+
+def _long_notebook(path: Path, code_suffix: str = "") -> Path:
+    sentences = [f"Sentence {i} explains how layer {i % 13} of the network learns feature {i * 7}." for i in range(400)]
+    cells = [_cell("markdown", " ".join(sentences[i : i + 20])) for i in range(0, 400, 20)]
+    cells.insert(5, _cell("code", "learn = vision_learner(dls, resnet34)\nlearn.fine_tune(1)" + code_suffix))
+    cells.append(_cell("markdown", "## Questionnaire\n\n1. Not a passage?"))
+    return _notebook(path, cells)
+
+
+@pytest.mark.parametrize(("code_suffix", "odd"), [("", True), ("#", False)])
+def test_fastbook_reference_chunks_each_half_separately(tmp_path, code_suffix, odd):
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.utils import get_tokenizer
+
+    from embedscope.data.documents import halves
+
+    path = _long_notebook(tmp_path / "01_intro.ipynb", code_suffix)
+    text = read_notebook(path)
+    assert len(text) % 2 == odd
+    half = int(len(text) / 2)
+    pieces = halves(text)
+    assert pieces == [text[:half], text[half : 2 * half]] + ([text[-1]] if odd else [])  # odd: a 1-character third
+    splitter = SentenceSplitter(chunk_size=500, chunk_overlap=64, tokenizer=get_tokenizer())
+    expected = [c for piece in pieces for c in splitter.split_text(piece) if c.strip()]
+    passages = chunk_documents([path], ChunkOptions(method="fastbook-reference"))
+    assert [p.text for p in passages] == expected
+    assert [p.text for p in passages] != [c for c in splitter.split_text(text) if c.strip()]  # the cut matters
+    assert passages[-1].id == f"01_intro-{len(expected) - 1:04d}" and {p.chapter for p in passages} == {1}
+    assert not any("Questionnaire" in p.text for p in passages)
+
+
+def test_halves_rule():
+    from embedscope.data.documents import halves
+
+    assert halves("abcdef") == ["abc", "def"] and halves("abcdefg") == ["abc", "def", "g"]
+    assert halves("a") == ["a"] and halves("") == []
+
+
+def test_fastbook_reference_is_fixed_and_the_default_of_fastbook_run(study, tmp_path, capsys):
+    docs, bench, _ = study
+    with pytest.raises(ConfigError, match="fixed at 500 tokens"):
+        ChunkOptions(method="fastbook-reference", chunk_size=300)
+    path = _long_notebook(docs / "03_long.ipynb")
+    corpus = tmp_path / "c.jsonl"
+    assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference"]) == 0
+    reference = read_passages(corpus)
+    assert reference == chunk_documents([path], ChunkOptions(method="fastbook-reference"))
+    assert reference != chunk_documents([path], ChunkOptions())
+    assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference", "--overlap", "10"]) == 2
+    assert "fixed at 500 tokens" in capsys.readouterr().err
+    export = tmp_path / "beir"
+    assert main(["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(path), "-o", str(export)]) == 0
+    assert read_passages(export / "corpus.jsonl") == reference  # fastbook commands chunk the reference way by default

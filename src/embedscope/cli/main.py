@@ -251,9 +251,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_chunk_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", choices=("tokens", "paragraphs"), default="tokens",
-                   help="sentence-aware token windows (default) or groups of paragraphs")
+def _add_chunk_options(p: argparse.ArgumentParser, method: str = "tokens") -> None:
+    from embedscope.data.documents import CHUNK_METHODS
+
+    p.add_argument("--method", "--chunking", dest="method", choices=CHUNK_METHODS, default=method,
+                   help=f"sentence-aware token windows, groups of paragraphs, or fastbook-reference (the study's "
+                   f"corpus: each document cut in halves, then 500-token windows with 64 overlap); default {method}")
     p.add_argument("--chunk-size", type=int, default=500, help="tokens per passage (method tokens)")
     p.add_argument("--overlap", type=int, default=64, help="tokens shared by neighbouring passages (method tokens)")
     p.add_argument("--tokenizer", default="cl100k_base", help="cl100k_base (tiktoken), a model alias or tokenizer.json")
@@ -304,7 +307,7 @@ def _add_fastbook(sub: argparse._SubParsersAction) -> None:
         source.add_argument("--passages", help="a corpus.jsonl written by 'embedscope chunk'")
         r.add_argument("--scope", choices=("chapter", "all"), default="chapter" if name == "run" else "all",
                        help="search (and judge) only the question's own chapter, or all passages")
-        _add_chunk_options(r)
+        _add_chunk_options(r, method="fastbook-reference")
         r.set_defaults(func=func)
         if name == "export-beir":
             r.add_argument("-o", "--output", required=True, help="folder to write")
