@@ -123,13 +123,19 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, nargs="+", default=None, help="cutoffs (default 1 3 5 10 20 100 1000)")
     p.add_argument("--ignore-identical-ids", action="store_true")
     p.add_argument("--json", action="store_true", help="print all metrics as JSON with MTEB key names")
+    p.add_argument("--per-query", default=None, metavar="FILE", help="also write each query's metrics as CSV to FILE")
     p.set_defaults(func=_cmd_score)
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    import embedscope
+    from embedscope.evaluation.runner import rank_run
 
-    scores = embedscope.score_run(args.qrels, args.run, k_values=args.k, ignore_identical_ids=args.ignore_identical_ids)
+    ranking = rank_run(args.qrels, args.run, k_values=args.k, ignore_identical_ids=args.ignore_identical_ids)
+    if args.per_query:
+        from embedscope.results.store import atomic_write_text
+
+        atomic_write_text(args.per_query, ranking.per_query_csv())
+    scores = ranking.to_mteb()
     if args.json:
         print(json.dumps(scores, indent=2, sort_keys=True))
         return 0

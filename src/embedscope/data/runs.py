@@ -13,16 +13,23 @@ The format is detected from the content, not the file name. Errors name the file
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
 from embedscope.data.validate import add_judgment, as_id, as_relevance, pick
 from embedscope.errors import DataFormatError
+from embedscope.types import RankedRun
 
 _QID_HEADERS = ("query-id", "query_id", "qid", "queryid")
 
@@ -32,8 +39,6 @@ def _text(path: Path, what: str) -> str:
         raise DataFormatError(f"{path}: no such {what} file")
     raw = path.read_bytes()
     if path.name.endswith(".gz"):
-        import gzip
-
         raw = gzip.decompress(raw)
     try:
         return raw.decode("utf-8-sig")
@@ -76,18 +81,108 @@ def _score(value: Any, where: str) -> float:
     return score
 
 
+def _json_run(path: Path, data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    return {str(q): {str(d): _score(s, f"{path}, query {q!r}, document {d!r}") for d, s in docs.items()}
+            for q, docs in data.items()}
+
+
+def _json_run_or_none(path: Path) -> dict[str, dict[str, float]] | None:
+    """The run when the file is one JSON document ``{qid: {docid: score}}``, else None (TREC)."""
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such run file")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        head = f.read(4096).decode("utf-8-sig", errors="replace")
+    if not head.lstrip().startswith("{"):
+        return None
+    data = _json_mapping(path, _text(path, "run"))
+    return None if data is None else _json_run(path, data)
+
+
 def read_run(path: str | Path) -> dict[str, dict[str, float]]:
     """A run from a TREC run file (``qid Q0 docid rank score tag``, whitespace-separated) or JSON
     ``{qid: {docid: score}}``. A document listed twice for one query is an error."""
     path = Path(path)
-    text = _text(path, "run")
-    data = _json_mapping(path, text)
-    if data is not None:
-        return {str(q): {str(d): _score(s, f"{path}, query {q!r}, document {d!r}") for d, s in docs.items()}
-                for q, docs in data.items()}
-    run: dict[str, dict[str, float]] = {}
-    seen_at: dict[tuple[str, str], int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    data = _json_run_or_none(path)
+    return data if data is not None else read_trec_run(path).to_dict()
+
+
+def read_ranked_run(path: str | Path) -> RankedRun:
+    """:func:`read_run` in array form, without building per-query dicts for TREC files."""
+    path = Path(path)
+    data = _json_run_or_none(path)
+    return RankedRun.from_dict(data) if data is not None else read_trec_run(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# TREC runs, columnar: blocks of whole lines parsed by pyarrow; a block pyarrow rejects is parsed
+# line by line in Python, which either reads it (e.g. several spaces between fields) or names the line.
+
+_BLOCK_BYTES = 16 << 20
+_TREC_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
+_BOM = b"\xef\xbb\xbf"
+
+
+def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(number of its first line, block)``: the file in blocks of whole lines (the last may lack its newline)."""
+    size = _BLOCK_BYTES
+    opener = gzip.open if path.name.endswith(".gz") else open
+    line, carry = 1, b""
+    with opener(path, "rb") as f:
+        while True:
+            chunk = f.read(size)
+            data = carry + chunk
+            cut = len(data) if not chunk else data.rfind(b"\n") + 1
+            block, carry = data[:cut], data[cut:]
+            if line == 1 and block.startswith(_BOM):
+                block = block[len(_BOM):]
+            if block:
+                yield line, block
+                line += block.count(b"\n")
+            if not chunk:
+                return
+
+
+@dataclass
+class _Columns:
+    """The parsed lines of one block: dictionary-encoded ids and float64 scores."""
+
+    qid: list[pa.Array]
+    doc: list[pa.Array]
+    score: np.ndarray
+
+
+def _arrow_block(block: bytes, delimiter: str) -> _Columns | None:
+    """pyarrow's reading of a block of canonical lines (one delimiter between fields), or None."""
+    words = pa.dictionary(pa.int32(), pa.string())
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(block),
+            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS), block_size=1 << 20),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"qid": words, "doc": words, "score": pa.float64()}, include_columns=["qid", "doc", "score"],
+                null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+    except pa.ArrowInvalid:
+        return None
+    score = table["score"].to_numpy()
+    if np.isnan(score).any():
+        return None  # the line-by-line reading names the line
+    return _Columns(table["qid"].chunks, table["doc"].chunks, score)
+
+
+def _python_block(path: Path, block: bytes, first_line: int) -> _Columns:
+    """A block read line by line; raises naming the first bad line."""
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = first_line + block.count(b"\n", 0, e.start)
+        raise DataFormatError(f"{path}, line {line}: not valid UTF-8 ({e.reason}); save it as UTF-8") from None
+    qids: list[str] = []
+    docs: list[str] = []
+    scores: list[float] = []
+    for lineno, line in enumerate(text.split("\n"), start=first_line):
         parts = line.split()
         if not parts:
             continue
@@ -96,15 +191,116 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
             hint = " (this looks like JSON lines; use one JSON object {qid: {docid: score}})" if parts[0].startswith(
                 "{") else ""
             raise DataFormatError(f"{where}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}{hint}")
-        qid, doc = parts[0], parts[2]
-        score = _score(parts[4], where)
-        docs = run.setdefault(qid, {})
-        if doc in docs:
-            raise DataFormatError(f"{where}: document {doc!r} appears twice for query {qid!r} (first at line "
-                                  f"{seen_at[(qid, doc)]}); keep one line per query and document")
-        docs[doc] = score
-        seen_at[(qid, doc)] = lineno
+        qids.append(parts[0])
+        docs.append(parts[2])
+        scores.append(_score(parts[4], where))
+    return _Columns([pa.array(qids, pa.string()).dictionary_encode()], [pa.array(docs, pa.string()).dictionary_encode()],
+                    np.array(scores, dtype=np.float64))
+
+
+def _delimiter(block: bytes) -> str:
+    first = next((ln for ln in block[:65536].split(b"\n") if ln.strip()), b"")
+    return "\t" if b"\t" in first and b" " not in first else " "
+
+
+def _unified(chunks: list[pa.Array]) -> tuple[tuple[str, ...], np.ndarray]:
+    """The ids in order of first appearance, and each row's position among them (int32)."""
+    words = pa.dictionary(pa.int32(), pa.string())
+    unified = pa.chunked_array(chunks, type=words).unify_dictionaries()
+    if not unified.num_chunks:
+        return (), np.zeros(0, dtype=np.int32)
+    codes = np.concatenate([np.asarray(c.indices.to_numpy(zero_copy_only=False), dtype=np.int32) for c in unified.chunks])
+    return tuple(unified.chunk(0).dictionary.to_pylist()), codes
+
+
+def read_trec_run(path: str | Path) -> RankedRun:
+    """A TREC run file as a :class:`RankedRun`: queries in order of first appearance, each row in file order.
+
+    Columnar (pyarrow); no per-query dicts. Errors name the file and line, as :func:`read_run`'s.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such run file")
+    parts: list[_Columns] = []
+    delimiter = None
+    for first_line, block in _blocks(path):
+        delimiter = delimiter or _delimiter(block)
+        parts.append(_arrow_block(block, delimiter) or _python_block(path, block, first_line))
+    query_ids, q = _unified([c for p in parts for c in p.qid])
+    doc_ids, d = _unified([c for p in parts for c in p.doc])
+    rows_per_block = [len(p.score) for p in parts]
+    scores = np.concatenate([p.score for p in parts]) if parts else np.zeros(0)
+    del parts
+    run, order = _ranked(query_ids, doc_ids, q, d, scores)
+    clash = _first_duplicate(run.doc_index)
+    if clash is not None:
+        row, first, second = clash
+        rows = [_file_row(run, order, q, row, slot) for slot in (first, second)]
+        lines = _line_numbers(path, rows_per_block, rows)
+        raise DataFormatError(f"{path}, line {lines[1]}: document {doc_ids[run.doc_index[row, second]]!r} appears twice "
+                              f"for query {query_ids[row]!r} (first at line {lines[0]}); keep one line per query and "
+                              "document")
     return run
+
+
+def _ranked(query_ids: tuple[str, ...], doc_ids: tuple[str, ...], q: np.ndarray, d: np.ndarray,
+            scores: np.ndarray) -> tuple[RankedRun, np.ndarray | None]:
+    """Rows by query (file order kept within a row); also the stable order used when the file is not grouped."""
+    n = len(query_ids)
+    counts = np.bincount(q, minlength=n)
+    depth = int(counts.max(initial=0))
+    order = None
+    if len(q) > 1 and bool((q[1:] < q[:-1]).any()):
+        order = np.argsort(q, kind="stable")
+        q, d, scores = q[order], d[order], scores[order]
+    if n and bool((counts == depth).all()):  # every query has the same number of lines: reshape, no scatter
+        return RankedRun(query_ids, doc_ids, d.reshape(n, depth).astype(np.int64), scores.reshape(n, depth)), order
+    col = np.arange(len(q)) - np.repeat(np.cumsum(counts) - counts, counts)
+    index = np.full((n, depth), -1, dtype=np.int64)
+    matrix = np.full((n, depth), -np.inf, dtype=np.float64)
+    index[q, col] = d
+    matrix[q, col] = scores
+    return RankedRun(query_ids, doc_ids, index, matrix), order
+
+
+def _first_duplicate(index: np.ndarray, chunk: int = 1024) -> tuple[int, int, int] | None:
+    """``(row, first slot, second slot)`` of the earliest repeated doc in any row, or None."""
+    clashes = []
+    for start in range(0, len(index), chunk):
+        block = np.sort(index[start : start + chunk], axis=1)
+        repeated = (block[:, 1:] == block[:, :-1]) & (block[:, 1:] >= 0)
+        for row in np.flatnonzero(repeated.any(axis=1)) + start:
+            values = index[row]
+            _, first_slot = np.unique(values, return_index=True)
+            later = np.setdiff1d(np.flatnonzero(values >= 0), first_slot)
+            second = int(later.min())
+            clashes.append((row, int(np.flatnonzero(values == values[second])[0]), second))
+    return min(clashes, key=lambda c: (c[2], c[0])) if clashes else None
+
+
+def _file_row(run: RankedRun, order: np.ndarray | None, q: np.ndarray, row: int, slot: int) -> int:
+    """Position among the file's non-blank lines of the entry at ``(row, slot)``."""
+    position = int(np.searchsorted(np.sort(q) if order is not None else q, row)) + slot
+    return int(order[position]) if order is not None else position
+
+
+def _line_numbers(path: Path, rows_per_block: list[int], rows: list[int]) -> list[int]:
+    """Line numbers of the given non-blank-line positions, re-reading only the blocks that hold them."""
+    ends = np.cumsum(rows_per_block)
+    found: dict[int, int] = {}
+    for b, (first_line, block) in enumerate(_blocks(path)):
+        start = int(ends[b]) - rows_per_block[b]
+        wanted = {r for r in rows if start <= r < ends[b]}
+        if wanted:
+            position = start
+            for lineno, line in enumerate(block.decode("utf-8", errors="replace").split("\n"), start=first_line):
+                if line.split():
+                    if position in wanted:
+                        found[position] = lineno
+                    position += 1
+        if len(found) == len(set(rows)):
+            break
+    return [found[r] for r in rows]
 
 
 def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
