@@ -120,3 +120,9 @@ def test_json_run_and_empty_file(tmp_path):
     assert ranked.query_ids == ("q1", "q2") and ranked.to_dict() == {"q1": {"d1": 2.0, "d2": 0.5}, "q2": {}}
     (tmp_path / "empty").write_text("\n")
     assert read_run(tmp_path / "empty") == {} and read_ranked_run(tmp_path / "empty").query_ids == ()
+
+
+def test_a_line_longer_than_a_block(tmp_path, small_blocks):
+    long_id = "d" + "x" * 1000
+    (tmp_path / "run").write_text(f"q1 Q0 a 1 0.5 t\nq1 Q0 {long_id} 2 0.25 t\nq2 Q0 a 1 1 t\n")
+    assert read_run(tmp_path / "run") == {"q1": {"a": 0.5, long_id: 0.25}, "q2": {"a": 1.0}}

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from embedscope.data.validate import add_judgment, as_id, as_relevance, pick
@@ -123,61 +124,65 @@ _TREC_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
 _BOM = b"\xef\xbb\xbf"
 
 
-def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
-    """``(number of its first line, block)``: the file in blocks of whole lines (the last may lack its newline)."""
+def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
+    """``(number of its first line, block)``: the file in blocks of whole lines (the last may lack its
+    newline). A block is a view of a buffer that the next block reuses."""
     size = _BLOCK_BYTES
     opener = gzip.open if path.name.endswith(".gz") else open
-    line, carry = 1, b""
+    buffer = bytearray(size)
+    line, filled = 1, 0
     with opener(path, "rb") as f:
         while True:
-            chunk = f.read(size)
-            data = carry + chunk
-            cut = len(data) if not chunk else data.rfind(b"\n") + 1
-            block, carry = data[:cut], data[cut:]
-            if line == 1 and block.startswith(_BOM):
-                block = block[len(_BOM):]
-            if block:
-                yield line, block
-                line += block.count(b"\n")
-            if not chunk:
+            if filled == len(buffer):  # a line longer than the buffer (a new one: views of the old may live on)
+                buffer = buffer + bytes(len(buffer))
+            read = f.readinto(memoryview(buffer)[filled:])
+            end = filled + read
+            cut = end if not read else buffer.rfind(b"\n", 0, end) + 1
+            start = len(_BOM) if line == 1 and buffer.startswith(_BOM) and cut >= len(_BOM) else 0
+            if cut > start:
+                yield line, memoryview(buffer)[start:cut]
+                line += buffer.count(b"\n", start, cut)
+            if not read:
                 return
+            buffer[: end - cut] = buffer[cut:end]
+            filled = end - cut
 
 
 @dataclass
 class _Columns:
-    """The parsed lines of one block: dictionary-encoded ids and float64 scores."""
+    """The parsed lines of one block: ids as strings, scores as float64."""
 
-    qid: list[pa.Array]
-    doc: list[pa.Array]
+    qid: pa.Array | pa.ChunkedArray
+    doc: pa.Array | pa.ChunkedArray
     score: np.ndarray
 
 
-def _arrow_block(block: bytes, delimiter: str) -> _Columns | None:
+def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
     """pyarrow's reading of a block of canonical lines (one delimiter between fields), or None."""
-    words = pa.dictionary(pa.int32(), pa.string())
     try:
         table = pacsv.read_csv(
-            pa.BufferReader(block),
-            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS), block_size=1 << 20),
+            pa.BufferReader(pa.py_buffer(block)),
+            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS)),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False),
             convert_options=pacsv.ConvertOptions(
-                column_types={"qid": words, "doc": words, "score": pa.float64()}, include_columns=["qid", "doc", "score"],
-                null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False),
+                column_types={"qid": pa.string(), "doc": pa.string(), "score": pa.float64()},
+                include_columns=["qid", "doc", "score"], null_values=[], strings_can_be_null=False),
+            memory_pool=pa.system_memory_pool(),  # gives memory back to the system between blocks
         )
     except pa.ArrowInvalid:
         return None
     score = table["score"].to_numpy()
     if np.isnan(score).any():
         return None  # the line-by-line reading names the line
-    return _Columns(table["qid"].chunks, table["doc"].chunks, score)
+    return _Columns(table["qid"], table["doc"], score)
 
 
-def _python_block(path: Path, block: bytes, first_line: int) -> _Columns:
+def _python_block(path: Path, block: memoryview, first_line: int) -> _Columns:
     """A block read line by line; raises naming the first bad line."""
     try:
-        text = block.decode("utf-8")
+        text = str(block, "utf-8")
     except UnicodeDecodeError as e:
-        line = first_line + block.count(b"\n", 0, e.start)
+        line = first_line + bytes(block[: e.start]).count(b"\n")
         raise DataFormatError(f"{path}, line {line}: not valid UTF-8 ({e.reason}); save it as UTF-8") from None
     qids: list[str] = []
     docs: list[str] = []
@@ -194,23 +199,66 @@ def _python_block(path: Path, block: bytes, first_line: int) -> _Columns:
         qids.append(parts[0])
         docs.append(parts[2])
         scores.append(_score(parts[4], where))
-    return _Columns([pa.array(qids, pa.string()).dictionary_encode()], [pa.array(docs, pa.string()).dictionary_encode()],
-                    np.array(scores, dtype=np.float64))
+    return _Columns(pa.array(qids, pa.string()), pa.array(docs, pa.string()), np.array(scores, dtype=np.float64))
 
 
-def _delimiter(block: bytes) -> str:
-    first = next((ln for ln in block[:65536].split(b"\n") if ln.strip()), b"")
+def _delimiter(block: memoryview) -> str:
+    first = next((ln for ln in bytes(block[:65536]).split(b"\n") if ln.strip()), b"")
     return "\t" if b"\t" in first and b" " not in first else " "
 
 
-def _unified(chunks: list[pa.Array]) -> tuple[tuple[str, ...], np.ndarray]:
-    """The ids in order of first appearance, and each row's position among them (int32)."""
-    words = pa.dictionary(pa.int32(), pa.string())
-    unified = pa.chunked_array(chunks, type=words).unify_dictionaries()
-    if not unified.num_chunks:
-        return (), np.zeros(0, dtype=np.int32)
-    codes = np.concatenate([np.asarray(c.indices.to_numpy(zero_copy_only=False), dtype=np.int32) for c in unified.chunks])
-    return tuple(unified.chunk(0).dictionary.to_pylist()), codes
+class _Vocabulary:
+    """Ids in order of first appearance; turns a block's id column into codes (hash tables in pyarrow)."""
+
+    def __init__(self) -> None:
+        self.values = pa.array([], pa.string())
+
+    def codes(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """int64 code of each entry of ``column``; new ids get the next codes."""
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        encoded = pc.dictionary_encode(column)
+        local = encoded.dictionary
+        known = pc.index_in(local, value_set=self.values)
+        new = pc.is_null(known).to_numpy(zero_copy_only=False)
+        mapping = known.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        mapping[new] = len(self.values) + np.arange(int(new.sum()))
+        if new.any():
+            self.values = pa.concat_arrays([self.values, local.filter(pa.array(new))])
+        return mapping[encoded.indices.to_numpy(zero_copy_only=False)]
+
+    def run_codes(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """:meth:`codes` for a column that holds long runs of one value (query ids of a grouped run):
+        only the first value of each run is looked up."""
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        n = len(column)
+        if n < 2:
+            return self.codes(column)
+        same = pc.equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        starts = np.concatenate([[0], np.flatnonzero(~same) + 1])
+        return np.repeat(self.codes(column.take(pa.array(starts))), np.diff(np.append(starts, n)))
+
+
+class _Growing:
+    """An array appended to block by block. Sized up front to what the file can hold (a line takes
+    at least 12 bytes); pages never written are never resident, so only the rows read cost memory."""
+
+    def __init__(self, dtype: type, capacity: int) -> None:
+        self.data = np.empty(capacity, dtype=dtype)
+        self.size = 0
+
+    def append(self, values: np.ndarray) -> None:
+        end = self.size + len(values)
+        if end > len(self.data):  # compressed input: sizes are not known up front
+            grown = np.empty(max(end, 2 * len(self.data)), dtype=self.data.dtype)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size : end] = values
+        self.size = end
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.size]
 
 
 def read_trec_run(path: str | Path) -> RankedRun:
@@ -221,21 +269,24 @@ def read_trec_run(path: str | Path) -> RankedRun:
     path = Path(path)
     if not path.is_file():
         raise DataFormatError(f"{path}: no such run file")
-    parts: list[_Columns] = []
+    capacity = path.stat().st_size // 12 + 1
+    qids, docs = _Vocabulary(), _Vocabulary()
+    q, d, scores = _Growing(np.int64, capacity), _Growing(np.int64, capacity), _Growing(np.float64, capacity)
+    rows_per_block: list[int] = []
     delimiter = None
     for first_line, block in _blocks(path):
         delimiter = delimiter or _delimiter(block)
-        parts.append(_arrow_block(block, delimiter) or _python_block(path, block, first_line))
-    query_ids, q = _unified([c for p in parts for c in p.qid])
-    doc_ids, d = _unified([c for p in parts for c in p.doc])
-    rows_per_block = [len(p.score) for p in parts]
-    scores = np.concatenate([p.score for p in parts]) if parts else np.zeros(0)
-    del parts
-    run, order = _ranked(query_ids, doc_ids, q, d, scores)
+        columns = _arrow_block(block, delimiter) or _python_block(path, block, first_line)
+        q.append(qids.run_codes(columns.qid))
+        d.append(docs.codes(columns.doc))
+        scores.append(columns.score)
+        rows_per_block.append(len(columns.score))
+    query_ids, doc_ids = tuple(qids.values.to_pylist()), tuple(docs.values.to_pylist())
+    run, order = _ranked(query_ids, doc_ids, q.view(), d.view(), scores.view())
     clash = _first_duplicate(run.doc_index)
     if clash is not None:
         row, first, second = clash
-        rows = [_file_row(run, order, q, row, slot) for slot in (first, second)]
+        rows = [_file_row(order, q.view(), row, slot) for slot in (first, second)]
         lines = _line_numbers(path, rows_per_block, rows)
         raise DataFormatError(f"{path}, line {lines[1]}: document {doc_ids[run.doc_index[row, second]]!r} appears twice "
                               f"for query {query_ids[row]!r} (first at line {lines[0]}); keep one line per query and "
@@ -253,8 +304,8 @@ def _ranked(query_ids: tuple[str, ...], doc_ids: tuple[str, ...], q: np.ndarray,
     if len(q) > 1 and bool((q[1:] < q[:-1]).any()):
         order = np.argsort(q, kind="stable")
         q, d, scores = q[order], d[order], scores[order]
-    if n and bool((counts == depth).all()):  # every query has the same number of lines: reshape, no scatter
-        return RankedRun(query_ids, doc_ids, d.reshape(n, depth).astype(np.int64), scores.reshape(n, depth)), order
+    if n and bool((counts == depth).all()):  # every query has the same number of lines: views, no copies
+        return RankedRun(query_ids, doc_ids, d.reshape(n, depth), scores.reshape(n, depth)), order
     col = np.arange(len(q)) - np.repeat(np.cumsum(counts) - counts, counts)
     index = np.full((n, depth), -1, dtype=np.int64)
     matrix = np.full((n, depth), -np.inf, dtype=np.float64)
@@ -278,7 +329,7 @@ def _first_duplicate(index: np.ndarray, chunk: int = 1024) -> tuple[int, int, in
     return min(clashes, key=lambda c: (c[2], c[0])) if clashes else None
 
 
-def _file_row(run: RankedRun, order: np.ndarray | None, q: np.ndarray, row: int, slot: int) -> int:
+def _file_row(order: np.ndarray | None, q: np.ndarray, row: int, slot: int) -> int:
     """Position among the file's non-blank lines of the entry at ``(row, slot)``."""
     position = int(np.searchsorted(np.sort(q) if order is not None else q, row)) + slot
     return int(order[position]) if order is not None else position
@@ -293,7 +344,7 @@ def _line_numbers(path: Path, rows_per_block: list[int], rows: list[int]) -> lis
         wanted = {r for r in rows if start <= r < ends[b]}
         if wanted:
             position = start
-            for lineno, line in enumerate(block.decode("utf-8", errors="replace").split("\n"), start=first_line):
+            for lineno, line in enumerate(str(block, "utf-8", errors="replace").split("\n"), start=first_line):
                 if line.split():
                     if position in wanted:
                         found[position] = lineno
