@@ -24,8 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
 TREC_NAMES = {"ndcg": "ndcg_cut", "map": "map_cut", "recall": "recall", "precision": "P"}
 
@@ -46,6 +44,7 @@ print(json.dumps({k: sum(v[k] for v in per_query.values()) / len(per_query) for 
 def write_data(folder: Path, n_queries: int = 10_000, depth: int = 1_000, n_docs: int = 100_000,
                seed: int = 0) -> tuple[Path, Path]:
     """``run.trec`` (ranked lines, rank 1..depth) and ``qrels.trec`` in ``folder``."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -90,7 +89,10 @@ def main() -> None:
     repeats = int(os.environ.get("BENCH_REPEATS", "3"))
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        run_path, qrels_path = write_data(Path(tmp))
+        # in a child: Linux keeps a process's peak RSS across fork + exec, so the timed children must be
+        # forked from a small parent
+        subprocess.run([sys.executable, __file__, "--write", tmp], check=True)
+        run_path, qrels_path = Path(tmp) / "run.trec", Path(tmp) / "qrels.trec"
         size_mb = run_path.stat().st_size / 1e6
         print(f"data: 10,000 queries x 1,000 docs, run {size_mb:.0f} MB, written in {time.perf_counter() - t0:.1f} s")
         ours_t, ours_rss, ours_out = median_process(
@@ -98,13 +100,20 @@ def main() -> None:
             repeats)
         theirs_t, theirs_rss, theirs_out = median_process(
             [sys.executable, "-c", PYTREC_SCRIPT, str(qrels_path), str(run_path)], max(1, repeats - 2))
+    import resource
+
+    parent_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ours, theirs = json.loads(ours_out), json.loads(theirs_out)
     worst = max(abs(ours[f"{m}_at_{k}"] - round(theirs[f"{t}_{k}"], 5)) for m, t in TREC_NAMES.items() for k in K_VALUES)
     print(f"embedscope score --json: {ours_t:.2f} s, peak RSS {ours_rss:.0f} MB ({ours_rss / size_mb:.2f}x the run file)")
+    print(f"bench process RSS when forking: {parent_rss:.0f} MB (included in both peaks)")
     print(f"pytrec_eval (parse_qrel/parse_run + evaluate): {theirs_t:.2f} s, peak RSS {theirs_rss:.0f} MB")
     print(f"ratio (pytrec_eval / embedscope): {theirs_t / ours_t:.1f}x")
     print(f"max |mean difference| vs pytrec_eval (ndcg/map/recall/P at every k, rounded to 5): {worst:.3g}")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--write"]:
+        write_data(Path(sys.argv[2]))
+    else:
+        main()

@@ -337,3 +337,62 @@ def test_fastbook_reference_is_fixed_and_the_default_of_fastbook_run(study, tmp_
     export = tmp_path / "beir"
     assert main(["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(path), "-o", str(export)]) == 0
     assert read_passages(export / "corpus.jsonl") == reference  # fastbook commands chunk the reference way by default
+
+
+class _RecordingRetriever:
+    """Records the query texts it is asked for; returns every passage in corpus order."""
+
+    name = "recorder"
+    fingerprint = "recorder"
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def retrieve(self, queries, corpus, options):
+        import numpy as np
+
+        from embedscope.types import RankedRun
+
+        self.queries += list(queries.texts)
+        n, depth = len(queries), min(len(corpus), options.top_k)
+        index = np.tile(np.arange(depth, dtype=np.int64), (n, 1))
+        return RankedRun(queries.ids, corpus.ids, index, -index.astype(float))
+
+
+def test_question_queries_strip_the_surrounding_quotes(study):
+    docs, bench, _ = study
+    recorder = _RecordingRetriever()
+    run_fastbook(load_benchmark(bench), chunk_documents([docs], PARAGRAPHS), Pipeline([recorder]), k=10)
+    assert "Why do cats purr?" in recorder.queries and not any(q.startswith('"') for q in recorder.queries)
+
+
+def test_fused_retrievers_run_the_study_as_run_does(study, tmp_path, capsys):
+    docs, bench, queries = study
+    b = load_benchmark(bench)
+    passages = chunk_documents([docs], PARAGRAPHS)
+    keywords = read_keyword_queries(queries, b)
+    fused = run_fastbook(b, passages, ["bm25", "fts5"], fusion="rrf", keywords=keywords, k=10)
+    assert fused.pipeline == "bm25-lucene+fts5_rrf-k60"
+    expected = Pipeline.build(["bm25", {"type": "fts5", "keywords": keywords}], fusion="rrf")
+    same = run_fastbook(b, passages, expected, k=10)
+    assert fused.rows == same.rows and fused.overall == same.overall
+    with pytest.raises(ConfigError, match="fts5 retriever only"):
+        run_fastbook(b, passages, ["bm25", "bm25:k1=1.2"], keywords=keywords)
+    table = tmp_path / "table.csv"
+    args = ["fastbook", "run", "--benchmark", str(bench), "--passages", str(_corpus(tmp_path, passages)),
+            "--retriever", "bm25", "--retriever", "fts5", "--fusion", "rrf", "--rrf-k", "10", "--queries", "question",
+            "--table-csv", str(table)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "retriever: bm25-lucene+fts5_rrf-k10" in out
+    with_question = run_fastbook(b, passages, ["bm25", "fts5"], fusion={"method": "rrf", "k": 10}, k=10)
+    rows = list(csv.DictReader(table.open()))
+    assert [r["chapter"] for r in rows] == ["1", "2", "all"] and rows[-1]["questions"] == "5"
+    assert float(rows[-1]["modified_mrr_at_10"]) == with_question.overall["modified_mrr_at_10"]
+    assert float(rows[0]["modified_recall_at_10"]) == with_question.per_chapter[1]["modified_recall_at_10"]
+
+
+def _corpus(tmp_path: Path, passages) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    write_passages(passages, path)
+    return path

@@ -20,17 +20,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", "-m", default=None, help="alias (see 'embedscope models'), local path, hub id, or a "
                    "retriever: bm25, fts5, colbert:MODEL (options as bm25:k1=1.2,b=0.75)")
-    p.add_argument("--retriever", action="append", default=None, metavar="SPEC",
-                   help="first-stage retriever (repeat to fuse several): bm25[:k1=..,b=..,method=..], "
-                   "fts5[:match=all], MODEL or dense:MODEL, colbert:MODEL")
-    p.add_argument("--fusion", default=None, help="how to fuse several retrievers: rrf (default), wsum-min-max, "
-                   "wsum-zmuv, wsum-none")
-    p.add_argument("--rrf-k", type=int, default=None, help="RRF constant k (default 60)")
-    p.add_argument("--weights", type=float, nargs="+", default=None, help="wsum weights, one per retriever")
-    p.add_argument("--reranker", action="append", default=None, metavar="SPEC",
-                   help="rerank the top --top-k candidates: a cross-encoder folder (or cross-encoder:PATH), "
-                   "colbert:MODEL, or an embedding model; repeat for more stages")
-    p.add_argument("--pipeline-name", default=None, help="name results are filed under (default: from the stages)")
+    _add_pipeline_options(p)
     p.add_argument("--tasks", "-t", nargs="+", default=None, help="task names or folders of custom data")
     p.add_argument("--config", "-c", default=None, help="YAML/JSON config (embedscope or EvalScope eval_config schema)")
     p.add_argument("--output-folder", default="results")
@@ -54,6 +44,21 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.set_defaults(func=_cmd_run)
+
+
+def _add_pipeline_options(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """--retriever (repeatable), --fusion, --rrf-k, --weights, --reranker, --pipeline-name; see :func:`_pipeline_spec`."""
+    p.add_argument("--retriever", action="append", default=None, metavar="SPEC", required=required,
+                   help="first-stage retriever (repeat to fuse several): bm25[:k1=..,b=..,method=..], "
+                   "fts5[:match=all], MODEL or dense:MODEL, colbert:MODEL")
+    p.add_argument("--fusion", default=None, help="how to fuse several retrievers: rrf (default), wsum-min-max, "
+                   "wsum-zmuv, wsum-none")
+    p.add_argument("--rrf-k", type=int, default=None, help="RRF constant k (default 60)")
+    p.add_argument("--weights", type=float, nargs="+", default=None, help="wsum weights, one per retriever")
+    p.add_argument("--reranker", action="append", default=None, metavar="SPEC",
+                   help="rerank the top --top-k candidates: a cross-encoder folder (or cross-encoder:PATH), "
+                   "colbert:MODEL, or an embedding model; repeat for more stages")
+    p.add_argument("--pipeline-name", default=None, help="name results are filed under (default: from the stages)")
 
 
 def _model_options(args: argparse.Namespace) -> dict:
@@ -318,10 +323,12 @@ def _add_fastbook(sub: argparse._SubParsersAction) -> None:
         if name == "export-beir":
             r.add_argument("-o", "--output", required=True, help="folder to write")
             continue
-        r.add_argument("--retriever", required=True, help="fts5, bm25[:options], a model (minilm), colbert:MODEL, ...")
-        r.add_argument("--reranker", action="append", default=[], help="rerank the top --top-k passages")
-        r.add_argument("--queries", default=None, help="keywords CSV (chapter,question_number,question_text,keywords) "
-                       "for fts5; default: the question text")
+        _add_pipeline_options(r, required=True)
+        r.set_defaults(model=None)
+        r.add_argument("--queries", default="question", metavar="question|FILE",
+                       help="'question' (default): the question text, surrounding quotes stripped; or a keywords CSV "
+                       "(chapter,question_number,question_text,keywords) for the fts5 retriever(s)")
+        r.add_argument("--table-csv", default=None, metavar="FILE", help="also write the per-chapter table as CSV")
         r.add_argument("--k", type=int, default=10, help="cutoff of Modified MRR@k / Recall@k")
         r.add_argument("--top-k", type=int, default=None, help="stage-1 candidates when reranking (default k)")
         r.add_argument("--exclude-extraneous", action="store_true", help="leave out extraneous answer components")
@@ -353,17 +360,24 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
     from embedscope.evaluation.fastbook import run_fastbook
     from embedscope.models.cache import EmbeddingCache
 
+    spec = _pipeline_spec(args)
     benchmark = load_benchmark(args.benchmark)
-    keywords = read_keyword_queries(args.queries, benchmark) if args.queries else None
+    keywords = None if args.queries == "question" else read_keyword_queries(args.queries, benchmark)
     report = run_fastbook(
-        benchmark, _passages(args), args.retriever, rerankers=args.reranker, keywords=keywords, scope=args.scope,
-        k=args.k, top_k=args.top_k, exclude_extraneous=args.exclude_extraneous, exclude_implicit=args.exclude_implicit,
+        benchmark, _passages(args), spec["retrievers"], fusion=spec["fusion"], name=spec["name"],
+        rerankers=spec["rerankers"], keywords=keywords, scope=args.scope, k=args.k, top_k=args.top_k,
+        exclude_extraneous=args.exclude_extraneous, exclude_implicit=args.exclude_implicit,
         output_folder=args.output_folder, overwrite=args.overwrite, batch_size=args.batch_size,
         cache=None if args.no_cache else EmbeddingCache(),
     )
     print(report.table())
     if report.path:
         print(f"wrote {report.path} and {report.csv_path}")
+    if args.table_csv:
+        from embedscope.results.store import atomic_write_text
+
+        atomic_write_text(args.table_csv, report.table_csv())
+        print(f"wrote {args.table_csv}")
     return 0
 
 
