@@ -171,7 +171,7 @@ def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
         )
     except pa.ArrowInvalid:
         return None
-    score = table["score"].to_numpy()
+    score = _values(table["score"].combine_chunks(), np.float64)
     if np.isnan(score).any():
         return None  # the line-by-line reading names the line
     return _Columns(table["qid"], table["doc"], score)
@@ -207,11 +207,24 @@ def _delimiter(block: memoryview) -> str:
     return "\t" if b"\t" in first and b" " not in first else " "
 
 
+def _values(array: pa.Array, dtype: type) -> np.ndarray:
+    """The values buffer of a fixed-width array as numpy, zero-copy (null slots hold arbitrary values).
+
+    ``to_numpy`` would import pandas (a quarter of a second) through pyarrow's compatibility layer.
+    """
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * np.dtype(dtype).itemsize)
+
+
+def _arrow_int64(values: np.ndarray) -> pa.Array:
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
 class _Vocabulary:
     """Ids in order of first appearance; turns a block's id column into codes (hash tables in pyarrow)."""
 
     def __init__(self) -> None:
-        self.values = pa.array([], pa.string())
+        self.values = pa.nulls(0, pa.string())
 
     def codes(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """int64 code of each entry of ``column``; new ids get the next codes."""
@@ -220,12 +233,13 @@ class _Vocabulary:
         encoded = pc.dictionary_encode(column)
         local = encoded.dictionary
         known = pc.index_in(local, value_set=self.values)
-        new = pc.is_null(known).to_numpy(zero_copy_only=False)
-        mapping = known.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        is_new = pc.is_null(known)
+        new = _values(pc.cast(is_new, pa.uint8()), np.uint8).astype(bool)
+        mapping = _values(known, np.int32).astype(np.int64)
         mapping[new] = len(self.values) + np.arange(int(new.sum()))
         if new.any():
-            self.values = pa.concat_arrays([self.values, local.filter(pa.array(new))])
-        return mapping[encoded.indices.to_numpy(zero_copy_only=False)]
+            self.values = pa.concat_arrays([self.values, pc.filter(local, is_new)])
+        return mapping[_values(encoded.indices, np.int32)]
 
     def run_codes(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """:meth:`codes` for a column that holds long runs of one value (query ids of a grouped run):
@@ -235,9 +249,9 @@ class _Vocabulary:
         n = len(column)
         if n < 2:
             return self.codes(column)
-        same = pc.equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-        starts = np.concatenate([[0], np.flatnonzero(~same) + 1])
-        return np.repeat(self.codes(column.take(pa.array(starts))), np.diff(np.append(starts, n)))
+        same = pc.cast(pc.equal(column.slice(1), column.slice(0, n - 1)), pa.uint8())
+        starts = np.concatenate([[0], np.flatnonzero(_values(same, np.uint8) == 0) + 1])
+        return np.repeat(self.codes(column.take(_arrow_int64(starts))), np.diff(np.append(starts, n)))
 
 
 class _Growing:
