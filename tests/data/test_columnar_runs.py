@@ -126,3 +126,25 @@ def test_a_line_longer_than_a_block(tmp_path, small_blocks):
     long_id = "d" + "x" * 1000
     (tmp_path / "run").write_text(f"q1 Q0 a 1 0.5 t\nq1 Q0 {long_id} 2 0.25 t\nq2 Q0 a 1 1 t\n")
     assert read_run(tmp_path / "run") == {"q1": {"a": 0.5, long_id: 0.25}, "q2": {"a": 1.0}}
+
+
+@pytest.mark.parametrize("header", ["", "query-id\tcorpus-id\tscore\n"])
+def test_qrels_fast_path_reads_what_the_line_reading_reads(tmp_path, monkeypatch, header):
+    rng = np.random.default_rng(5)
+    rows = [(f"q{rng.integers(50)}", f"d{rng.integers(300)}", int(rng.integers(-1, 4))) for _ in range(400)]
+    unique = list({(q, d): r for q, d, r in rows}.items())
+    sep = "\t" if header else " "
+    text = header + "".join(f"{q}{sep}{'' if header else '0' + sep}{d}{sep}{r}\n" for (q, d), r in unique)
+    (tmp_path / "qrels").write_text(text)
+    fast = runs.read_qrels(tmp_path / "qrels")
+    monkeypatch.setattr(runs, "_columnar_qrels", lambda *args: None)
+    slow = runs.read_qrels(tmp_path / "qrels")
+    assert fast == slow and list(fast) == list(slow) and sum(map(len, fast.values())) == len(unique)
+
+
+def test_qrels_fast_path_leaves_odd_lines_to_the_line_reading(tmp_path):
+    (tmp_path / "qrels").write_text("q1 0 d1 1\nq1 0 d1 1\nq1  0 d2 2.0\n")  # a repeat, two spaces, 2.0
+    assert runs.read_qrels(tmp_path / "qrels") == {"q1": {"d1": 1, "d2": 2}}
+    (tmp_path / "qrels").write_text("q1 0 d1 1\nq2 0 d1 0\nq1 0 d1 2\n")
+    with pytest.raises(DataFormatError, match=r"line 3: query 'q1' / document 'd1' is judged 2, but .*line 1"):
+        runs.read_qrels(tmp_path / "qrels")

@@ -396,6 +396,9 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         return qrels
     header = first.split()
     has_header = bool(header) and header[0].lower() in _QID_HEADERS
+    fast = _columnar_qrels(text, first, has_header)
+    if fast is not None:
+        return fast
     seen_header = False
     for lineno, line in enumerate(text.splitlines(), start=1):
         parts = line.split()
@@ -414,6 +417,33 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
                                   f"(BEIR), got {len(parts)} fields")
         add_judgment(qrels, places, as_id(qid, where, "query id"), as_id(doc, where, "doc id"),
                      as_relevance(rel, where), where)
+    return qrels
+
+
+def _columnar_qrels(text: str, first: str, has_header: bool) -> dict[str, dict[str, int]] | None:
+    """TREC or BEIR qrels in canonical form (one delimiter between fields, integer judgments, no pair
+    judged twice differently) read by pyarrow; None leaves the file to the line-by-line reading,
+    which names the line of any problem."""
+    width = len(first.split())
+    if width not in (3, 4) or not text.startswith(first):
+        return None
+    names = ["qid", "iter", "doc", "rel"] if width == 4 and not has_header else ["qid", "doc", "rel"]
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(text.encode("utf-8")),
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if has_header else 0),
+            parse_options=pacsv.ParseOptions(delimiter="\t" if "\t" in first else " ", quote_char=False,
+                                             escape_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"qid": pa.string(), "doc": pa.string(), "rel": pa.int64()},
+                include_columns=["qid", "doc", "rel"], null_values=[], strings_can_be_null=False),
+        )
+    except pa.ArrowInvalid:
+        return None
+    qrels: dict[str, dict[str, int]] = {}
+    for qid, doc, rel in zip(*(table[c].to_pylist() for c in ("qid", "doc", "rel"))):
+        if not qid or not doc or qrels.setdefault(qid, {}).setdefault(doc, rel) != rel:
+            return None
     return qrels
 
 
