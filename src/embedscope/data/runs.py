@@ -150,11 +150,14 @@ def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
 
 @dataclass
 class _Columns:
-    """The parsed lines of one block: ids as strings, scores as float64."""
+    """The parsed lines of one block: ids as strings, scores as float64 pieces."""
 
     qid: pa.Array | pa.ChunkedArray
     doc: pa.Array | pa.ChunkedArray
-    score: np.ndarray
+    score: list[np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.qid)
 
 
 def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
@@ -171,8 +174,8 @@ def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
         )
     except pa.ArrowInvalid:
         return None
-    score = _values(table["score"].combine_chunks(), np.float64)
-    if np.isnan(score).any():
+    score = [_values(chunk, np.float64) for chunk in table["score"].chunks]
+    if any(np.isnan(piece).any() for piece in score):
         return None  # the line-by-line reading names the line
     return _Columns(table["qid"], table["doc"], score)
 
@@ -199,7 +202,7 @@ def _python_block(path: Path, block: memoryview, first_line: int) -> _Columns:
         qids.append(parts[0])
         docs.append(parts[2])
         scores.append(_score(parts[4], where))
-    return _Columns(pa.array(qids, pa.string()), pa.array(docs, pa.string()), np.array(scores, dtype=np.float64))
+    return _Columns(pa.array(qids, pa.string()), pa.array(docs, pa.string()), [np.array(scores, dtype=np.float64)])
 
 
 def _delimiter(block: memoryview) -> str:
@@ -226,8 +229,8 @@ class _Vocabulary:
     def __init__(self) -> None:
         self.values = pa.nulls(0, pa.string())
 
-    def codes(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        """int64 code of each entry of ``column``; new ids get the next codes."""
+    def codes(self, column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -> np.ndarray:
+        """int64 code of each entry of ``column`` (written to ``out`` if given); new ids get the next codes."""
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
         encoded = pc.dictionary_encode(column)
@@ -239,19 +242,19 @@ class _Vocabulary:
         mapping[new] = len(self.values) + np.arange(int(new.sum()))
         if new.any():
             self.values = pa.concat_arrays([self.values, pc.filter(local, is_new)])
-        return mapping[_values(encoded.indices, np.int32)]
+        return np.take(mapping, _values(encoded.indices, np.int32), out=out)
 
-    def run_codes(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        """:meth:`codes` for a column that holds long runs of one value (query ids of a grouped run):
-        only the first value of each run is looked up."""
+    def runs(self, column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+        """``column`` as runs of equal values: each run's code and length (only the first value of a
+        run is looked up: query ids of a grouped run cost almost nothing)."""
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
         n = len(column)
         if n < 2:
-            return self.codes(column)
+            return self.codes(column), np.ones(n, dtype=np.int64)
         same = pc.cast(pc.equal(column.slice(1), column.slice(0, n - 1)), pa.uint8())
         starts = np.concatenate([[0], np.flatnonzero(_values(same, np.uint8) == 0) + 1])
-        return np.repeat(self.codes(column.take(_arrow_int64(starts))), np.diff(np.append(starts, n)))
+        return self.codes(column.take(_arrow_int64(starts))), np.diff(np.append(starts, n))
 
 
 class _Growing:
@@ -262,14 +265,18 @@ class _Growing:
         self.data = np.empty(capacity, dtype=dtype)
         self.size = 0
 
-    def append(self, values: np.ndarray) -> None:
-        end = self.size + len(values)
+    def reserve(self, n: int) -> np.ndarray:
+        """The next ``n`` places, to be written by the caller."""
+        end = self.size + n
         if end > len(self.data):  # compressed input: sizes are not known up front
             grown = np.empty(max(end, 2 * len(self.data)), dtype=self.data.dtype)
             grown[: self.size] = self.data[: self.size]
             self.data = grown
-        self.data[self.size : end] = values
         self.size = end
+        return self.data[end - n : end]
+
+    def append(self, values: np.ndarray) -> None:
+        self.reserve(len(values))[:] = values
 
     def view(self) -> np.ndarray:
         return self.data[: self.size]
@@ -285,22 +292,27 @@ def read_trec_run(path: str | Path) -> RankedRun:
         raise DataFormatError(f"{path}: no such run file")
     capacity = path.stat().st_size // 12 + 1
     qids, docs = _Vocabulary(), _Vocabulary()
-    q, d, scores = _Growing(np.int64, capacity), _Growing(np.int64, capacity), _Growing(np.float64, capacity)
+    d, scores = _Growing(np.int64, capacity), _Growing(np.float64, capacity)
+    runs: list[tuple[np.ndarray, np.ndarray]] = []
     rows_per_block: list[int] = []
     delimiter = None
     for first_line, block in _blocks(path):
         delimiter = delimiter or _delimiter(block)
         columns = _arrow_block(block, delimiter) or _python_block(path, block, first_line)
-        q.append(qids.run_codes(columns.qid))
-        d.append(docs.codes(columns.doc))
-        scores.append(columns.score)
-        rows_per_block.append(len(columns.score))
+        runs.append(qids.runs(columns.qid))
+        docs.codes(columns.doc, out=d.reserve(len(columns)))
+        for piece in columns.score:
+            scores.append(piece)
+        rows_per_block.append(len(columns))
     query_ids, doc_ids = tuple(qids.values.to_pylist()), tuple(docs.values.to_pylist())
-    run, order = _ranked(query_ids, doc_ids, q.view(), d.view(), scores.view())
+    heads = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
+    lengths = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
+    run, order = _ranked(query_ids, doc_ids, heads, lengths, d.view(), scores.view())
     clash = _first_duplicate(run.doc_index)
     if clash is not None:
         row, first, second = clash
-        rows = [_file_row(order, q.view(), row, slot) for slot in (first, second)]
+        q = np.repeat(heads, lengths)
+        rows = [_file_row(order, q, row, slot) for slot in (first, second)]
         lines = _line_numbers(path, rows_per_block, rows)
         raise DataFormatError(f"{path}, line {lines[1]}: document {doc_ids[run.doc_index[row, second]]!r} appears twice "
                               f"for query {query_ids[row]!r} (first at line {lines[0]}); keep one line per query and "
@@ -308,18 +320,23 @@ def read_trec_run(path: str | Path) -> RankedRun:
     return run
 
 
-def _ranked(query_ids: tuple[str, ...], doc_ids: tuple[str, ...], q: np.ndarray, d: np.ndarray,
-            scores: np.ndarray) -> tuple[RankedRun, np.ndarray | None]:
-    """Rows by query (file order kept within a row); also the stable order used when the file is not grouped."""
+def _ranked(query_ids: tuple[str, ...], doc_ids: tuple[str, ...], heads: np.ndarray, lengths: np.ndarray,
+            d: np.ndarray, scores: np.ndarray) -> tuple[RankedRun, np.ndarray | None]:
+    """Rows by query (file order kept within a row) from the runs of equal query codes (``heads``,
+    ``lengths``); also the stable order used when the file is not grouped by query."""
     n = len(query_ids)
-    counts = np.bincount(q, minlength=n)
+    counts = np.bincount(heads, weights=lengths, minlength=n).astype(np.int64)
     depth = int(counts.max(initial=0))
     order = None
-    if len(q) > 1 and bool((q[1:] < q[:-1]).any()):
+    grouped = len(heads) == 0 or int(np.count_nonzero(heads[1:] != heads[:-1])) + 1 == n  # one run per query
+    if not grouped:
+        q = np.repeat(heads, lengths)
         order = np.argsort(q, kind="stable")
         q, d, scores = q[order], d[order], scores[order]
     if n and bool((counts == depth).all()):  # every query has the same number of lines: views, no copies
         return RankedRun(query_ids, doc_ids, d.reshape(n, depth), scores.reshape(n, depth)), order
+    if grouped:
+        q = np.repeat(np.arange(n), counts)
     col = np.arange(len(q)) - np.repeat(np.cumsum(counts) - counts, counts)
     index = np.full((n, depth), -1, dtype=np.int64)
     matrix = np.full((n, depth), -np.inf, dtype=np.float64)
@@ -332,7 +349,7 @@ def _first_duplicate(index: np.ndarray, chunk: int = 1024) -> tuple[int, int, in
     """``(row, first slot, second slot)`` of the earliest repeated doc in any row, or None."""
     clashes = []
     for start in range(0, len(index), chunk):
-        block = np.sort(index[start : start + chunk], axis=1)
+        block = np.sort(index[start : start + chunk].astype(np.int32), axis=1)  # codes < 2**31: int32 sorts faster
         repeated = (block[:, 1:] == block[:, :-1]) & (block[:, 1:] >= 0)
         for row in np.flatnonzero(repeated.any(axis=1)) + start:
             values = index[row]
