@@ -124,28 +124,52 @@ _TREC_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
 _BOM = b"\xef\xbb\xbf"
 
 
+def _open(path: Path) -> Any:
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
 def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
-    """``(number of its first line, block)``: the file in blocks of whole lines (the last may lack its
-    newline). A block is a view of a buffer that the next block reuses."""
+    """``(byte offset, block)``: the file in blocks of whole lines (the last may lack its newline).
+    A block is a view of a buffer that the next block reuses."""
     size = _BLOCK_BYTES
-    opener = gzip.open if path.name.endswith(".gz") else open
     buffer = bytearray(size)
-    line, filled = 1, 0
-    with opener(path, "rb") as f:
+    offset, filled = 0, 0
+    with _open(path) as f:
         while True:
             if filled == len(buffer):  # a line longer than the buffer (a new one: views of the old may live on)
                 buffer = buffer + bytes(len(buffer))
             read = f.readinto(memoryview(buffer)[filled:])
             end = filled + read
             cut = end if not read else buffer.rfind(b"\n", 0, end) + 1
-            start = len(_BOM) if line == 1 and buffer.startswith(_BOM) and cut >= len(_BOM) else 0
+            start = len(_BOM) if offset == 0 and buffer.startswith(_BOM) and cut >= len(_BOM) else 0
             if cut > start:
-                yield line, memoryview(buffer)[start:cut]
-                line += buffer.count(b"\n", start, cut)
+                yield offset + start, memoryview(buffer)[start:cut]
+                offset += cut
             if not read:
                 return
             buffer[: end - cut] = buffer[cut:end]
             filled = end - cut
+
+
+class _LineCounter:
+    """Line number of a byte offset of a file, counted forward on demand: only a block that is read
+    line by line (or an error) needs it, so a well-formed file is never counted."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.line = path, 0, 1
+
+    def line_at(self, offset: int) -> int:
+        if offset < self.offset:
+            self.offset, self.line = 0, 1
+        with _open(self.path) as f:
+            f.seek(self.offset)
+            while self.offset < offset:
+                chunk = f.read(min(_BLOCK_BYTES, offset - self.offset))
+                if not chunk:
+                    break
+                self.line += chunk.count(b"\n")
+                self.offset += len(chunk)
+        return self.line
 
 
 @dataclass
@@ -296,9 +320,10 @@ def read_trec_run(path: str | Path) -> RankedRun:
     runs: list[tuple[np.ndarray, np.ndarray]] = []
     rows_per_block: list[int] = []
     delimiter = None
-    for first_line, block in _blocks(path):
+    lines = _LineCounter(path)
+    for offset, block in _blocks(path):
         delimiter = delimiter or _delimiter(block)
-        columns = _arrow_block(block, delimiter) or _python_block(path, block, first_line)
+        columns = _arrow_block(block, delimiter) or _python_block(path, block, lines.line_at(offset))
         runs.append(qids.runs(columns.qid))
         docs.codes(columns.doc, out=d.reserve(len(columns)))
         for piece in columns.score:
@@ -370,11 +395,13 @@ def _line_numbers(path: Path, rows_per_block: list[int], rows: list[int]) -> lis
     """Line numbers of the given non-blank-line positions, re-reading only the blocks that hold them."""
     ends = np.cumsum(rows_per_block)
     found: dict[int, int] = {}
-    for b, (first_line, block) in enumerate(_blocks(path)):
+    counter = _LineCounter(path)
+    for b, (offset, block) in enumerate(_blocks(path)):
         start = int(ends[b]) - rows_per_block[b]
         wanted = {r for r in rows if start <= r < ends[b]}
         if wanted:
             position = start
+            first_line = counter.line_at(offset)
             for lineno, line in enumerate(str(block, "utf-8", errors="replace").split("\n"), start=first_line):
                 if line.split():
                     if position in wanted:
