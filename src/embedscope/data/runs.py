@@ -19,6 +19,7 @@ import math
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,9 +131,10 @@ def _open(path: Path) -> Any:
 
 def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
     """``(byte offset, block)``: the file in blocks of whole lines (the last may lack its newline).
-    A block is a view of a buffer that the next block reuses."""
+    Two buffers take turns: a block stays valid while the next one is read, and is overwritten by
+    the one after."""
     size = _BLOCK_BYTES
-    buffer = bytearray(size)
+    buffer, spare = bytearray(size), bytearray(size)
     offset, filled = 0, 0
     with _open(path) as f:
         while True:
@@ -142,12 +144,20 @@ def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
             end = filled + read
             cut = end if not read else buffer.rfind(b"\n", 0, end) + 1
             start = len(_BOM) if offset == 0 and buffer.startswith(_BOM) and cut >= len(_BOM) else 0
+            if not cut:  # no whole line yet (or nothing left): read on into the same buffer
+                if not read:
+                    return
+                filled = end
+                continue
             if cut > start:
                 yield offset + start, memoryview(buffer)[start:cut]
-                offset += cut
+            offset += cut
             if not read:
                 return
-            buffer[: end - cut] = buffer[cut:end]
+            if len(spare) < len(buffer):
+                spare = bytearray(len(buffer))
+            spare[: end - cut] = buffer[cut:end]
+            buffer, spare = spare, buffer
             filled = end - cut
 
 
@@ -319,16 +329,27 @@ def read_trec_run(path: str | Path) -> RankedRun:
     d, scores = _Growing(np.int64, capacity), _Growing(np.float64, capacity)
     runs: list[tuple[np.ndarray, np.ndarray]] = []
     rows_per_block: list[int] = []
-    delimiter = None
     lines = _LineCounter(path)
-    for offset, block in _blocks(path):
-        delimiter = delimiter or _delimiter(block)
-        columns = _arrow_block(block, delimiter) or _python_block(path, block, lines.line_at(offset))
+
+    def add(offset: int, block: memoryview, parsed: Future) -> None:
+        columns = parsed.result() or _python_block(path, block, lines.line_at(offset))
         runs.append(qids.runs(columns.qid))
         docs.codes(columns.doc, out=d.reserve(len(columns)))
         for piece in columns.score:
             scores.append(piece)
         rows_per_block.append(len(columns))
+
+    # pyarrow parses the next block (in a thread, without the GIL) while this one's ids are coded
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        delimiter, pending = None, None
+        for offset, block in _blocks(path):
+            delimiter = delimiter or _delimiter(block)
+            parsed = pool.submit(_arrow_block, block, delimiter)
+            if pending is not None:
+                add(*pending)
+            pending = (offset, block, parsed)
+        if pending is not None:
+            add(*pending)
     query_ids, doc_ids = tuple(qids.values.to_pylist()), tuple(docs.values.to_pylist())
     heads = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
     lengths = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
