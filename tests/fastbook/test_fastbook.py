@@ -334,6 +334,14 @@ def test_fastbook_reference_is_fixed_and_the_default_of_fastbook_run(study, tmp_
     assert reference != chunk_documents([path], ChunkOptions())
     assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference", "--overlap", "10"]) == 2
     assert "fixed at 500 tokens" in capsys.readouterr().err
+    assert main(["chunk", str(path), "-o", str(corpus), "--chunking", "fastbook-reference"]) == 0
+    assert read_passages(corpus) == reference
+    from embedscope.cli.main import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["fastbook", "run", "--benchmark", "b.json", "--notebooks", "nb", "--retriever", "bm25"]).method == (
+        "fastbook-reference")
+    assert parse(["chunk", "nb", "-o", "c.jsonl"]).method == "tokens"  # the chunk command keeps plain windows
     export = tmp_path / "beir"
     assert main(["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(path), "-o", str(export)]) == 0
     assert read_passages(export / "corpus.jsonl") == reference  # fastbook commands chunk the reference way by default
