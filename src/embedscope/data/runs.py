@@ -1,6 +1,8 @@
 """Run and qrels files: TREC formats, BEIR / EvalScope qrels tables, and JSON ``{qid: {docid: value}}``.
 
 The format is detected from the content, not the file name. Errors name the file and line.
+TREC runs are read column by column (pyarrow) into a :class:`~embedscope.types.RankedRun`
+(:func:`read_ranked_run`), without per-query dicts.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.trec"
@@ -92,8 +94,7 @@ def _json_run_or_none(path: Path) -> dict[str, dict[str, float]] | None:
     """The run when the file is one JSON document ``{qid: {docid: score}}``, else None (TREC)."""
     if not path.is_file():
         raise DataFormatError(f"{path}: no such run file")
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as f:
+    with _open(path) as f:
         head = f.read(4096).decode("utf-8-sig", errors="replace")
     if not head.lstrip().startswith("{"):
         return None
