@@ -94,3 +94,32 @@ def test_unsupported_evalscope_features_fail_clearly():
     with pytest.raises(ConfigError, match="dataset_path"):
         load_config({"eval_config": {"models": [{"model_name_or_path": "a"}], "eval": {"tasks": ["CustomRetrieval"]}}})
     assert json.dumps(SEED_ONE_STAGE)  # the seed example itself stays valid JSON
+
+
+def test_device_dtype_engine_per_run_and_per_model():
+    plan = list(load_config({
+        "models": ["minilm", {"model": "static-64", "device": "cpu"}, {"model": "./m", "dtype": "bf16"}],
+        "model_options": {"pooling": "mean"}, "device": "cuda:1", "dtype": "fp16", "engine": "ray",
+        "ray_address": "auto", "ray_gpus_per_worker": 0.5, "tasks": ["BBCNewsRetrieval"],
+    }).runs())
+    assert [c["model"] for c in plan] == ["minilm", "static-64", "./m"]
+    assert plan[0]["model_options"] == {"pooling": "mean"}
+    assert plan[1]["model_options"] == {"pooling": "mean", "device": "cpu"}  # overrides the run's device
+    assert plan[2]["model_options"] == {"pooling": "mean", "dtype": "bf16"}
+    assert {(c["device"], c["dtype"], c["engine"], c["ray_address"], c["ray_gpus_per_worker"]) for c in plan} == {
+        ("cuda:1", "fp16", "ray", "auto", 0.5)}
+    assert plan[0]["batch_size"] is None  # the device's default
+    with pytest.raises(ConfigError, match="needs 'model'"):
+        list(load_config({"models": [{"device": "cpu"}]}).runs())
+    with pytest.raises(ConfigError):
+        load_config({"dtype": "int4"})
+
+
+def test_evalscope_torch_dtype_becomes_the_dtype():
+    cfg = json.loads(json.dumps(SEED_ONE_STAGE))
+    cfg["eval_config"]["model"][0]["model_kwargs"] = {"torch_dtype": "bfloat16"}
+    (call,) = list(load_config(cfg).runs())
+    assert call["model_options"] == {"max_seq_length": 512, "dtype": "bf16"}
+    cfg["eval_config"]["model"][0]["model_kwargs"] = {"torch_dtype": "int8"}
+    with pytest.raises(ConfigError, match="torch_dtype"):
+        load_config(cfg)

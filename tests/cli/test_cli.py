@@ -80,3 +80,20 @@ def test_run_on_a_beir_folder_with_the_static_model(tmp_path, capsys):
     assert main([*args, "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)
     assert result["task_name"] == "beir" and result["scores"]["test"][0]["recall_at_3"] == 1.0
+
+
+def test_score_per_query_csv_matches_pytrec_eval(tmp_path, capsys):
+    import csv
+
+    import pytrec_eval
+
+    run, qrels = _write_run_and_qrels(tmp_path)
+    out = tmp_path / "per_query.csv"
+    assert main(["score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec"), "--k", "5", "10",
+                 "--per-query", str(out)]) == 0
+    rows = {r["query_id"]: r for r in csv.DictReader(out.open())}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "P.5"}).evaluate(run)
+    assert set(rows) == set(expected) and "mrr_at_10" in next(iter(rows.values()))
+    for qid, values in expected.items():
+        assert float(rows[qid]["ndcg_at_10"]) == values["ndcg_cut_10"]
+        assert float(rows[qid]["precision_at_5"]) == values["P_5"]

@@ -18,7 +18,7 @@ from embedscope.data.documents import (
     write_passages,
 )
 from embedscope.data.fastbook import benchmark_stats, load_benchmark, parse_benchmark, read_keyword_queries
-from embedscope.errors import DataFormatError, ResultExistsError
+from embedscope.errors import ConfigError, DataFormatError, ResultExistsError
 from embedscope.evaluation.fastbook import run_fastbook
 from embedscope.metrics.fastbook import modified_mrr, modified_recall
 from embedscope.retrieval.dense import DenseRetriever
@@ -239,3 +239,183 @@ def test_fastbook_results_load_with_mteb(study, tmp_path):
     entries = json.loads(report.path.read_text())["scores"]["test"]
     assert scores[report.path] == pytest.approx(sum(e["main_score"] for e in entries) / len(entries))
     assert list(mteb_folder_scores(tmp_path / "out").values()) == [scores[report.path]]
+
+
+def _published_shapes() -> dict:
+    """The benchmark with the published file's shapes: question_context objects, a list-valued answer_component."""
+    data = json.loads(json.dumps(BENCHMARK))
+    data["questions"][0]["question_context"] = [{"question_component": "purring", "context": ["Cats purr", "loudly"]}]
+    data["questions"][2]["answer_context"][1]["answer_component"] = ["Training adjusts", "the weights"]
+    return data
+
+
+def test_published_shapes_load_and_keep_their_parts(study, tmp_path):
+    data = _published_shapes()
+    b = parse_benchmark(data, "b.json")
+    (qc,) = b.questions[0].question_context
+    assert (qc.question_component, qc.context) == ("purring", ("Cats purr", "loudly"))
+    comp = b.questions[2].components[1]
+    assert comp.parts == ("Training adjusts", "the weights") and comp.answer_component == "Training adjusts\nthe weights"
+    assert b.questions[2].components[0].parts == ()
+    assert benchmark_stats(b) == benchmark_stats(parse_benchmark(BENCHMARK))  # a list is one component
+    docs, _, _ = study
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps(data))
+    report = run_fastbook(load_benchmark(path), chunk_documents([docs], PARAGRAPHS), "bm25", k=10)
+    assert report.overall["questions"] == 5
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("question_context", ["a string"], r"question_context\[0\]: expected an object, got str"),
+    ("question_context", [{"question_component": "x"}], r"question_context\[0\]: missing field\(s\) \['context'\]"),
+    ("question_context", [{"question_component": 1, "context": []}],
+     r"question_context\[0\]\.question_component: expected a string, got int"),
+    ("question_context", [{"question_component": "x", "context": [1]}],
+     r"question_context\[0\]\.context\[0\]: expected a string, got int"),
+    ("question_context", {"question_component": "x"}, r"question_context: expected a list"),
+    ("answer_component", ["ok", 3], r"answer_context\[0\]\.answer_component\[1\]: expected a string, got int"),
+    ("answer_component", [], r"answer_context\[0\]\.answer_component: expected a string or a non-empty list"),
+    ("answer_component", {"a": 1}, r"answer_context\[0\]\.answer_component: expected a string or a list of strings, "
+                                    "got dict"),
+])
+def test_other_shapes_are_rejected_naming_the_field(field, value, message):
+    data = _published_shapes()
+    question = data["questions"][1]
+    if field == "question_context":
+        question["question_context"] = value
+    else:
+        question["answer_context"][0]["answer_component"] = value
+    with pytest.raises(DataFormatError, match=r"b.json: questions\[1\] \(chapter 1, question 2\)\." + message):
+        parse_benchmark(data, "b.json")
+
+
+def test_cli_stats_and_run_on_published_shapes(study, tmp_path, capsys):
+    docs, _, _ = study
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps(_published_shapes()))
+    assert main(["fastbook", "stats", str(path)]) == 0
+    assert "| Total | 5 | 8 | 1.6 | 1 | 1 | 1 |" in capsys.readouterr().out
+    assert main(["fastbook", "run", "--benchmark", str(path), "--notebooks", str(docs), "--method", "paragraphs",
+                 "--retriever", "bm25"]) == 0
+    assert "| all | 5 |" in capsys.readouterr().out
+
+
+def _long_notebook(path: Path, code_suffix: str = "") -> Path:
+    sentences = [f"Sentence {i} explains how layer {i % 13} of the network learns feature {i * 7}." for i in range(400)]
+    cells = [_cell("markdown", " ".join(sentences[i : i + 20])) for i in range(0, 400, 20)]
+    cells.insert(5, _cell("code", "learn = vision_learner(dls, resnet34)\nlearn.fine_tune(1)" + code_suffix))
+    cells.append(_cell("markdown", "## Questionnaire\n\n1. Not a passage?"))
+    return _notebook(path, cells)
+
+
+@pytest.mark.parametrize(("code_suffix", "odd"), [("", True), ("#", False)])
+def test_fastbook_reference_chunks_each_half_separately(tmp_path, code_suffix, odd):
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.utils import get_tokenizer
+
+    from embedscope.data.documents import halves
+
+    path = _long_notebook(tmp_path / "01_intro.ipynb", code_suffix)
+    text = read_notebook(path)
+    assert len(text) % 2 == odd
+    half = int(len(text) / 2)
+    pieces = halves(text)
+    assert pieces == [text[:half], text[half : 2 * half]] + ([text[-1]] if odd else [])  # odd: a 1-character third
+    splitter = SentenceSplitter(chunk_size=500, chunk_overlap=64, tokenizer=get_tokenizer())
+    expected = [c for piece in pieces for c in splitter.split_text(piece) if c.strip()]
+    passages = chunk_documents([path], ChunkOptions(method="fastbook-reference"))
+    assert [p.text for p in passages] == expected
+    assert [p.text for p in passages] != [c for c in splitter.split_text(text) if c.strip()]  # the cut matters
+    assert passages[-1].id == f"01_intro-{len(expected) - 1:04d}" and {p.chapter for p in passages} == {1}
+    assert not any("Questionnaire" in p.text for p in passages)
+
+
+def test_halves_rule():
+    from embedscope.data.documents import halves
+
+    assert halves("abcdef") == ["abc", "def"] and halves("abcdefg") == ["abc", "def", "g"]
+    assert halves("a") == ["a"] and halves("") == []
+
+
+def test_fastbook_reference_is_fixed_and_the_default_of_fastbook_run(study, tmp_path, capsys):
+    docs, bench, _ = study
+    with pytest.raises(ConfigError, match="fixed at 500 tokens"):
+        ChunkOptions(method="fastbook-reference", chunk_size=300)
+    path = _long_notebook(docs / "03_long.ipynb")
+    corpus = tmp_path / "c.jsonl"
+    assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference"]) == 0
+    reference = read_passages(corpus)
+    assert reference == chunk_documents([path], ChunkOptions(method="fastbook-reference"))
+    assert reference != chunk_documents([path], ChunkOptions())
+    assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference", "--overlap", "10"]) == 2
+    assert "fixed at 500 tokens" in capsys.readouterr().err
+    assert main(["chunk", str(path), "-o", str(corpus), "--chunking", "fastbook-reference"]) == 0
+    assert read_passages(corpus) == reference
+    from embedscope.cli.main import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["fastbook", "run", "--benchmark", "b.json", "--notebooks", "nb", "--retriever", "bm25"]).method == (
+        "fastbook-reference")
+    assert parse(["chunk", "nb", "-o", "c.jsonl"]).method == "tokens"  # the chunk command keeps plain windows
+    export = tmp_path / "beir"
+    assert main(["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(path), "-o", str(export)]) == 0
+    assert read_passages(export / "corpus.jsonl") == reference  # fastbook commands chunk the reference way by default
+
+
+class _RecordingRetriever:
+    """Records the query texts it is asked for; returns every passage in corpus order."""
+
+    name = "recorder"
+    fingerprint = "recorder"
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def retrieve(self, queries, corpus, options):
+        import numpy as np
+
+        from embedscope.types import RankedRun
+
+        self.queries += list(queries.texts)
+        n, depth = len(queries), min(len(corpus), options.top_k)
+        index = np.tile(np.arange(depth, dtype=np.int64), (n, 1))
+        return RankedRun(queries.ids, corpus.ids, index, -index.astype(float))
+
+
+def test_question_queries_strip_the_surrounding_quotes(study):
+    docs, bench, _ = study
+    recorder = _RecordingRetriever()
+    run_fastbook(load_benchmark(bench), chunk_documents([docs], PARAGRAPHS), Pipeline([recorder]), k=10)
+    assert "Why do cats purr?" in recorder.queries and not any(q.startswith('"') for q in recorder.queries)
+
+
+def test_fused_retrievers_run_the_study_as_run_does(study, tmp_path, capsys):
+    docs, bench, queries = study
+    b = load_benchmark(bench)
+    passages = chunk_documents([docs], PARAGRAPHS)
+    keywords = read_keyword_queries(queries, b)
+    fused = run_fastbook(b, passages, ["bm25", "fts5"], fusion="rrf", keywords=keywords, k=10)
+    assert fused.pipeline == "bm25-lucene+fts5_rrf-k60"
+    expected = Pipeline.build(["bm25", {"type": "fts5", "keywords": keywords}], fusion="rrf")
+    same = run_fastbook(b, passages, expected, k=10)
+    assert fused.rows == same.rows and fused.overall == same.overall
+    with pytest.raises(ConfigError, match="fts5 retriever only"):
+        run_fastbook(b, passages, ["bm25", "bm25:k1=1.2"], keywords=keywords)
+    table = tmp_path / "table.csv"
+    args = ["fastbook", "run", "--benchmark", str(bench), "--passages", str(_corpus(tmp_path, passages)),
+            "--retriever", "bm25", "--retriever", "fts5", "--fusion", "rrf", "--rrf-k", "10", "--queries", "question",
+            "--table-csv", str(table)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "retriever: bm25-lucene+fts5_rrf-k10" in out
+    with_question = run_fastbook(b, passages, ["bm25", "fts5"], fusion={"method": "rrf", "k": 10}, k=10)
+    rows = list(csv.DictReader(table.open()))
+    assert [r["chapter"] for r in rows] == ["1", "2", "all"] and rows[-1]["questions"] == "5"
+    assert float(rows[-1]["modified_mrr_at_10"]) == with_question.overall["modified_mrr_at_10"]
+    assert float(rows[0]["modified_recall_at_10"]) == with_question.per_chapter[1]["modified_recall_at_10"]
+
+
+def _corpus(tmp_path: Path, passages) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    write_passages(passages, path)
+    return path

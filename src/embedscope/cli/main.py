@@ -20,17 +20,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", "-m", default=None, help="alias (see 'embedscope models'), local path, hub id, or a "
                    "retriever: bm25, fts5, colbert:MODEL (options as bm25:k1=1.2,b=0.75)")
-    p.add_argument("--retriever", action="append", default=None, metavar="SPEC",
-                   help="first-stage retriever (repeat to fuse several): bm25[:k1=..,b=..,method=..], "
-                   "fts5[:match=all], MODEL or dense:MODEL, colbert:MODEL")
-    p.add_argument("--fusion", default=None, help="how to fuse several retrievers: rrf (default), wsum-min-max, "
-                   "wsum-zmuv, wsum-none")
-    p.add_argument("--rrf-k", type=int, default=None, help="RRF constant k (default 60)")
-    p.add_argument("--weights", type=float, nargs="+", default=None, help="wsum weights, one per retriever")
-    p.add_argument("--reranker", action="append", default=None, metavar="SPEC",
-                   help="rerank the top --top-k candidates: a cross-encoder folder (or cross-encoder:PATH), "
-                   "colbert:MODEL, or an embedding model; repeat for more stages")
-    p.add_argument("--pipeline-name", default=None, help="name results are filed under (default: from the stages)")
+    _add_pipeline_options(p)
     p.add_argument("--tasks", "-t", nargs="+", default=None, help="task names or folders of custom data")
     p.add_argument("--config", "-c", default=None, help="YAML/JSON config (embedscope or EvalScope eval_config schema)")
     p.add_argument("--output-folder", default="results", help="where results go: <folder>/<org__model>/<revision>/<Task>.json")
@@ -70,6 +60,21 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.set_defaults(func=_cmd_run)
+
+
+def _add_pipeline_options(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """--retriever (repeatable), --fusion, --rrf-k, --weights, --reranker, --pipeline-name; see :func:`_pipeline_spec`."""
+    p.add_argument("--retriever", action="append", default=None, metavar="SPEC", required=required,
+                   help="first-stage retriever (repeat to fuse several): bm25[:k1=..,b=..,method=..], "
+                   "fts5[:match=all], MODEL or dense:MODEL, colbert:MODEL")
+    p.add_argument("--fusion", default=None, help="how to fuse several retrievers: rrf (default), wsum-min-max, "
+                   "wsum-zmuv, wsum-none")
+    p.add_argument("--rrf-k", type=int, default=None, help="RRF constant k (default 60)")
+    p.add_argument("--weights", type=float, nargs="+", default=None, help="wsum weights, one per retriever")
+    p.add_argument("--reranker", action="append", default=None, metavar="SPEC",
+                   help="rerank the top --top-k candidates: a cross-encoder folder (or cross-encoder:PATH), "
+                   "colbert:MODEL, or an embedding model; repeat for more stages")
+    p.add_argument("--pipeline-name", default=None, help="name results are filed under (default: from the stages)")
 
 
 def _model_options(args: argparse.Namespace) -> dict:
@@ -141,13 +146,19 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, nargs="+", default=None, help="cutoffs (default 1 3 5 10 20 100 1000)")
     p.add_argument("--ignore-identical-ids", action="store_true")
     p.add_argument("--json", action="store_true", help="print all metrics as JSON with MTEB key names")
+    p.add_argument("--per-query", default=None, metavar="FILE", help="also write each query's metrics as CSV to FILE")
     p.set_defaults(func=_cmd_score)
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    import embedscope
+    from embedscope.evaluation.runner import rank_run
 
-    scores = embedscope.score_run(args.qrels, args.run, k_values=args.k, ignore_identical_ids=args.ignore_identical_ids)
+    ranking = rank_run(args.qrels, args.run, k_values=args.k, ignore_identical_ids=args.ignore_identical_ids)
+    if args.per_query:
+        from embedscope.results.store import atomic_write_text
+
+        atomic_write_text(args.per_query, ranking.per_query_csv())
+    scores = ranking.to_mteb()
     if args.json:
         print(json.dumps(scores, indent=2, sort_keys=True))
         return 0
@@ -286,9 +297,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_chunk_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", choices=("tokens", "paragraphs"), default="tokens",
-                   help="sentence-aware token windows (default) or groups of paragraphs")
+def _add_chunk_options(p: argparse.ArgumentParser, method: str = "tokens") -> None:
+    from embedscope.data.documents import CHUNK_METHODS
+
+    p.add_argument("--method", "--chunking", dest="method", choices=CHUNK_METHODS, default=method,
+                   help=f"sentence-aware token windows, groups of paragraphs, or fastbook-reference (the study's "
+                   f"corpus: each document cut in halves, then 500-token windows with 64 overlap); default {method}")
     p.add_argument("--chunk-size", type=int, default=500, help="tokens per passage (method tokens)")
     p.add_argument("--overlap", type=int, default=64, help="tokens shared by neighbouring passages (method tokens)")
     p.add_argument("--tokenizer", default="cl100k_base", help="cl100k_base (tiktoken), a model alias or tokenizer.json")
@@ -339,15 +353,17 @@ def _add_fastbook(sub: argparse._SubParsersAction) -> None:
         source.add_argument("--passages", help="a corpus.jsonl written by 'embedscope chunk'")
         r.add_argument("--scope", choices=("chapter", "all"), default="chapter" if name == "run" else "all",
                        help="search (and judge) only the question's own chapter, or all passages")
-        _add_chunk_options(r)
+        _add_chunk_options(r, method="fastbook-reference")
         r.set_defaults(func=func)
         if name == "export-beir":
             r.add_argument("-o", "--output", required=True, help="folder to write")
             continue
-        r.add_argument("--retriever", required=True, help="fts5, bm25[:options], a model (minilm), colbert:MODEL, ...")
-        r.add_argument("--reranker", action="append", default=[], help="rerank the top --top-k passages")
-        r.add_argument("--queries", default=None, help="keywords CSV (chapter,question_number,question_text,keywords) "
-                       "for fts5; default: the question text")
+        _add_pipeline_options(r, required=True)
+        r.set_defaults(model=None)
+        r.add_argument("--queries", default="question", metavar="question|FILE",
+                       help="'question' (default): the question text, surrounding quotes stripped; or a keywords CSV "
+                       "(chapter,question_number,question_text,keywords) for the fts5 retriever(s)")
+        r.add_argument("--table-csv", default=None, metavar="FILE", help="also write the per-chapter table as CSV")
         r.add_argument("--k", type=int, default=10, help="cutoff of Modified MRR@k / Recall@k")
         r.add_argument("--top-k", type=int, default=None, help="stage-1 candidates when reranking (default k)")
         r.add_argument("--exclude-extraneous", action="store_true", help="leave out extraneous answer components")
@@ -379,17 +395,24 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
     from embedscope.evaluation.fastbook import run_fastbook
     from embedscope.models.cache import EmbeddingCache
 
+    spec = _pipeline_spec(args)
     benchmark = load_benchmark(args.benchmark)
-    keywords = read_keyword_queries(args.queries, benchmark) if args.queries else None
+    keywords = None if args.queries == "question" else read_keyword_queries(args.queries, benchmark)
     report = run_fastbook(
-        benchmark, _passages(args), args.retriever, rerankers=args.reranker, keywords=keywords, scope=args.scope,
-        k=args.k, top_k=args.top_k, exclude_extraneous=args.exclude_extraneous, exclude_implicit=args.exclude_implicit,
+        benchmark, _passages(args), spec["retrievers"], fusion=spec["fusion"], name=spec["name"],
+        rerankers=spec["rerankers"], keywords=keywords, scope=args.scope, k=args.k, top_k=args.top_k,
+        exclude_extraneous=args.exclude_extraneous, exclude_implicit=args.exclude_implicit,
         output_folder=args.output_folder, overwrite=args.overwrite, batch_size=args.batch_size,
         cache=None if args.no_cache else EmbeddingCache(),
     )
     print(report.table())
     if report.path:
         print(f"wrote {report.path} and {report.csv_path}")
+    if args.table_csv:
+        from embedscope.results.store import atomic_write_text
+
+        atomic_write_text(args.table_csv, report.table_csv())
+        print(f"wrote {args.table_csv}")
     return 0
 
 

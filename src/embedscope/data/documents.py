@@ -5,8 +5,10 @@ A notebook becomes one document: the source of every markdown and code cell, eac
 ``stop_at`` (e.g. ``"## Questionnaire"``). Chunking is either sentence-aware token windows with
 overlap (llama-index's ``SentenceSplitter``; defaults 500 tokens, 64 overlap, tiktoken
 ``cl100k_base``, the fastbook study's configuration) or groups of N paragraphs (blank-line
-separated), with or without Markdown header paragraphs. Every passage keeps its source file and
-the chapter number taken from the file name (``04_mnist_basics.ipynb`` → 4).
+separated), with or without Markdown header paragraphs. The ``fastbook-reference`` method
+reproduces the study's corpus: each document is first cut into pieces of ``int(len/2)``
+characters (:func:`halves`), and each piece is split into token windows on its own. Every passage
+keeps its source file and the chapter number taken from the file name (``04_mnist_basics.ipynb`` → 4).
 
 >>> chunk_paragraphs("# Title\\n\\nOne.\\n\\nTwo.\\n\\nThree.", n=2)
 ['# Title\\n\\nOne.', 'Two.\\n\\nThree.']
@@ -14,6 +16,8 @@ the chapter number taken from the file name (``04_mnist_basics.ipynb`` → 4).
 ['One.', 'Two.']
 >>> chapter_from_name("10_nlp.ipynb")
 10
+>>> halves("abcde")
+['ab', 'cd', 'e']
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embedscope.errors import DataFormatError, MissingDependencyError
+from embedscope.errors import ConfigError, DataFormatError, MissingDependencyError
 from embedscope.types import Corpus
 
 DOCUMENT_SUFFIXES = (".ipynb", ".md", ".markdown", ".txt")
@@ -128,9 +132,18 @@ def chunk_tokens(text: str, chunk_size: int = 500, overlap: int = 64, tokenizer:
     try:
         from llama_index.core.node_parser import SentenceSplitter
     except ImportError as e:
-        raise MissingDependencyError("token chunking needs llama-index-core: pip install 'embedscope[chunking]'") from e
+        raise MissingDependencyError("llama-index-core", "token chunking") from e
     splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=_token_counter(tokenizer))
     return [c for c in splitter.split_text(text) if c.strip()]
+
+
+def halves(text: str) -> list[str]:
+    """``text`` cut into pieces of ``int(len/2)`` characters: two halves, plus a one-character third
+    piece when the length is odd (the fastbook study's pre-split; a one-character text stays whole)."""
+    size = len(text) // 2
+    if size == 0:
+        return [text] if text else []
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 _HEADER = re.compile(r"^\s{0,3}#{1,6}\s")
@@ -146,9 +159,16 @@ def chunk_paragraphs(text: str, n: int = 1, keep_headers: bool = True) -> list[s
     return ["\n\n".join(paragraphs[i : i + n]) for i in range(0, len(paragraphs), n)]
 
 
+CHUNK_METHODS = ("tokens", "paragraphs", "fastbook-reference")
+
+
 @dataclass(frozen=True)
 class ChunkOptions:
-    """How documents become passages (``method``: ``tokens`` or ``paragraphs``)."""
+    """How documents become passages (``method``: one of :data:`CHUNK_METHODS`).
+
+    ``fastbook-reference`` is :func:`halves`, then token windows of each piece (500 tokens, 64
+    overlap, ``cl100k_base`` by default: the study's configuration).
+    """
 
     method: str = "tokens"
     chunk_size: int = 500
@@ -158,12 +178,19 @@ class ChunkOptions:
     keep_headers: bool = True
     stop_at: str | None = "## Questionnaire"
 
+    def __post_init__(self) -> None:
+        if self.method == "fastbook-reference" and (self.chunk_size, self.overlap, self.tokenizer) != (500, 64, "cl100k_base"):
+            raise ConfigError("chunking method fastbook-reference is fixed at 500 tokens, 64 overlap, cl100k_base; "
+                              "use --method tokens for other sizes")
+
     def split(self, text: str) -> list[str]:
         if self.method == "tokens":
             return chunk_tokens(text, self.chunk_size, self.overlap, self.tokenizer)
         if self.method == "paragraphs":
             return chunk_paragraphs(text, self.paragraphs, self.keep_headers)
-        raise DataFormatError(f"chunking method {self.method!r}: use 'tokens' or 'paragraphs'")
+        if self.method == "fastbook-reference":
+            return [c for piece in halves(text) for c in chunk_tokens(piece, self.chunk_size, self.overlap, self.tokenizer)]
+        raise DataFormatError(f"chunking method {self.method!r}: use one of {', '.join(CHUNK_METHODS)}")
 
 
 def chunk_documents(paths: Sequence[str | Path], options: ChunkOptions = ChunkOptions()) -> list[Passage]:

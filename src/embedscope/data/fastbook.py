@@ -3,7 +3,10 @@ satisfied by any of several context passages (seed 001).
 
 ``{"questions": [{chapter, question_number, question_text, gold_standard_answer,
 answer_context: [{answer_component, scoring_type, context: [...], explicit_context,
-extraneous_answer}], question_context}]}``. The ``"true"``/``"false"`` strings become booleans.
+extraneous_answer}], question_context: [{question_component, context: [...]}]}]}``.
+The ``"true"``/``"false"`` strings become booleans. As in the published file, an
+``answer_component`` may be a list of strings: it is one component, its parts kept in ``parts``
+(its text is the parts joined by newlines).
 
 >>> b = parse_benchmark({"questions": [{"chapter": 1, "question_number": 2, "question_text": "Q?",
 ...     "gold_standard_answer": "A", "answer_context": [{"answer_component": "A", "scoring_type": "simple",
@@ -34,6 +37,16 @@ class AnswerComponent:
     context: tuple[str, ...]
     explicit_context: bool
     extraneous_answer: bool
+    parts: tuple[str, ...] = ()
+    """The component's text pieces when the file gives a list (else empty)."""
+
+
+@dataclass(frozen=True)
+class QuestionContext:
+    """A passage addressing part of the question (kept as data; the study's scoring does not use it)."""
+
+    question_component: str
+    context: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -43,7 +56,7 @@ class Question:
     question_text: str
     gold_standard_answer: str
     components: tuple[AnswerComponent, ...]
-    question_context: tuple[str, ...] = ()
+    question_context: tuple[QuestionContext, ...] = ()
 
     @property
     def qid(self) -> str:
@@ -91,14 +104,39 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(_str(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
-def _component(raw: Any, where: str) -> AnswerComponent:
+def _object(raw: Any, where: str, required: Sequence[str]) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise DataFormatError(f"{where}: expected an object, got {type(raw).__name__}")
-    missing = [k for k in ("answer_component", "context") if k not in raw]
+    missing = [k for k in required if k not in raw]
     if missing:
         raise DataFormatError(f"{where}: missing field(s) {missing}")
+    return raw
+
+
+def _text_or_parts(value: Any, where: str) -> tuple[str, tuple[str, ...]]:
+    """A string, or a list of strings (one text made of parts): ``(text, parts)``."""
+    if isinstance(value, list):
+        parts = _strings(value, where)
+        if not parts:
+            raise DataFormatError(f"{where}: expected a string or a non-empty list of strings, got an empty list")
+        return "\n".join(parts), parts
+    if not isinstance(value, str):
+        raise DataFormatError(f"{where}: expected a string or a list of strings, got {type(value).__name__}")
+    return value, ()
+
+
+def _question_context(raw: Any, where: str) -> QuestionContext:
+    raw = _object(raw, where, ("question_component", "context"))
+    return QuestionContext(_str(raw["question_component"], f"{where}.question_component"),
+                           _strings(raw["context"], f"{where}.context"))
+
+
+def _component(raw: Any, where: str) -> AnswerComponent:
+    raw = _object(raw, where, ("answer_component", "context"))
+    text, parts = _text_or_parts(raw["answer_component"], f"{where}.answer_component")
     return AnswerComponent(
-        answer_component=_str(raw["answer_component"], f"{where}.answer_component"),
+        answer_component=text,
+        parts=parts,
         scoring_type=_str(raw.get("scoring_type", "simple"), f"{where}.scoring_type"),
         context=_strings(raw["context"], f"{where}.context"),
         explicit_context=_bool(raw.get("explicit_context", "true"), f"{where}.explicit_context"),
@@ -122,8 +160,17 @@ def _question(raw: Any, where: str) -> Question:
         question_text=_str(raw["question_text"], f"{where}.question_text"),
         gold_standard_answer=_str(raw.get("gold_standard_answer", ""), f"{where}.gold_standard_answer"),
         components=tuple(_component(c, f"{where}.answer_context[{i}]") for i, c in enumerate(components)),
-        question_context=_strings(raw.get("question_context", []) or [], f"{where}.question_context"),
+        question_context=_question_contexts(raw.get("question_context"), f"{where}.question_context"),
     )
+
+
+def _question_contexts(value: Any, where: str) -> tuple[QuestionContext, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise DataFormatError(f"{where}: expected a list of {{question_component, context}} objects, "
+                              f"got {type(value).__name__}")
+    return tuple(_question_context(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def parse_benchmark(data: Any, source: str = "benchmark") -> Benchmark:

@@ -1,6 +1,8 @@
 """Run and qrels files: TREC formats, BEIR / EvalScope qrels tables, and JSON ``{qid: {docid: value}}``.
 
 The format is detected from the content, not the file name. Errors name the file and line.
+TREC runs are read column by column (pyarrow) into a :class:`~embedscope.types.RankedRun`
+(:func:`read_ranked_run`), without per-query dicts.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.trec"
@@ -13,16 +15,25 @@ The format is detected from the content, not the file name. Errors name the file
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
 from embedscope.data.validate import add_judgment, as_id, as_relevance, pick
 from embedscope.errors import DataFormatError
+from embedscope.types import RankedRun
 
 _QID_HEADERS = ("query-id", "query_id", "qid", "queryid")
 
@@ -32,8 +43,6 @@ def _text(path: Path, what: str) -> str:
         raise DataFormatError(f"{path}: no such {what} file")
     raw = path.read_bytes()
     if path.name.endswith(".gz"):
-        import gzip
-
         raw = gzip.decompress(raw)
     try:
         return raw.decode("utf-8-sig")
@@ -76,18 +85,147 @@ def _score(value: Any, where: str) -> float:
     return score
 
 
+def _json_run(path: Path, data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    return {str(q): {str(d): _score(s, f"{path}, query {q!r}, document {d!r}") for d, s in docs.items()}
+            for q, docs in data.items()}
+
+
+def _json_run_or_none(path: Path) -> dict[str, dict[str, float]] | None:
+    """The run when the file is one JSON document ``{qid: {docid: score}}``, else None (TREC)."""
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such run file")
+    with _open(path) as f:
+        head = f.read(4096).decode("utf-8-sig", errors="replace")
+    if not head.lstrip().startswith("{"):
+        return None
+    data = _json_mapping(path, _text(path, "run"))
+    return None if data is None else _json_run(path, data)
+
+
 def read_run(path: str | Path) -> dict[str, dict[str, float]]:
     """A run from a TREC run file (``qid Q0 docid rank score tag``, whitespace-separated) or JSON
     ``{qid: {docid: score}}``. A document listed twice for one query is an error."""
     path = Path(path)
-    text = _text(path, "run")
-    data = _json_mapping(path, text)
-    if data is not None:
-        return {str(q): {str(d): _score(s, f"{path}, query {q!r}, document {d!r}") for d, s in docs.items()}
-                for q, docs in data.items()}
-    run: dict[str, dict[str, float]] = {}
-    seen_at: dict[tuple[str, str], int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    data = _json_run_or_none(path)
+    return data if data is not None else read_trec_run(path).to_dict()
+
+
+def read_ranked_run(path: str | Path) -> RankedRun:
+    """:func:`read_run` in array form, without building per-query dicts for TREC files."""
+    path = Path(path)
+    data = _json_run_or_none(path)
+    return RankedRun.from_dict(data) if data is not None else read_trec_run(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# TREC runs, columnar: blocks of whole lines parsed by pyarrow; a block pyarrow rejects is parsed
+# line by line in Python, which either reads it (e.g. several spaces between fields) or names the line.
+
+_BLOCK_BYTES = 16 << 20
+_TREC_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
+_BOM = b"\xef\xbb\xbf"
+
+
+def _open(path: Path) -> Any:
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
+    """``(byte offset, block)``: the file in blocks of whole lines (the last may lack its newline).
+    Two buffers take turns: a block stays valid while the next one is read, and is overwritten by
+    the one after."""
+    size = _BLOCK_BYTES
+    buffer, spare = bytearray(size), bytearray(size)
+    offset, filled = 0, 0
+    with _open(path) as f:
+        while True:
+            if filled == len(buffer):  # a line longer than the buffer (a new one: views of the old may live on)
+                buffer = buffer + bytes(len(buffer))
+            read = f.readinto(memoryview(buffer)[filled:])
+            end = filled + read
+            cut = end if not read else buffer.rfind(b"\n", 0, end) + 1
+            start = len(_BOM) if offset == 0 and buffer.startswith(_BOM) and cut >= len(_BOM) else 0
+            if not cut:  # no whole line yet (or nothing left): read on into the same buffer
+                if not read:
+                    return
+                filled = end
+                continue
+            if cut > start:
+                yield offset + start, memoryview(buffer)[start:cut]
+            offset += cut
+            if not read:
+                return
+            if len(spare) < len(buffer):
+                spare = bytearray(len(buffer))
+            spare[: end - cut] = buffer[cut:end]
+            buffer, spare = spare, buffer
+            filled = end - cut
+
+
+class _LineCounter:
+    """Line number of a byte offset of a file, counted forward on demand: only a block that is read
+    line by line (or an error) needs it, so a well-formed file is never counted."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.line = path, 0, 1
+
+    def line_at(self, offset: int) -> int:
+        if offset < self.offset:
+            self.offset, self.line = 0, 1
+        with _open(self.path) as f:
+            f.seek(self.offset)
+            while self.offset < offset:
+                chunk = f.read(min(_BLOCK_BYTES, offset - self.offset))
+                if not chunk:
+                    break
+                self.line += chunk.count(b"\n")
+                self.offset += len(chunk)
+        return self.line
+
+
+@dataclass
+class _Columns:
+    """The parsed lines of one block: ids as strings, scores as float64 pieces."""
+
+    qid: pa.Array | pa.ChunkedArray
+    doc: pa.Array | pa.ChunkedArray
+    score: list[np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.qid)
+
+
+def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
+    """pyarrow's reading of a block of canonical lines (one delimiter between fields), or None."""
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(pa.py_buffer(block)),
+            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS)),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"qid": pa.string(), "doc": pa.string(), "score": pa.float64()},
+                include_columns=["qid", "doc", "score"], null_values=[], strings_can_be_null=False),
+            memory_pool=pa.system_memory_pool(),  # gives memory back to the system between blocks
+        )
+    except pa.ArrowInvalid:
+        return None
+    score = [_values(chunk, np.float64) for chunk in table["score"].chunks]
+    if any(np.isnan(piece).any() for piece in score):
+        return None  # the line-by-line reading names the line
+    return _Columns(table["qid"], table["doc"], score)
+
+
+def _python_block(path: Path, block: memoryview, first_line: int) -> _Columns:
+    """A block read line by line; raises naming the first bad line."""
+    try:
+        text = str(block, "utf-8")
+    except UnicodeDecodeError as e:
+        line = first_line + bytes(block[: e.start]).count(b"\n")
+        raise DataFormatError(f"{path}, line {line}: not valid UTF-8 ({e.reason}); save it as UTF-8") from None
+    qids: list[str] = []
+    docs: list[str] = []
+    scores: list[float] = []
+    for lineno, line in enumerate(text.split("\n"), start=first_line):
         parts = line.split()
         if not parts:
             continue
@@ -96,15 +234,204 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
             hint = " (this looks like JSON lines; use one JSON object {qid: {docid: score}})" if parts[0].startswith(
                 "{") else ""
             raise DataFormatError(f"{where}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}{hint}")
-        qid, doc = parts[0], parts[2]
-        score = _score(parts[4], where)
-        docs = run.setdefault(qid, {})
-        if doc in docs:
-            raise DataFormatError(f"{where}: document {doc!r} appears twice for query {qid!r} (first at line "
-                                  f"{seen_at[(qid, doc)]}); keep one line per query and document")
-        docs[doc] = score
-        seen_at[(qid, doc)] = lineno
+        qids.append(parts[0])
+        docs.append(parts[2])
+        scores.append(_score(parts[4], where))
+    return _Columns(pa.array(qids, pa.string()), pa.array(docs, pa.string()), [np.array(scores, dtype=np.float64)])
+
+
+def _delimiter(block: memoryview) -> str:
+    first = next((ln for ln in bytes(block[:65536]).split(b"\n") if ln.strip()), b"")
+    return "\t" if b"\t" in first and b" " not in first else " "
+
+
+def _values(array: pa.Array, dtype: type) -> np.ndarray:
+    """The values buffer of a fixed-width array as numpy, zero-copy (null slots hold arbitrary values).
+
+    ``to_numpy`` would import pandas (a quarter of a second) through pyarrow's compatibility layer.
+    """
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * np.dtype(dtype).itemsize)
+
+
+def _arrow_int64(values: np.ndarray) -> pa.Array:
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+class _Vocabulary:
+    """Ids in order of first appearance; turns a block's id column into codes (hash tables in pyarrow)."""
+
+    def __init__(self) -> None:
+        self.values = pa.nulls(0, pa.string())
+
+    def codes(self, column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -> np.ndarray:
+        """int64 code of each entry of ``column`` (written to ``out`` if given); new ids get the next codes."""
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        encoded = pc.dictionary_encode(column)
+        local = encoded.dictionary
+        known = pc.index_in(local, value_set=self.values)
+        is_new = pc.is_null(known)
+        new = _values(pc.cast(is_new, pa.uint8()), np.uint8).astype(bool)
+        mapping = _values(known, np.int32).astype(np.int64)
+        mapping[new] = len(self.values) + np.arange(int(new.sum()))
+        if new.any():
+            self.values = pa.concat_arrays([self.values, pc.filter(local, is_new)])
+        return np.take(mapping, _values(encoded.indices, np.int32), out=out)
+
+    def runs(self, column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+        """``column`` as runs of equal values: each run's code and length (only the first value of a
+        run is looked up: query ids of a grouped run cost almost nothing)."""
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        n = len(column)
+        if n < 2:
+            return self.codes(column), np.ones(n, dtype=np.int64)
+        same = pc.cast(pc.equal(column.slice(1), column.slice(0, n - 1)), pa.uint8())
+        starts = np.concatenate([[0], np.flatnonzero(_values(same, np.uint8) == 0) + 1])
+        return self.codes(column.take(_arrow_int64(starts))), np.diff(np.append(starts, n))
+
+
+class _Growing:
+    """An array appended to block by block. Sized up front to what the file can hold (a line takes
+    at least 12 bytes); pages never written are never resident, so only the rows read cost memory."""
+
+    def __init__(self, dtype: type, capacity: int) -> None:
+        self.data = np.empty(capacity, dtype=dtype)
+        self.size = 0
+
+    def reserve(self, n: int) -> np.ndarray:
+        """The next ``n`` places, to be written by the caller."""
+        end = self.size + n
+        if end > len(self.data):  # compressed input: sizes are not known up front
+            grown = np.empty(max(end, 2 * len(self.data)), dtype=self.data.dtype)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.size = end
+        return self.data[end - n : end]
+
+    def append(self, values: np.ndarray) -> None:
+        self.reserve(len(values))[:] = values
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.size]
+
+
+def read_trec_run(path: str | Path) -> RankedRun:
+    """A TREC run file as a :class:`RankedRun`: queries in order of first appearance, each row in file order.
+
+    Columnar (pyarrow); no per-query dicts. Errors name the file and line, as :func:`read_run`'s.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such run file")
+    capacity = path.stat().st_size // 12 + 1
+    qids, docs = _Vocabulary(), _Vocabulary()
+    d, scores = _Growing(np.int64, capacity), _Growing(np.float64, capacity)
+    runs: list[tuple[np.ndarray, np.ndarray]] = []
+    rows_per_block: list[int] = []
+    lines = _LineCounter(path)
+
+    def add(offset: int, block: memoryview, parsed: Future) -> None:
+        columns = parsed.result() or _python_block(path, block, lines.line_at(offset))
+        runs.append(qids.runs(columns.qid))
+        docs.codes(columns.doc, out=d.reserve(len(columns)))
+        for piece in columns.score:
+            scores.append(piece)
+        rows_per_block.append(len(columns))
+
+    # pyarrow parses the next block (in a thread, without the GIL) while this one's ids are coded
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        delimiter, pending = None, None
+        for offset, block in _blocks(path):
+            delimiter = delimiter or _delimiter(block)
+            parsed = pool.submit(_arrow_block, block, delimiter)
+            if pending is not None:
+                add(*pending)
+            pending = (offset, block, parsed)
+        if pending is not None:
+            add(*pending)
+    query_ids, doc_ids = tuple(qids.values.to_pylist()), tuple(docs.values.to_pylist())
+    heads = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
+    lengths = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
+    run, order = _ranked(query_ids, doc_ids, heads, lengths, d.view(), scores.view())
+    clash = _first_duplicate(run.doc_index)
+    if clash is not None:
+        row, first, second = clash
+        q = np.repeat(heads, lengths)
+        rows = [_file_row(order, q, row, slot) for slot in (first, second)]
+        lines = _line_numbers(path, rows_per_block, rows)
+        raise DataFormatError(f"{path}, line {lines[1]}: document {doc_ids[run.doc_index[row, second]]!r} appears twice "
+                              f"for query {query_ids[row]!r} (first at line {lines[0]}); keep one line per query and "
+                              "document")
     return run
+
+
+def _ranked(query_ids: tuple[str, ...], doc_ids: tuple[str, ...], heads: np.ndarray, lengths: np.ndarray,
+            d: np.ndarray, scores: np.ndarray) -> tuple[RankedRun, np.ndarray | None]:
+    """Rows by query (file order kept within a row) from the runs of equal query codes (``heads``,
+    ``lengths``); also the stable order used when the file is not grouped by query."""
+    n = len(query_ids)
+    counts = np.bincount(heads, weights=lengths, minlength=n).astype(np.int64)
+    depth = int(counts.max(initial=0))
+    order = None
+    grouped = len(heads) == 0 or int(np.count_nonzero(heads[1:] != heads[:-1])) + 1 == n  # one run per query
+    if not grouped:
+        q = np.repeat(heads, lengths)
+        order = np.argsort(q, kind="stable")
+        q, d, scores = q[order], d[order], scores[order]
+    if n and bool((counts == depth).all()):  # every query has the same number of lines: views, no copies
+        return RankedRun(query_ids, doc_ids, d.reshape(n, depth), scores.reshape(n, depth)), order
+    if grouped:
+        q = np.repeat(np.arange(n), counts)
+    col = np.arange(len(q)) - np.repeat(np.cumsum(counts) - counts, counts)
+    index = np.full((n, depth), -1, dtype=np.int64)
+    matrix = np.full((n, depth), -np.inf, dtype=np.float64)
+    index[q, col] = d
+    matrix[q, col] = scores
+    return RankedRun(query_ids, doc_ids, index, matrix), order
+
+
+def _first_duplicate(index: np.ndarray, chunk: int = 1024) -> tuple[int, int, int] | None:
+    """``(row, first slot, second slot)`` of the earliest repeated doc in any row, or None."""
+    clashes = []
+    for start in range(0, len(index), chunk):
+        block = np.sort(index[start : start + chunk].astype(np.int32), axis=1)  # codes < 2**31: int32 sorts faster
+        repeated = (block[:, 1:] == block[:, :-1]) & (block[:, 1:] >= 0)
+        for row in np.flatnonzero(repeated.any(axis=1)) + start:
+            values = index[row]
+            _, first_slot = np.unique(values, return_index=True)
+            later = np.setdiff1d(np.flatnonzero(values >= 0), first_slot)
+            second = int(later.min())
+            clashes.append((row, int(np.flatnonzero(values == values[second])[0]), second))
+    return min(clashes, key=lambda c: (c[2], c[0])) if clashes else None
+
+
+def _file_row(order: np.ndarray | None, q: np.ndarray, row: int, slot: int) -> int:
+    """Position among the file's non-blank lines of the entry at ``(row, slot)``."""
+    position = int(np.searchsorted(np.sort(q) if order is not None else q, row)) + slot
+    return int(order[position]) if order is not None else position
+
+
+def _line_numbers(path: Path, rows_per_block: list[int], rows: list[int]) -> list[int]:
+    """Line numbers of the given non-blank-line positions, re-reading only the blocks that hold them."""
+    ends = np.cumsum(rows_per_block)
+    found: dict[int, int] = {}
+    counter = _LineCounter(path)
+    for b, (offset, block) in enumerate(_blocks(path)):
+        start = int(ends[b]) - rows_per_block[b]
+        wanted = {r for r in rows if start <= r < ends[b]}
+        if wanted:
+            position = start
+            first_line = counter.line_at(offset)
+            for lineno, line in enumerate(str(block, "utf-8", errors="replace").split("\n"), start=first_line):
+                if line.split():
+                    if position in wanted:
+                        found[position] = lineno
+                    position += 1
+        if len(found) == len(set(rows)):
+            break
+    return [found[r] for r in rows]
 
 
 def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
@@ -135,6 +462,9 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         return qrels
     header = first.split()
     has_header = bool(header) and header[0].lower() in _QID_HEADERS
+    fast = _columnar_qrels(text, first, has_header)
+    if fast is not None:
+        return fast
     seen_header = False
     for lineno, line in enumerate(text.splitlines(), start=1):
         parts = line.split()
@@ -153,6 +483,33 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
                                   f"(BEIR), got {len(parts)} fields")
         add_judgment(qrels, places, as_id(qid, where, "query id"), as_id(doc, where, "doc id"),
                      as_relevance(rel, where), where)
+    return qrels
+
+
+def _columnar_qrels(text: str, first: str, has_header: bool) -> dict[str, dict[str, int]] | None:
+    """TREC or BEIR qrels in canonical form (one delimiter between fields, integer judgments, no pair
+    judged twice differently) read by pyarrow; None leaves the file to the line-by-line reading,
+    which names the line of any problem."""
+    width = len(first.split())
+    if width not in (3, 4) or not text.startswith(first):
+        return None
+    names = ["qid", "iter", "doc", "rel"] if width == 4 and not has_header else ["qid", "doc", "rel"]
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(text.encode("utf-8")),
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if has_header else 0),
+            parse_options=pacsv.ParseOptions(delimiter="\t" if "\t" in first else " ", quote_char=False,
+                                             escape_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"qid": pa.string(), "doc": pa.string(), "rel": pa.int64()},
+                include_columns=["qid", "doc", "rel"], null_values=[], strings_can_be_null=False),
+        )
+    except pa.ArrowInvalid:
+        return None
+    qrels: dict[str, dict[str, int]] = {}
+    for qid, doc, rel in zip(*(table[c].to_pylist() for c in ("qid", "doc", "rel"))):
+        if not qid or not doc or qrels.setdefault(qid, {}).setdefault(doc, rel) != rel:
+            return None
     return qrels
 
 

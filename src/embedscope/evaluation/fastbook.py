@@ -1,8 +1,8 @@
 """Running the fastbook study: any retriever (or pipeline) over chunked documents, scored with
 Modified MRR@k / Modified Recall@k overall and per chapter.
 
-Queries are the question texts (surrounding quotes stripped) or, for FTS5, keyword lists from a
-CSV. With ``scope="chapter"`` each question searches only the passages of its own chapter (the
+Queries are the question texts (surrounding quotes stripped) or, for FTS5 stages, keyword lists
+from a CSV. Several retrievers can be fused and reranked, as in any :class:`Pipeline`. With ``scope="chapter"`` each question searches only the passages of its own chapter (the
 study's setting); ``scope="all"`` searches every passage. Results are written in MTEB's result
 format (one entry for all questions, one per chapter as ``hf_subset`` ``chapter_<n>``) with a
 per-question CSV beside them.
@@ -52,24 +52,42 @@ class FastbookReport:
             ["chapter", "questions", f"Modified MRR@{self.k}", f"Modified Recall@{self.k}"], body)
 
     def csv(self) -> str:
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=list(self.rows[0]))
-        writer.writeheader()
-        writer.writerows(self.rows)
-        return out.getvalue()
+        """The per-question rows as CSV."""
+        return _csv_text(list(self.rows[0]), self.rows)
+
+    def table_csv(self) -> str:
+        """The per-chapter table as CSV (``chapter`` ``all`` for every question), full precision."""
+        rows = [{"chapter": c, **v} for c, v in self.per_chapter.items()] + [{"chapter": "all", **self.overall}]
+        for row in rows:
+            row["questions"] = int(row["questions"])
+        return _csv_text(list(rows[0]), rows)
 
 
-def build_pipeline(retriever: str | Mapping[str, Any] | Pipeline, *, rerankers: Sequence[Any] = (),
-                   keywords: Mapping[str, str] | None = None, cache: Any = None) -> Pipeline:
-    """The pipeline for the study; FTS5 stages get the keyword queries."""
+def _csv_text(fields: list[str], rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+Retrievers = str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]] | Pipeline
+
+
+def build_pipeline(retriever: Retrievers, *, fusion: Any = None, rerankers: Sequence[Any] = (),
+                   keywords: Mapping[str, str] | None = None, cache: Any = None, name: str | None = None) -> Pipeline:
+    """The pipeline for the study: one retriever or several fused (as ``Pipeline.build``), then rerankers.
+    FTS5 stages get the keyword queries; the other stages search with the question text."""
     if isinstance(retriever, Pipeline):
         return retriever
-    stage = parse_stage(retriever)
+    stages = [parse_stage(r) for r in ([retriever] if isinstance(retriever, (str, Mapping)) else retriever)]
     if keywords:
-        if stage["type"] != "fts5":
-            raise ConfigError("keyword queries (--queries) apply to the fts5 retriever only")
-        stage["keywords"] = dict(keywords)
-    return Pipeline.build([stage], rerankers=list(rerankers), cache=cache)
+        fts5 = [stage for stage in stages if stage["type"] == "fts5"]
+        if not fts5:
+            raise ConfigError("keyword queries (--queries FILE) apply to the fts5 retriever only")
+        for stage in fts5:
+            stage["keywords"] = dict(keywords)
+    return Pipeline.build(stages, fusion=fusion, rerankers=list(rerankers), cache=cache, name=name)
 
 
 def _retrieved(pipeline: Pipeline, questions: list[Question], passages: list[Passage], k: int,
@@ -84,8 +102,10 @@ def _retrieved(pipeline: Pipeline, questions: list[Question], passages: list[Pas
 def run_fastbook(
     benchmark: Benchmark,
     passages: Sequence[Passage],
-    retriever: str | Mapping[str, Any] | Pipeline,
+    retriever: Retrievers,
     *,
+    fusion: Any = None,
+    name: str | None = None,
     rerankers: Sequence[Any] = (),
     keywords: Mapping[str, str] | None = None,
     scope: str = "chapter",
@@ -101,6 +121,7 @@ def run_fastbook(
     """Search every question, score Modified MRR@k / Recall@k, and (with ``output_folder``) write results.
 
     ``top_k`` is how many passages the pipeline returns (default ``k``; with a reranker, the candidates).
+    Several retrievers are fused with ``fusion`` (default RRF), as in :meth:`Pipeline.build`.
     """
     if scope not in ("chapter", "all"):
         raise ConfigError(f"scope must be 'chapter' or 'all', not {scope!r}")
@@ -110,7 +131,7 @@ def run_fastbook(
     if scope == "chapter" and any(p.chapter is None for p in passages):
         raise DataFormatError("scope 'chapter' needs the chapter of every passage (a number in each file name)")
     started = time.perf_counter()
-    pipeline = build_pipeline(retriever, rerankers=rerankers, keywords=keywords, cache=cache)
+    pipeline = build_pipeline(retriever, fusion=fusion, rerankers=rerankers, keywords=keywords, cache=cache, name=name)
     depth = max(k, top_k or k)
     retrieved: dict[str, list[Passage]] = {}
     if scope == "all":

@@ -328,17 +328,26 @@ def evaluate_config(config: str | Path | dict[str, Any]) -> list[EvaluationRepor
     return [evaluate(**run) for run in plan.runs()]
 
 
+def rank_run(
+    qrels: str | Path | Mapping[str, Mapping[str, int]], run: str | Path | Mapping[str, Mapping[str, float]], *,
+    k_values: Sequence[int] | None = None, ignore_identical_ids: bool = False,
+) -> Any:
+    """Per-query ranking metrics (:class:`~embedscope.metrics.RankingScores`) of a precomputed run.
+
+    A run file is read into arrays (:func:`~embedscope.data.runs.read_ranked_run`), never into dicts.
+    """
+    from embedscope.data.runs import read_qrels, read_ranked_run
+    from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
+
+    qrels_dict = read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
+    ranked = read_ranked_run(run) if isinstance(run, (str, Path)) else run
+    return evaluate_ranking(qrels_dict, ranked, tuple(k_values or DEFAULT_K_VALUES),
+                            ignore_identical_ids=ignore_identical_ids)
+
+
 def score_run(
     qrels: str | Path | dict, run: str | Path | dict, *, k_values: Sequence[int] | None = None,
     ignore_identical_ids: bool = False,
 ) -> dict[str, float]:
     """Metrics (MTEB key names) of a precomputed run against qrels, no model involved."""
-    from embedscope.data.runs import read_qrels, read_run
-    from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
-
-    qrels_dict = read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
-    run_dict = read_run(run) if isinstance(run, (str, Path)) else run
-    scores = evaluate_ranking(
-        qrels_dict, run_dict, tuple(k_values or DEFAULT_K_VALUES), ignore_identical_ids=ignore_identical_ids
-    )
-    return scores.to_mteb()
+    return rank_run(qrels, run, k_values=k_values, ignore_identical_ids=ignore_identical_ids).to_mteb()

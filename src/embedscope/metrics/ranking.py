@@ -90,6 +90,19 @@ class RankingScores:
         out.update({f"hit_rate_at_{k}": self._rounded_mean(f"hit_rate_at_{k}") for k in ks})
         return out
 
+    def per_query_csv(self) -> str:
+        """One row per evaluated query: ``query_id`` and every metric at every k (full precision)."""
+        import csv
+        import io
+
+        names = [f"{m}_at_{k}" for m in (*TREC_METRICS, "mrr") for k in self.k_values]
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["query_id", *names])
+        columns = [self.per_query[n].tolist() for n in names]
+        writer.writerows([q, *values] for q, *values in zip(self.query_ids, *columns))
+        return out.getvalue()
+
     def _rounded_mean(self, name: str) -> float:
         return round(self.mean(name), 5)
 
@@ -406,8 +419,12 @@ def _abstention_curve(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray) -
 
 
 def nauc(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray = _ABSTENTION_RATES) -> float:
-    """Normalized area under the abstention curve (arXiv:2402.12997), exactly as MTEB computes it."""
-    from scipy.integrate import trapezoid
+    """Normalized area under the abstention curve (arXiv:2402.12997), exactly as MTEB computes it.
+
+    ``np.trapezoid`` is the same sum as the ``scipy.integrate.trapezoid`` mteb calls (bit for bit)
+    and spares a second of importing scipy.integrate.
+    """
+    trapezoid = np.trapezoid
 
     raw = _abstention_curve(conf, metric, rates)
     oracle = _abstention_curve(metric, metric, rates)
