@@ -4,8 +4,10 @@ numbers equal the result JSON, sorting reorders rows, nothing is loaded from out
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -86,6 +88,10 @@ def test_in_headless_chromium(report):
         markers = page.eval_on_selector("figure[data-task='TinySTS']", "f => f.textContent")
         assert "▲" in markers  # the keyword model beats the baseline (first model) on STS
         assert page.locator("#metadata tbody tr").count() == 3
+        artifacts = Path(os.environ.get("EMBEDSCOPE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
+        artifacts.mkdir(parents=True, exist_ok=True)
+        shot = page.screenshot(path=str(artifacts / "html_report.png"), full_page=True)
+        assert shot[:8] == b"\x89PNG\r\n\x1a\n" and (artifacts / "html_report.png").stat().st_size > 1000
         browser.close()
     assert errors == [] and requests == [path.as_uri()]
 
