@@ -142,7 +142,7 @@ def pair_scores(e1: np.ndarray, e2: np.ndarray, similarity: Similarity = "cosine
 
     ``manhattan`` and ``euclidean`` are distances (lower = more similar, see :data:`HIGHER_IS_SIMILAR`).
     """
-    from sklearn.metrics.pairwise import (
+    from embedscope.metrics.paired import (
         paired_cosine_distances,
         paired_euclidean_distances,
         paired_manhattan_distances,

@@ -63,7 +63,7 @@ def pairwise_similarity(e1: np.ndarray, e2: np.ndarray, similarity: Similarity) 
 def sts_predictions(e1: np.ndarray, e2: np.ndarray, similarity: Similarity = "cosine") -> dict[str, list[float]]:
     """Per-pair predictions as mteb makes them: ``cosine``, ``manhattan`` and ``euclidean`` (negated
     distances) and the model's own ``similarity``."""
-    from sklearn.metrics.pairwise import (
+    from embedscope.metrics.paired import (
         paired_cosine_distances,
         paired_euclidean_distances,
         paired_manhattan_distances,
