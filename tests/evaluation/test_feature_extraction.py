@@ -71,3 +71,38 @@ def test_cli_writes_the_seed_json_for_an_onnx_alias(tmp_path, capsys):
     assert json.loads(out.read_text()) == printed
     assert printed["model_path"].endswith(".onnx") and printed["dataset"]["shuffle"] is False
     assert -100 <= printed["metrics"]["cosine_spearman"] <= 100
+
+
+def test_reference_model_fidelity_against_scipy(tmp_path):
+    rows = _pairs_file(tmp_path / "pairs.csv", n=60)
+    columns = {"input_column_1": "left", "input_column_2": "right", "score_column": "gold"}
+    reference = KeywordEncoder(WORDS, name="ref")
+    candidate = KeywordEncoder(WORDS[:3], name="cand")  # loses a dimension: other vectors, other similarities
+    record = evaluate_feature_extraction(candidate, model_id="cand", model_path="x", dataset=str(tmp_path / "pairs.csv"),
+                                         columns=columns, reference=reference)
+    ref = record["reference"]
+    gold = np.array([r["gold"] for r in rows])
+
+    def cosines(enc):
+        a = enc.encode([r["left"] for r in rows], role="document").astype(np.float64)
+        b = enc.encode([r["right"] for r in rows], role="document").astype(np.float64)
+        n = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+        return np.where(n > 0, (a * b).sum(axis=1) / np.where(n > 0, n, 1), 0.0)
+
+    rs, cs = cosines(reference), cosines(candidate)
+    assert ref["metrics"]["cosine_spearman"] == round(spearmanr(rs, gold).statistic * 100, 2)
+    assert ref["cosine_spearman_shift"] == round(record["metrics"]["cosine_spearman"] - ref["metrics"]["cosine_spearman"], 2)
+    assert ref["similarity_spearman"] == pytest.approx(spearmanr(rs, cs).statistic, abs=1e-12)
+    low, high = ref["shift_ci95"]
+    assert low <= ref["cosine_spearman_shift"] + 0.01 and ref["cosine_spearman_shift"] - 0.01 <= high
+    assert 0 < ref["shift_p_value"] <= 1
+    discordant = sum((rs[i] - rs[j]) * (cs[i] - cs[j]) < 0 for i in range(60) for j in range(i + 1, 60))
+    assert ref["discordant_pairs"] == discordant
+    assert "dimensions differ (4 vs 3)" in ref["embedding_agreement"]
+
+    same = evaluate_feature_extraction(reference, model_id="ref", model_path="x", dataset=str(tmp_path / "pairs.csv"),
+                                       columns=columns, reference=KeywordEncoder(WORDS))
+    agreement = same["reference"]["embedding_agreement"]
+    assert agreement["embedding_cosine_min"] == pytest.approx(1.0) and agreement["texts"] == 120
+    assert same["reference"]["cosine_spearman_shift"] == 0 and same["reference"]["discordant_pairs"] == 0
+    assert same["device"] == "cpu"

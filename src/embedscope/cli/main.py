@@ -265,6 +265,9 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", default=None, help="write the JSON here too")
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--reference-model", default=None, metavar="M",
+                   help="also encode with M (e.g. the original of a quantized export) and add how closely the model "
+                   "reproduces it: score shift with CI and p, per-text cosine, similarity agreement")
     p.set_defaults(func=_cmd_eval)
 
 
@@ -286,7 +289,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     record = evaluate_feature_extraction(
         encoder, model_id=args.model_id or encoder.name, model_path=_model_path(encoder, args.model),
         dataset=args.dataset, task=args.task, split=args.split, samples=args.samples, columns=columns,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size, reference=load_encoder(args.reference_model) if args.reference_model else None,
     )
     text = json.dumps(record, indent=2, ensure_ascii=False)
     print(text)

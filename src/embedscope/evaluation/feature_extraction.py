@@ -8,6 +8,12 @@ scores as ``cosine_spearman``. The JSON it prints and writes has the seed's exac
      "dataset": {"path": ..., "split": "test", "samples": 1000, "shuffle": true, "seed": 42,
                  "columns_mapping": {"input_column_1": "sentence1", ...}},
      "metrics": {"cosine_spearman": 82.05}}
+
+With a reference model (``eval --reference-model M``, e.g. the original of a quantized export) the
+record gains ``reference``: the reference's ``cosine_spearman``, the candidate's shift against it with
+a 95% bootstrap interval over pairs and its p-value, the per-text agreement of the two embeddings
+(cosine between the two vectors of each text: mean, 5th percentile, minimum; when the dimensions
+match), and the agreement of the two similarity lists (Spearman; discordant pairs of pairs).
 """
 
 from __future__ import annotations
@@ -105,8 +111,9 @@ def evaluate_feature_extraction(
     samples: int | None = None,
     columns: Mapping[str, str] | None = None,
     batch_size: int = 32,
+    reference: Encoder | None = None,
 ) -> dict[str, Any]:
-    """Run the evaluator and return the seed's JSON record."""
+    """Run the evaluator and return the seed's JSON record (with ``reference``: the fidelity section)."""
     if task not in TASKS:
         raise ConfigError(f"--task {task!r}: expected one of {', '.join(TASKS)}")
     mapping = {**DEFAULT_COLUMNS, **(columns or {})}
@@ -121,11 +128,11 @@ def evaluate_feature_extraction(
     gold = np.asarray(ds[mapping["score_column"]], dtype=np.float64)
     e1 = encoder.encode(s1, role="document", batch_size=batch_size)
     e2 = encoder.encode(s2, role="document", batch_size=batch_size)
-    return {
+    record = {
         "model_id": model_id,
         "model_path": model_path,
         "task": task,
-        "device": "cpu",
+        "device": str(getattr(encoder, "device", "cpu")),
         "dataset": {
             "path": dataset,
             "split": split,
@@ -136,3 +143,40 @@ def evaluate_feature_extraction(
         },
         "metrics": {"cosine_spearman": spearman_x100(pair_cosines(e1, e2), gold)},
     }
+    if reference is not None:
+        r1 = reference.encode(s1, role="document", batch_size=batch_size)
+        r2 = reference.encode(s2, role="document", batch_size=batch_size)
+        record["reference"] = reference_fidelity(reference.name, (r1, r2), (e1, e2), gold)
+    return record
+
+
+def reference_fidelity(name: str, reference: tuple[np.ndarray, np.ndarray], candidate: tuple[np.ndarray, np.ndarray],
+                       gold: np.ndarray, rounds: int = 10_000, seed: int = SEED) -> dict[str, Any]:
+    """How closely a candidate's embeddings and scores reproduce a reference's on the same pairs.
+
+    Shift: ``ρ(candidate) − ρ(reference)`` (Spearman against the gold, ×100), its 95% CI and p-value
+    from a paired bootstrap over pairs (both models resampled together).
+    """
+    from embedscope.compare.embeddings import cosine_summary, row_cosines
+    from embedscope.compare.fidelity import discordant_pairs
+    from embedscope.compare.stats import bootstrap_test, spearman_rows
+
+    ref_sim, cand_sim = pair_cosines(*reference), pair_cosines(*candidate)
+    ref_score, cand_score = spearman_x100(ref_sim, gold), spearman_x100(cand_sim, gold)
+    observed = float(spearman_rows(cand_sim[None], gold[None])[0] - spearman_rows(ref_sim[None], gold[None])[0])
+    shift = bootstrap_test(lambda idx: spearman_rows(cand_sim[idx], gold[idx]) - spearman_rows(ref_sim[idx], gold[idx]),
+                           observed, len(gold), rounds, seed, name="bootstrap-pairs")
+    out: dict[str, Any] = {
+        "model_id": name,
+        "metrics": {"cosine_spearman": ref_score},
+        "cosine_spearman_shift": round(cand_score - ref_score, 2),
+        "shift_ci95": [round(shift.ci_low * 100, 2), round(shift.ci_high * 100, 2)],
+        "shift_p_value": shift.p_value,
+        "similarity_spearman": float(spearman_rows(ref_sim[None], cand_sim[None])[0]),
+        "discordant_pairs": discordant_pairs(ref_sim, cand_sim),
+    }
+    if reference[0].shape == candidate[0].shape:
+        out["embedding_agreement"] = cosine_summary(row_cosines(np.vstack(reference), np.vstack(candidate)))
+    else:
+        out["embedding_agreement"] = f"dimensions differ ({reference[0].shape[1]} vs {candidate[0].shape[1]})"
+    return out
