@@ -33,7 +33,7 @@ import pyarrow.csv as pacsv
 
 from embedscope.data.validate import add_judgment, as_id, as_relevance, pick
 from embedscope.errors import DataFormatError
-from embedscope.types import RankedRun
+from embedscope.types import KeyedRun, RankedRun
 
 _QID_HEADERS = ("query-id", "query_id", "qid", "queryid")
 
@@ -365,6 +365,118 @@ def read_trec_run(path: str | Path) -> RankedRun:
                               f"for query {query_ids[row]!r} (first at line {lines[0]}); keep one line per query and "
                               "document")
     return run
+
+
+_KEY_MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_LONG_BIT = np.uint64(1 << 59)
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(29))
+
+
+def id_keys(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A 63-bit int64 key of each string of ``column``, in numpy (no hash table): an id of up to 7 bytes
+    is its bytes and length (exact); a longer one a hash of all its bytes (bit 59 set, so never equal
+    to a short id's key). Equal ids have equal keys.
+
+    >>> id_keys(pa.array(["d1", "d1", "doc-0000001", "d2"])).tolist()[:2] == [id_keys(pa.array(["d1"]))[0]] * 2
+    True
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    n = len(column)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    wide = pa.types.is_large_string(column.type)
+    _, offsets_buffer, data_buffer = column.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1,
+                            offset=column.offset * (8 if wide else 4)).astype(np.int64)
+    base, end = int(offsets[0]), int(offsets[-1])
+    padded = np.zeros(end - base + 16, dtype=np.uint8)
+    if end > base:
+        padded[: end - base] = np.frombuffer(data_buffer, dtype=np.uint8, count=end - base, offset=base)
+    words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))  # 8 bytes at every offset
+    starts = offsets[:-1] - base
+    lengths = np.diff(offsets)
+    keys = words[starts] & _KEY_MASKS[np.minimum(lengths, 8)]
+    keys |= lengths.astype(np.uint64) << np.uint64(56)
+    long = np.flatnonzero(lengths > 7)
+    if len(long):
+        k0, k1, shift = _MIX
+        h = lengths[long].astype(np.uint64) * k0
+        at, left = starts[long], lengths[long]
+        while len(at):
+            h ^= words[at] & _KEY_MASKS[np.minimum(left, 8)]
+            h *= k1
+            h ^= h >> shift
+            more = left > 8
+            if not more.all():
+                done = ~more
+                keys[long[done]] = (h[done] & np.uint64((1 << 59) - 1)) | _LONG_BIT
+                long, h, at, left = long[more], h[more], at[more], left[more]
+            at, left = at + 8, left - 8
+    return keys.view(np.int64)
+
+
+def read_keyed_run(path: str | Path) -> KeyedRun | None:
+    """A TREC run file as a :class:`KeyedRun` (doc ids as strings and keys, no vocabulary); None when
+    some query holds two equal keys: a document listed twice (:func:`read_trec_run` names the lines)
+    or, all but never, two ids sharing a key."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such run file")
+    capacity = path.stat().st_size // 12 + 1
+    qids = _Vocabulary()
+    d, scores = _Growing(np.int64, capacity), _Growing(np.float64, capacity)
+    runs: list[tuple[np.ndarray, np.ndarray]] = []
+    long_rows: list[np.ndarray] = []
+    long_docs: list[pa.Array] = []
+    lines = _LineCounter(path)
+
+    def add(offset: int, block: memoryview, parsed: Future) -> None:
+        columns = parsed.result() or _python_block(path, block, lines.line_at(offset))
+        runs.append(qids.runs(columns.qid))
+        doc = columns.doc.combine_chunks() if isinstance(columns.doc, pa.ChunkedArray) else columns.doc
+        first = d.size
+        keys = d.reserve(len(columns))
+        keys[:] = id_keys(doc)
+        long = np.flatnonzero(keys >> 59)  # ids of more than 7 bytes: hashed, so kept as strings
+        if len(long):
+            long_rows.append(long + first)
+            long_docs.append(doc.take(_arrow_int64(long)))
+        for piece in columns.score:
+            scores.append(piece)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        delimiter, pending = None, None
+        for offset, block in _blocks(path):
+            delimiter = delimiter or _delimiter(block)
+            parsed = pool.submit(_arrow_block, block, delimiter)
+            if pending is not None:
+                add(*pending)
+            pending = (offset, block, parsed)
+        if pending is not None:
+            add(*pending)
+    query_ids = tuple(qids.values.to_pylist())
+    heads = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
+    lengths = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
+    run, order = _ranked(query_ids, (), heads, lengths, d.view(), scores.view())
+    if _has_repeat(run.doc_index):
+        return None
+    position = None
+    if run.doc_index.base is None or order is not None:  # padded or regrouped: where each slot comes from
+        rows = np.arange(len(d.view()), dtype=np.int64)
+        position = _ranked(query_ids, (), heads, lengths, rows, scores.view())[0].doc_index
+    rows = np.concatenate(long_rows) if long_rows else np.zeros(0, dtype=np.int64)
+    names = pa.concat_arrays(long_docs) if long_docs else pa.array([], pa.string())
+    return KeyedRun(query_ids, run.doc_index, run.scores, rows, names, position)
+
+
+def _has_repeat(index: np.ndarray, chunk: int = 1024) -> bool:
+    """Whether any row holds a value >= 0 twice."""
+    for start in range(0, len(index), chunk):
+        block = np.sort(index[start : start + chunk], axis=1)
+        if ((block[:, 1:] == block[:, :-1]) & (block[:, 1:] >= 0)).any():
+            return True
+    return False
 
 
 def _ranked(query_ids: tuple[str, ...], doc_ids: tuple[str, ...], heads: np.ndarray, lengths: np.ndarray,

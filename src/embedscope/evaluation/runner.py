@@ -336,13 +336,28 @@ def rank_run(
 
     A run file is read into arrays (:func:`~embedscope.data.runs.read_ranked_run`), never into dicts.
     """
-    from embedscope.data.runs import read_qrels, read_ranked_run
+    from embedscope.data.runs import _json_run_or_none, read_keyed_run, read_qrels, read_trec_run
     from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
+    from embedscope.metrics.ranking import KeyClash
+    from embedscope.types import RankedRun
 
+    ks = tuple(k_values or DEFAULT_K_VALUES)
     qrels_dict = read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
-    ranked = read_ranked_run(run) if isinstance(run, (str, Path)) else run
-    return evaluate_ranking(qrels_dict, ranked, tuple(k_values or DEFAULT_K_VALUES),
-                            ignore_identical_ids=ignore_identical_ids)
+    if not isinstance(run, (str, Path)):
+        return evaluate_ranking(qrels_dict, run, ks, ignore_identical_ids=ignore_identical_ids)
+    data = _json_run_or_none(Path(run))
+    if data is not None:
+        return evaluate_ranking(qrels_dict, RankedRun.from_dict(data), ks, ignore_identical_ids=ignore_identical_ids)
+    if not ignore_identical_ids:
+        # doc ids as strings and 63-bit keys, no vocabulary; a document listed twice (or, all but never,
+        # two ids sharing a key) leaves the file to read_trec_run, which names the lines
+        keyed = read_keyed_run(run)
+        if keyed is not None:
+            try:
+                return evaluate_ranking(qrels_dict, keyed, ks)
+            except KeyClash:
+                pass
+    return evaluate_ranking(qrels_dict, read_trec_run(run), ks, ignore_identical_ids=ignore_identical_ids)
 
 
 def score_run(
