@@ -70,7 +70,13 @@ def test_shared_keys_fall_back_to_the_vocabulary(tmp_path, monkeypatch):
     qrels_path, run_path = _files(tmp_path, NAMES["long"], "plain")
     want = evaluate_ranking(runs.read_qrels(qrels_path), read_trec_run(run_path)).to_mteb()
     real = runs.id_keys
-    monkeypatch.setattr(runs, "id_keys", lambda column: (real(column) | np.int64(1 << 59)) & ~np.int64((1 << 59) - 1))
+
+    def shared(column, out=None):
+        keys = real(column, out=out)
+        keys[:] = (keys | np.int64(1 << 59)) & ~np.int64((1 << 59) - 1)
+        return keys
+
+    monkeypatch.setattr(runs, "id_keys", shared)
     assert read_keyed_run(run_path) is None  # every key shared
     assert rank_run(qrels_path, run_path).to_mteb() == want
 
@@ -102,3 +108,14 @@ def test_short_keys_are_the_ids_in_string_order():
     assert [ids[i] for i in order] == sorted(ids)
     long = id_keys(pa.array(["abcdefgh", "abcdefgh", "abcdefgi", "0000000"]))
     assert long[0] == long[1] != long[2] and long[:3].min() >= 1 << 59 and long[3] < 1 << 59
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 70_000])
+def test_keys_at_the_end_of_the_data_and_of_slices(n):
+    rng = np.random.default_rng(n)
+    ids = [("x" * int(rng.integers(1, 20)))[:-1] + str(i % 10) for i in range(n)]
+    column = pa.array(["pad", *ids])[1:]  # an offset into the buffers
+    keys = id_keys(column).tolist()
+    one_by_one = [id_keys(pa.array([i]))[0] for i in ids[:50] + ids[-50:]]
+    assert keys[:50] + keys[-50:] == one_by_one
+    assert (len(set(keys)) == len(set(ids)))

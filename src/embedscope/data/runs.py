@@ -205,7 +205,7 @@ def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
             convert_options=pacsv.ConvertOptions(
                 column_types={"qid": pa.string(), "doc": pa.string(), "score": pa.float64()},
                 include_columns=["qid", "doc", "score"], null_values=[], strings_can_be_null=False),
-            memory_pool=pa.system_memory_pool(),  # gives memory back to the system between blocks
+            memory_pool=pa.default_memory_pool(),
         )
     except pa.ArrowInvalid:
         return None
@@ -372,10 +372,13 @@ _LONG_BIT = np.uint64(1 << 59)
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(29))
 
 
-def id_keys(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+_KEY_SLICE = 1 << 16  # rows per step: each temporary stays in the cache
+
+
+def id_keys(column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -> np.ndarray:
     """A 63-bit int64 key of each string of ``column``, in numpy (no hash table): an id of up to 7 bytes
     is its bytes and length (exact); a longer one a hash of all its bytes (bit 59 set, so never equal
-    to a short id's key). Equal ids have equal keys.
+    to a short id's key). Equal ids have equal keys. Written to ``out`` if given.
 
     >>> id_keys(pa.array(["d1", "d1", "doc-0000001", "d2"])).tolist()[:2] == [id_keys(pa.array(["d1"]))[0]] * 2
     True
@@ -383,36 +386,54 @@ def id_keys(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     n = len(column)
+    keys = np.empty(n, dtype=np.uint64) if out is None else out.view(np.uint64)
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        return keys.view(np.int64)
     wide = pa.types.is_large_string(column.type)
     _, offsets_buffer, data_buffer = column.buffers()
     offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1,
-                            offset=column.offset * (8 if wide else 4)).astype(np.int64)
-    base, end = int(offsets[0]), int(offsets[-1])
-    padded = np.zeros(end - base + 16, dtype=np.uint8)
-    if end > base:
-        padded[: end - base] = np.frombuffer(data_buffer, dtype=np.uint8, count=end - base, offset=base)
-    words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))  # 8 bytes at every offset
-    starts = offsets[:-1] - base
-    lengths = np.diff(offsets)
-    keys = words[starts] & _KEY_MASKS[np.minimum(lengths, 8)]
-    keys |= lengths.astype(np.uint64) << np.uint64(56)
-    long = np.flatnonzero(lengths > 7)
-    if len(long):
-        k0, k1, shift = _MIX
-        h = lengths[long].astype(np.uint64) * k0
-        at, left = starts[long], lengths[long]
-        while len(at):
-            h ^= words[at] & _KEY_MASKS[np.minimum(left, 8)]
-            h *= k1
-            h ^= h >> shift
-            more = left > 8
-            if not more.all():
-                done = ~more
-                keys[long[done]] = (h[done] & np.uint64((1 << 59) - 1)) | _LONG_BIT
-                long, h, at, left = long[more], h[more], at[more], left[more]
-            at, left = at + 8, left - 8
+                            offset=column.offset * (8 if wide else 4))
+    end = int(offsets[-1])
+    data = np.frombuffer(data_buffer, dtype=np.uint8, count=end) if end else np.zeros(0, dtype=np.uint8)
+    # 8 bytes at every offset; the last few ids, whose 8 bytes would run past the data, read a padded copy
+    words = np.ndarray((max(end - 7, 0),), dtype="<u8", buffer=data, strides=(1,))
+    tail_from = max(end - 16, 0)
+    tail = np.zeros(end - tail_from + 16, dtype=np.uint8)
+    tail[: end - tail_from] = data[tail_from:]
+    tail_words = np.ndarray((len(tail) - 7,), dtype="<u8", buffer=tail, strides=(1,))
+    k0, k1, shift = _MIX
+    for lo in range(0, n, _KEY_SLICE):
+        hi = min(lo + _KEY_SLICE, n)
+        starts = offsets[lo:hi]
+        lengths = offsets[lo + 1 : hi + 1] - starts
+        size = np.minimum(lengths, 8)
+        near_end = starts > end - 8
+        if near_end.any():
+            safe = np.where(near_end, 0, starts)
+            got = words[safe] if len(words) else np.zeros(len(safe), dtype=np.uint64)
+            got[near_end] = tail_words[starts[near_end] - tail_from]
+        else:
+            got = words[starts]
+        got &= _KEY_MASKS[size]
+        got |= lengths.astype(np.uint64) << np.uint64(56)
+        keys[lo:hi] = got
+        long = np.flatnonzero(lengths > 7)
+        if len(long):  # hashed 8 bytes at a time
+            at, left = starts[long].astype(np.int64), lengths[long].astype(np.int64)
+            h = left.astype(np.uint64) * k0
+            long = long + lo
+            while len(at):
+                step = np.where(at > end - 8, tail_words[np.clip(at - tail_from, 0, len(tail_words) - 1)],
+                                words[np.minimum(at, len(words) - 1)] if len(words) else np.uint64(0))
+                h ^= step & _KEY_MASKS[np.minimum(left, 8)]
+                h *= k1
+                h ^= h >> shift
+                more = left > 8
+                if not more.all():
+                    done = ~more
+                    keys[long[done]] = (h[done] & np.uint64((1 << 59) - 1)) | _LONG_BIT
+                    long, h, at, left = long[more], h[more], at[more], left[more]
+                at, left = at + 8, left - 8
     return keys.view(np.int64)
 
 
@@ -436,8 +457,7 @@ def read_keyed_run(path: str | Path) -> KeyedRun | None:
         runs.append(qids.runs(columns.qid))
         doc = columns.doc.combine_chunks() if isinstance(columns.doc, pa.ChunkedArray) else columns.doc
         first = d.size
-        keys = d.reserve(len(columns))
-        keys[:] = id_keys(doc)
+        keys = id_keys(doc, out=d.reserve(len(columns)))
         long = np.flatnonzero(keys >> 59)  # ids of more than 7 bytes: hashed, so kept as strings
         if len(long):
             long_rows.append(long + first)
@@ -445,7 +465,7 @@ def read_keyed_run(path: str | Path) -> KeyedRun | None:
         for piece in columns.score:
             scores.append(piece)
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with (ThreadPoolExecutor(max_workers=1) if _parse_ahead() else _Inline()) as pool:
         delimiter, pending = None, None
         for offset, block in _blocks(path):
             delimiter = delimiter or _delimiter(block)
@@ -470,12 +490,46 @@ def read_keyed_run(path: str | Path) -> KeyedRun | None:
     return KeyedRun(query_ids, run.doc_index, run.scores, rows, names, position)
 
 
+class _Inline:
+    """An executor that runs each task when it is submitted."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn: Any, *args: Any) -> Future:
+        future: Future = Future()
+        future.set_result(fn(*args))
+        return future
+
+
+def _parse_ahead() -> bool:
+    """Whether pyarrow should parse the next block in a thread while this one is keyed: only when a core
+    is idle (on a busy machine the two threads take turns on one core, and the handovers cost more
+    than they save). ``EMBEDSCOPE_PARSE_AHEAD=0/1`` decides instead."""
+    forced = os.environ.get("EMBEDSCOPE_PARSE_AHEAD")
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        cores = len(os.sched_getaffinity(0))
+        return os.getloadavg()[0] + 1 <= cores
+    except (AttributeError, OSError):
+        return True
+
+
 def _has_repeat(index: np.ndarray, chunk: int = 1024) -> bool:
-    """Whether any row holds a value >= 0 twice."""
+    """Whether any row holds a value >= 0 twice. Rows are sorted as 32-bit folds of the values (twice
+    as fast as 64-bit); only rows where two folds are equal are checked again in full."""
     for start in range(0, len(index), chunk):
-        block = np.sort(index[start : start + chunk], axis=1)
-        if ((block[:, 1:] == block[:, :-1]) & (block[:, 1:] >= 0)).any():
-            return True
+        part = index[start : start + chunk]
+        folded = np.sort((part ^ (part >> 32)).astype(np.int32), axis=1)
+        suspects = np.flatnonzero((folded[:, 1:] == folded[:, :-1]).any(axis=1))
+        if len(suspects):
+            block = np.sort(part[suspects], axis=1)
+            if ((block[:, 1:] == block[:, :-1]) & (block[:, 1:] >= 0)).any():
+                return True
     return False
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.engines import EngineOptions, build_encoder
+from embedscope.evaluation.scoring import rank_run
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
@@ -326,38 +327,6 @@ def evaluate_config(config: str | Path | dict[str, Any]) -> list[EvaluationRepor
 
     plan = load_config(config)
     return [evaluate(**run) for run in plan.runs()]
-
-
-def rank_run(
-    qrels: str | Path | Mapping[str, Mapping[str, int]], run: str | Path | Mapping[str, Mapping[str, float]], *,
-    k_values: Sequence[int] | None = None, ignore_identical_ids: bool = False,
-) -> Any:
-    """Per-query ranking metrics (:class:`~embedscope.metrics.RankingScores`) of a precomputed run.
-
-    A run file is read into arrays (:func:`~embedscope.data.runs.read_ranked_run`), never into dicts.
-    """
-    from embedscope.data.runs import _json_run_or_none, read_keyed_run, read_qrels, read_trec_run
-    from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
-    from embedscope.metrics.ranking import KeyClash
-    from embedscope.types import RankedRun
-
-    ks = tuple(k_values or DEFAULT_K_VALUES)
-    qrels_dict = read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
-    if not isinstance(run, (str, Path)):
-        return evaluate_ranking(qrels_dict, run, ks, ignore_identical_ids=ignore_identical_ids)
-    data = _json_run_or_none(Path(run))
-    if data is not None:
-        return evaluate_ranking(qrels_dict, RankedRun.from_dict(data), ks, ignore_identical_ids=ignore_identical_ids)
-    if not ignore_identical_ids:
-        # doc ids as strings and 63-bit keys, no vocabulary; a document listed twice (or, all but never,
-        # two ids sharing a key) leaves the file to read_trec_run, which names the lines
-        keyed = read_keyed_run(run)
-        if keyed is not None:
-            try:
-                return evaluate_ranking(qrels_dict, keyed, ks)
-            except KeyClash:
-                pass
-    return evaluate_ranking(qrels_dict, read_trec_run(run), ks, ignore_identical_ids=ignore_identical_ids)
 
 
 def score_run(
