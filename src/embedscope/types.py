@@ -175,9 +175,7 @@ class KeyedRun:
         long = np.flatnonzero(keys >> 59)
         if len(long):
             flat = self.position[rows[long], cols[long]] if self.position is not None else rows[long] * self.depth + cols[long]
-            import pyarrow as pa
-
-            found = self.long_docs.take(pa.array(np.searchsorted(self.long_rows, flat), pa.int64())).to_pylist()
+            found = [self.long_docs[int(i)].as_py() for i in np.searchsorted(self.long_rows, flat)]
             for i, name in zip(long.tolist(), found):
                 out[i] = name
         return out

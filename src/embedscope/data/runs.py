@@ -237,7 +237,7 @@ def _python_block(path: Path, block: memoryview, first_line: int) -> _Columns:
         qids.append(parts[0])
         docs.append(parts[2])
         scores.append(_score(parts[4], where))
-    return _Columns(pa.array(qids, pa.string()), pa.array(docs, pa.string()), [np.array(scores, dtype=np.float64)])
+    return _Columns(string_array(qids), string_array(docs), [np.array(scores, dtype=np.float64)])
 
 
 def _delimiter(block: memoryview) -> str:
@@ -251,6 +251,22 @@ def _values(array: pa.Array, dtype: type) -> np.ndarray:
     ``to_numpy`` would import pandas (a quarter of a second) through pyarrow's compatibility layer.
     """
     return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * np.dtype(dtype).itemsize)
+
+
+def string_array(values: list[str]) -> pa.Array:
+    """A pyarrow string array of ``values``, built from buffers: ``pa.array`` would import pandas (a
+    sixth of a second) to check whether ``values`` is a pandas object.
+
+    >>> string_array(["a", "", "é"]).to_pylist()
+    ['a', '', 'é']
+    """
+    encoded = [v.encode("utf-8", errors="surrogateescape") for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    kind = pa.string() if offsets[-1] < 2**31 else pa.large_string()
+    if kind == pa.string():
+        offsets = offsets.astype(np.int32)
+    return pa.Array.from_buffers(kind, len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
 
 
 def _arrow_int64(values: np.ndarray) -> pa.Array:
@@ -486,7 +502,7 @@ def read_keyed_run(path: str | Path) -> KeyedRun | None:
         rows = np.arange(len(d.view()), dtype=np.int64)
         position = _ranked(query_ids, (), heads, lengths, rows, scores.view())[0].doc_index
     rows = np.concatenate(long_rows) if long_rows else np.zeros(0, dtype=np.int64)
-    names = pa.concat_arrays(long_docs) if long_docs else pa.array([], pa.string())
+    names = pa.concat_arrays(long_docs) if long_docs else pa.nulls(0, pa.string())
     return KeyedRun(query_ids, run.doc_index, run.scores, rows, names, position)
 
 

@@ -197,12 +197,10 @@ def _doc_lookup(run: RankedRun) -> dict[str, int]:
 
 def _key_lookup(qrels: Qrels, query_ids: Sequence[str]) -> dict[str, int]:
     """``doc_id -> key`` (:func:`embedscope.data.runs.id_keys`) for the relevant docs of the queries."""
-    import pyarrow as pa
-
-    from embedscope.data.runs import id_keys
+    from embedscope.data.runs import id_keys, string_array
 
     names = list(dict.fromkeys(d for q in query_ids for d, r in qrels[q].items() if r >= 1))
-    keys = id_keys(pa.array(names, pa.string())).tolist()
+    keys = id_keys(string_array(names)).tolist()
     if len(set(keys)) != len(keys):
         raise KeyClash("two relevant doc ids share a key")
     return dict(zip(names, keys))
