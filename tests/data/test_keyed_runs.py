@@ -119,3 +119,30 @@ def test_keys_at_the_end_of_the_data_and_of_slices(n):
     one_by_one = [id_keys(pa.array([i]))[0] for i in ids[:50] + ids[-50:]]
     assert keys[:50] + keys[-50:] == one_by_one
     assert (len(set(keys)) == len(set(ids)))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_query_runs_compare_ids_exactly(monkeypatch, shared):
+    rng = np.random.default_rng(3)
+    pool = ["q1", "q2", "query-long-0001", "query-long-0002", "query-long-00010", "é-long-query-id", "x" * 30, "x" * 31]
+    ids = [pool[i] for i in np.repeat(rng.integers(0, len(pool), 300), rng.integers(1, 4, 300))]
+    if shared:  # every long id hashed alike: the bytes decide
+        real = runs.id_keys
+
+        def same_hash(column, out=None):
+            keys = real(column, out=out)
+            keys[keys >> 59 > 0] = 1 << 59
+            return keys
+
+        monkeypatch.setattr(runs, "id_keys", same_hash)
+    starts = runs._run_starts(pa.array(["pad", *ids])[1:]).tolist()
+    assert starts == [0] + [i for i in range(1, len(ids)) if ids[i] != ids[i - 1]]
+    codes, lengths = runs._QueryCodes().runs(pa.array(ids))
+    assert np.repeat(codes, lengths).tolist() == [list(dict.fromkeys(ids)).index(q) for q in ids]
+
+
+def test_interleaved_query_ids_are_coded_in_order_of_appearance():
+    ids = [f"q{i}" for i in np.random.default_rng(4).integers(0, 300, 20_000)]
+    codes, lengths = runs._QueryCodes().runs(pa.array(ids))
+    assert len(codes) > 4096
+    assert np.repeat(codes, lengths).tolist() == [list(dict.fromkeys(ids)).index(q) for q in ids]

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from embedscope.data.validate import add_judgment, as_id, as_relevance, pick
@@ -274,6 +273,95 @@ def _arrow_int64(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
+class _LazyCompute:
+    """``pyarrow.compute``, imported on first use (a twentieth of a second; ``score`` needs it only for
+    odd files)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import pyarrow.compute
+
+        return getattr(pyarrow.compute, name)
+
+
+pc = _LazyCompute()
+
+
+class _Bytes:
+    """The offsets of a string array and its bytes, read 8 at a time from any offset (zeros past the end)."""
+
+    def __init__(self, column: pa.Array) -> None:
+        n = len(column)
+        wide = pa.types.is_large_string(column.type)
+        _, offsets_buffer, data_buffer = column.buffers()
+        self.offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1,
+                                     offset=column.offset * (8 if wide else 4)).astype(np.int64)
+        self.end = end = int(self.offsets[-1])
+        padded = np.zeros(end + 16, dtype=np.uint8)  # small arrays only (query ids): a copy is cheap
+        if end:
+            padded[:end] = np.frombuffer(data_buffer, dtype=np.uint8, count=end)
+        self.padded = padded
+        self.words = np.ndarray((end + 9,), dtype="<u8", buffer=padded, strides=(1,))
+
+    def word(self, at: np.ndarray, left: np.ndarray) -> np.ndarray:
+        """The ``min(left, 8)`` bytes from each offset ``at``, little-endian."""
+        return self.words[at] & _KEY_MASKS[np.clip(left, 0, 8)]
+
+
+def _run_starts(column: pa.Array) -> np.ndarray:
+    """Rows where ``column`` differs from the row before (always row 0), exactly: by :func:`id_keys`, and
+    byte by byte where two neighbouring ids longer than 7 bytes have equal keys."""
+    n = len(column)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    keys = id_keys(column)
+    same = keys[1:] == keys[:-1]
+    rows = np.flatnonzero(same & (keys[1:] >> 59 > 0))  # row r + 1 hashed like row r: compare the bytes
+    if len(rows):
+        b = _Bytes(column)
+        starts, lengths = b.offsets[:-1], np.diff(b.offsets)
+        rows = rows[lengths[rows + 1] == lengths[rows]]
+        same[np.flatnonzero(same & (keys[1:] >> 59 > 0))] = False
+        same[rows] = True
+        at = 0
+        while len(rows):
+            left = lengths[rows] - at
+            equal = b.word(starts[rows + 1] + at, left) == b.word(starts[rows] + at, left)
+            same[rows[~equal]] = False
+            rows = rows[equal & (left > 8)]
+            at += 8
+    return np.concatenate([[0], np.flatnonzero(~same) + 1])
+
+
+class _QueryCodes:
+    """Query ids in order of first appearance (a dict); a block's query column as runs of equal ids."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def runs(self, column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+        """Each run's code and length."""
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        n = len(column)
+        starts = _run_starts(column)
+        if len(starts) > 4096:  # an interleaved file: each distinct id of the block looked up once (C++)
+            encoded = pc.dictionary_encode(column.take(_arrow_int64(starts)))
+            local = np.array([self.index.setdefault(q, len(self.index)) for q in encoded.dictionary.to_pylist()],
+                             dtype=np.int64)
+            codes = local[_values(encoded.indices, np.int32)]
+        else:
+            offsets = np.frombuffer(column.buffers()[1], dtype=np.int64 if pa.types.is_large_string(column.type)
+                                    else np.int32, count=n + 1, offset=column.offset * (
+                                        8 if pa.types.is_large_string(column.type) else 4))
+            raw = memoryview(column.buffers()[2])
+            codes = np.array([self.index.setdefault(str(raw[a:b], "utf-8"), len(self.index))
+                              for a, b in zip(offsets[starts].tolist(), offsets[starts + 1].tolist())], dtype=np.int64)
+        return codes, np.diff(np.append(starts, n))
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self.index)
+
+
 class _Vocabulary:
     """Ids in order of first appearance; turns a block's id column into codes (hash tables in pyarrow)."""
 
@@ -461,7 +549,7 @@ def read_keyed_run(path: str | Path) -> KeyedRun | None:
     if not path.is_file():
         raise DataFormatError(f"{path}: no such run file")
     capacity = path.stat().st_size // 12 + 1
-    qids = _Vocabulary()
+    qids = _QueryCodes()
     d, scores = _Growing(np.int64, capacity), _Growing(np.float64, capacity)
     runs: list[tuple[np.ndarray, np.ndarray]] = []
     long_rows: list[np.ndarray] = []
@@ -491,7 +579,7 @@ def read_keyed_run(path: str | Path) -> KeyedRun | None:
             pending = (offset, block, parsed)
         if pending is not None:
             add(*pending)
-    query_ids = tuple(qids.values.to_pylist())
+    query_ids = qids.ids()
     heads = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
     lengths = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
     run, order = _ranked(query_ids, (), heads, lengths, d.view(), scores.view())
