@@ -138,11 +138,13 @@ def test_query_runs_compare_ids_exactly(monkeypatch, shared):
     starts = runs._run_starts(pa.array(["pad", *ids])[1:]).tolist()
     assert starts == [0] + [i for i in range(1, len(ids)) if ids[i] != ids[i - 1]]
     codes, lengths = runs._QueryCodes().runs(pa.array(ids))
-    assert np.repeat(codes, lengths).tolist() == [list(dict.fromkeys(ids)).index(q) for q in ids]
+    first = {q: i for i, q in enumerate(dict.fromkeys(ids))}
+    assert np.repeat(codes, lengths).tolist() == [first[q] for q in ids]
 
 
 def test_interleaved_query_ids_are_coded_in_order_of_appearance():
     ids = [f"q{i}" for i in np.random.default_rng(4).integers(0, 300, 20_000)]
     codes, lengths = runs._QueryCodes().runs(pa.array(ids))
     assert len(codes) > 4096
-    assert np.repeat(codes, lengths).tolist() == [list(dict.fromkeys(ids)).index(q) for q in ids]
+    first = {q: i for i, q in enumerate(dict.fromkeys(ids))}
+    assert np.repeat(codes, lengths).tolist() == [first[q] for q in ids]
