@@ -121,6 +121,7 @@ def read_ranked_run(path: str | Path) -> RankedRun:
 # line by line in Python, which either reads it (e.g. several spaces between fields) or names the line.
 
 _BLOCK_BYTES = 16 << 20
+_ARROW_THREADS = False  # a block is parsed on one thread: blocks are the unit of parallelism (parse ahead)
 _TREC_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
 _BOM = b"\xef\xbb\xbf"
 
@@ -199,7 +200,7 @@ def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(block)),
-            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS)),
+            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS), use_threads=_ARROW_THREADS),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False),
             convert_options=pacsv.ConvertOptions(
                 column_types={"qid": pa.string(), "doc": pa.string(), "score": pa.float64()},
