@@ -132,8 +132,11 @@ def _open(path: Path) -> Any:
 
 def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
     """``(byte offset, block)``: the file in blocks of whole lines (the last may lack its newline).
-    Two buffers take turns: a block stays valid while the next one is read, and is overwritten by
-    the one after."""
+    A block stays valid while the next one is read, not after (two buffers take turns; an
+    uncompressed file is mapped instead of read, and the pages of a block are let go two blocks on)."""
+    if not path.name.endswith(".gz"):
+        yield from _mapped_blocks(path)
+        return
     size = _BLOCK_BYTES
     buffer, spare = bytearray(size), bytearray(size)
     offset, filled = 0, 0
@@ -160,6 +163,40 @@ def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
             spare[: end - cut] = buffer[cut:end]
             buffer, spare = spare, buffer
             filled = end - cut
+
+
+def _mapped_blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
+    """:func:`_blocks` of an uncompressed file, as views of a read-only mapping (no copy): released
+    pages stay in the page cache, so a view read again after its release is still right."""
+    import mmap
+
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    if hasattr(mapped, "madvise"):
+        mapped.madvise(mmap.MADV_SEQUENTIAL)
+    view = memoryview(mapped)
+    offset = len(_BOM) if mapped[: len(_BOM)] == _BOM else 0
+    done: list[tuple[int, int]] = []
+    while offset < size:
+        end = offset + _BLOCK_BYTES
+        if end >= size:
+            cut = size
+        else:
+            cut = mapped.rfind(b"\n", offset, end) + 1
+            if cut <= offset:  # a line longer than a block: up to its end
+                cut = mapped.find(b"\n", end) + 1 or size
+        yield offset, view[offset:cut]
+        done.append((offset, cut))
+        if len(done) > 2 and hasattr(mmap, "MADV_DONTNEED"):  # out of this process's RSS
+            first, last = done.pop(0)
+            page = mmap.PAGESIZE
+            start, stop = -(-first // page) * page, (last // page) * page
+            if stop > start:
+                mapped.madvise(mmap.MADV_DONTNEED, start, stop - start)
+        offset = cut
 
 
 class _LineCounter:
