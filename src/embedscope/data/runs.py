@@ -237,7 +237,8 @@ def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(block)),
-            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS), use_threads=_ARROW_THREADS),
+            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS), use_threads=_ARROW_THREADS,
+                                           block_size=max(len(block), 1) + 1),  # one chunk: nothing to combine
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False),
             convert_options=pacsv.ConvertOptions(
                 column_types={"qid": pa.string(), "doc": pa.string(), "score": pa.float64()},
