@@ -9,8 +9,9 @@ folder. Timed, each as its own process (median of 3 after one warm-up that also 
 - pytrec_eval: ``pytrec_eval.parse_qrel`` / ``parse_run`` (its own file readers), then
   ``RelevanceEvaluator.evaluate`` for ndcg_cut, map_cut, recall, P at the same k, and the means.
 
-Prints wall times, the ratio (pytrec_eval / embedscope), each process's peak RSS (from ``wait4``)
-against the run file's size, and the largest difference between the two processes' means.
+Prints wall times, the ratio (pytrec_eval / embedscope), each process's CPU time (user + system, from
+``wait4``: steadier than wall time on a loaded machine) and peak RSS against the run file's size, and
+the largest difference between the two processes' means.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def write_data(folder: Path, n_queries: int = 10_000, depth: int = 1_000, n_docs
     return run_path, qrels_path
 
 
-def timed_process(args: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MB) and stdout of one child process."""
+def timed_process(args: list[str]) -> tuple[float, float, str, float]:
+    """Wall seconds, peak RSS (MB), stdout and CPU seconds (user + system) of one child process."""
     with tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.PIPE)
@@ -77,12 +78,13 @@ def timed_process(args: list[str]) -> tuple[float, float, str]:
         if proc.returncode:
             raise RuntimeError(f"{args[:4]} failed: {proc.stderr.read().decode()[-2000:]}")
         out.seek(0)
-        return seconds, usage.ru_maxrss / 1024, out.read().decode()
+        return seconds, usage.ru_maxrss / 1024, out.read().decode(), usage.ru_utime + usage.ru_stime
 
 
-def median_process(args: list[str], repeats: int) -> tuple[float, float, str]:
+def median_process(args: list[str], repeats: int) -> tuple[float, float, str, float]:
     runs = [timed_process(args) for _ in range(repeats + 1)][1:]  # the first one warms the page cache
-    return statistics.median(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2]
+    return (statistics.median(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2],
+            statistics.median(r[3] for r in runs))
 
 
 def main() -> None:
@@ -95,20 +97,22 @@ def main() -> None:
         run_path, qrels_path = Path(tmp) / "run.trec", Path(tmp) / "qrels.trec"
         size_mb = run_path.stat().st_size / 1e6
         print(f"data: 10,000 queries x 1,000 docs, run {size_mb:.0f} MB, written in {time.perf_counter() - t0:.1f} s")
-        ours_t, ours_rss, ours_out = median_process(
+        ours_t, ours_rss, ours_out, ours_cpu = median_process(
             [sys.executable, "-m", "embedscope", "score", "--qrels", str(qrels_path), "--run", str(run_path), "--json"],
             repeats)
-        theirs_t, theirs_rss, theirs_out = median_process(
+        theirs_t, theirs_rss, theirs_out, theirs_cpu = median_process(
             [sys.executable, "-c", PYTREC_SCRIPT, str(qrels_path), str(run_path)], max(1, repeats - 2))
     import resource
 
     parent_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ours, theirs = json.loads(ours_out), json.loads(theirs_out)
     worst = max(abs(ours[f"{m}_at_{k}"] - round(theirs[f"{t}_{k}"], 5)) for m, t in TREC_NAMES.items() for k in K_VALUES)
-    print(f"embedscope score --json: {ours_t:.2f} s, peak RSS {ours_rss:.0f} MB ({ours_rss / size_mb:.2f}x the run file)")
+    print(f"embedscope score --json: {ours_t:.2f} s (CPU {ours_cpu:.2f} s), peak RSS {ours_rss:.0f} MB "
+          f"({ours_rss / size_mb:.2f}x the run file)")
     print(f"bench process RSS when forking: {parent_rss:.0f} MB (included in both peaks)")
-    print(f"pytrec_eval (parse_qrel/parse_run + evaluate): {theirs_t:.2f} s, peak RSS {theirs_rss:.0f} MB")
-    print(f"ratio (pytrec_eval / embedscope): {theirs_t / ours_t:.1f}x")
+    print(f"pytrec_eval (parse_qrel/parse_run + evaluate): {theirs_t:.2f} s (CPU {theirs_cpu:.2f} s), "
+          f"peak RSS {theirs_rss:.0f} MB")
+    print(f"ratio (pytrec_eval / embedscope): {theirs_t / ours_t:.1f}x wall, {theirs_cpu / ours_cpu:.1f}x CPU")
     print(f"max |mean difference| vs pytrec_eval (ndcg/map/recall/P at every k, rounded to 5): {worst:.3g}")
 
 

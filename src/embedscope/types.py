@@ -140,3 +140,53 @@ class RankedRun:
     @property
     def depth(self) -> int:
         return int(self.doc_index.shape[1])
+
+
+_SHORT_MASK = np.uint64((1 << 56) - 1)
+
+
+@dataclass(frozen=True)
+class KeyedRun:
+    """A TREC run for scoring without a doc-id vocabulary: ``doc_index[i, j]`` is the 63-bit key of the
+    doc at slot ``j`` of query ``i`` (−1 = empty slot; ``embedscope.data.runs.id_keys``). Equal ids have
+    equal keys; an id of up to 7 bytes *is* its key (bytes and length), a longer one is hashed and
+    kept as a string: ``long_docs[k]`` is the id at file row ``long_rows[k]`` (sorted rows). Two ids
+    sharing a key are caught by comparing the strings (callers then fall back to a :class:`RankedRun`).
+
+    ``position[i, j]`` is the file row of slot ``(i, j)`` (None: row ``i * depth + j``).
+    """
+
+    query_ids: tuple[str, ...]
+    doc_index: np.ndarray  # int64 [n_queries, depth]
+    scores: np.ndarray  # float64 [n_queries, depth]
+    long_rows: np.ndarray  # int64, sorted
+    long_docs: object  # pyarrow string array
+    position: np.ndarray | None = None
+
+    @property
+    def depth(self) -> int:
+        return int(self.doc_index.shape[1])
+
+    def docs_at(self, rows: np.ndarray, cols: np.ndarray) -> list[str]:
+        """The doc ids at slots ``(rows[i], cols[i])``."""
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        keys = self.doc_index[rows, cols]
+        out = [short_id(k) for k in keys.tolist()]
+        long = np.flatnonzero(keys >> 59)
+        if len(long):
+            flat = self.position[rows[long], cols[long]] if self.position is not None else rows[long] * self.depth + cols[long]
+            found = [self.long_docs[int(i)].as_py() for i in np.searchsorted(self.long_rows, flat)]
+            for i, name in zip(long.tolist(), found):
+                out[i] = name
+        return out
+
+
+def short_id(key: int) -> str:
+    """The id of up to 7 bytes whose key is ``key`` (bytes little-endian, length in the top byte)."""
+    return (key & ((1 << 56) - 1)).to_bytes(8, "little")[: key >> 56].decode("utf-8", errors="surrogateescape")
+
+
+def short_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(bytes, length)`` of short-id keys: comparing them as tuples is comparing the ids as strings."""
+    k = keys.view(np.uint64)
+    return (k & _SHORT_MASK).byteswap(), k >> np.uint64(56)

@@ -148,3 +148,15 @@ def test_qrels_fast_path_leaves_odd_lines_to_the_line_reading(tmp_path):
     (tmp_path / "qrels").write_text("q1 0 d1 1\nq2 0 d1 0\nq1 0 d1 2\n")
     with pytest.raises(DataFormatError, match=r"line 3: query 'q1' / document 'd1' is judged 2, but .*line 1"):
         runs.read_qrels(tmp_path / "qrels")
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("text", [b"", b"\xef\xbb\xbf", b"a\nbb\n", b"\xef\xbb\xbfa b\nc", b"x" * 1000 + b"\ny\n" * 300])
+def test_blocks_are_whole_lines_at_their_offsets(tmp_path, small_blocks, text, gz):
+    path = tmp_path / ("run.trec.gz" if gz else "run.trec")  # mapped, or read through two buffers
+    path.write_bytes(gzip.compress(text) if gz else text)
+    blocks = [(offset, bytes(block)) for offset, block in runs._blocks(path)]
+    assert b"".join(block for _, block in blocks) == text.removeprefix(b"\xef\xbb\xbf")
+    ends = [offset + len(block) for offset, block in blocks]
+    assert [offset for offset, _ in blocks] == ([3] if text.startswith(b"\xef") else [0])[: len(blocks)] + ends[:-1]
+    assert all(block.endswith(b"\n") for _, block in blocks[:-1])

@@ -151,7 +151,7 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from embedscope.evaluation.runner import rank_run
+    from embedscope.evaluation.scoring import rank_run
 
     ranking = rank_run(args.qrels, args.run, k_values=args.k, ignore_identical_ids=args.ignore_identical_ids)
     if args.per_query:

@@ -28,12 +28,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from embedscope.data.validate import add_judgment, as_id, as_relevance, pick
 from embedscope.errors import DataFormatError
-from embedscope.types import RankedRun
+from embedscope.types import KeyedRun, RankedRun
 
 _QID_HEADERS = ("query-id", "query_id", "qid", "queryid")
 
@@ -122,6 +121,7 @@ def read_ranked_run(path: str | Path) -> RankedRun:
 # line by line in Python, which either reads it (e.g. several spaces between fields) or names the line.
 
 _BLOCK_BYTES = 16 << 20
+_ARROW_THREADS = False  # a block is parsed on one thread: blocks are the unit of parallelism (parse ahead)
 _TREC_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
 _BOM = b"\xef\xbb\xbf"
 
@@ -132,8 +132,11 @@ def _open(path: Path) -> Any:
 
 def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
     """``(byte offset, block)``: the file in blocks of whole lines (the last may lack its newline).
-    Two buffers take turns: a block stays valid while the next one is read, and is overwritten by
-    the one after."""
+    A block stays valid while the next one is read, not after (two buffers take turns; an
+    uncompressed file is mapped instead of read, and the pages of a block are let go two blocks on)."""
+    if not path.name.endswith(".gz"):
+        yield from _mapped_blocks(path)
+        return
     size = _BLOCK_BYTES
     buffer, spare = bytearray(size), bytearray(size)
     offset, filled = 0, 0
@@ -160,6 +163,40 @@ def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
             spare[: end - cut] = buffer[cut:end]
             buffer, spare = spare, buffer
             filled = end - cut
+
+
+def _mapped_blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
+    """:func:`_blocks` of an uncompressed file, as views of a read-only mapping (no copy): released
+    pages stay in the page cache, so a view read again after its release is still right."""
+    import mmap
+
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    if hasattr(mapped, "madvise"):
+        mapped.madvise(mmap.MADV_SEQUENTIAL)
+    view = memoryview(mapped)
+    offset = len(_BOM) if mapped[: len(_BOM)] == _BOM else 0
+    done: list[tuple[int, int]] = []
+    while offset < size:
+        end = offset + _BLOCK_BYTES
+        if end >= size:
+            cut = size
+        else:
+            cut = mapped.rfind(b"\n", offset, end) + 1
+            if cut <= offset:  # a line longer than a block: up to its end
+                cut = mapped.find(b"\n", end) + 1 or size
+        yield offset, view[offset:cut]
+        done.append((offset, cut))
+        if len(done) > 2 and hasattr(mmap, "MADV_DONTNEED"):  # out of this process's RSS
+            first, last = done.pop(0)
+            page = mmap.PAGESIZE
+            start, stop = -(-first // page) * page, (last // page) * page
+            if stop > start:
+                mapped.madvise(mmap.MADV_DONTNEED, start, stop - start)
+        offset = cut
 
 
 class _LineCounter:
@@ -200,12 +237,13 @@ def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(block)),
-            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS)),
+            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS), use_threads=_ARROW_THREADS,
+                                           block_size=max(len(block), 1) + 1),  # one chunk: nothing to combine
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False),
             convert_options=pacsv.ConvertOptions(
                 column_types={"qid": pa.string(), "doc": pa.string(), "score": pa.float64()},
                 include_columns=["qid", "doc", "score"], null_values=[], strings_can_be_null=False),
-            memory_pool=pa.system_memory_pool(),  # gives memory back to the system between blocks
+            memory_pool=pa.default_memory_pool(),
         )
     except pa.ArrowInvalid:
         return None
@@ -237,7 +275,7 @@ def _python_block(path: Path, block: memoryview, first_line: int) -> _Columns:
         qids.append(parts[0])
         docs.append(parts[2])
         scores.append(_score(parts[4], where))
-    return _Columns(pa.array(qids, pa.string()), pa.array(docs, pa.string()), [np.array(scores, dtype=np.float64)])
+    return _Columns(string_array(qids), string_array(docs), [np.array(scores, dtype=np.float64)])
 
 
 def _delimiter(block: memoryview) -> str:
@@ -253,9 +291,114 @@ def _values(array: pa.Array, dtype: type) -> np.ndarray:
     return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * np.dtype(dtype).itemsize)
 
 
+def string_array(values: list[str]) -> pa.Array:
+    """A pyarrow string array of ``values``, built from buffers: ``pa.array`` would import pandas (a
+    sixth of a second) to check whether ``values`` is a pandas object.
+
+    >>> string_array(["a", "", "é"]).to_pylist()
+    ['a', '', 'é']
+    """
+    encoded = [v.encode("utf-8", errors="surrogateescape") for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    kind = pa.string() if offsets[-1] < 2**31 else pa.large_string()
+    if kind == pa.string():
+        offsets = offsets.astype(np.int32)
+    return pa.Array.from_buffers(kind, len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+
+
 def _arrow_int64(values: np.ndarray) -> pa.Array:
     values = np.ascontiguousarray(values, dtype=np.int64)
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+class _LazyCompute:
+    """``pyarrow.compute``, imported on first use (a twentieth of a second; ``score`` needs it only for
+    odd files)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import pyarrow.compute
+
+        return getattr(pyarrow.compute, name)
+
+
+pc = _LazyCompute()
+
+
+class _Bytes:
+    """The offsets of a string array and its bytes, read 8 at a time from any offset (zeros past the end)."""
+
+    def __init__(self, column: pa.Array) -> None:
+        n = len(column)
+        wide = pa.types.is_large_string(column.type)
+        _, offsets_buffer, data_buffer = column.buffers()
+        self.offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1,
+                                     offset=column.offset * (8 if wide else 4)).astype(np.int64)
+        self.end = end = int(self.offsets[-1])
+        padded = np.zeros(end + 16, dtype=np.uint8)  # small arrays only (query ids): a copy is cheap
+        if end:
+            padded[:end] = np.frombuffer(data_buffer, dtype=np.uint8, count=end)
+        self.padded = padded
+        self.words = np.ndarray((end + 9,), dtype="<u8", buffer=padded, strides=(1,))
+
+    def word(self, at: np.ndarray, left: np.ndarray) -> np.ndarray:
+        """The ``min(left, 8)`` bytes from each offset ``at``, little-endian."""
+        return self.words[at] & _KEY_MASKS[np.clip(left, 0, 8)]
+
+
+def _run_starts(column: pa.Array) -> np.ndarray:
+    """Rows where ``column`` differs from the row before (always row 0), exactly: by :func:`id_keys`, and
+    byte by byte where two neighbouring ids longer than 7 bytes have equal keys."""
+    n = len(column)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    keys = id_keys(column)
+    same = keys[1:] == keys[:-1]
+    rows = np.flatnonzero(same & (keys[1:] >> 59 > 0))  # row r + 1 hashed like row r: compare the bytes
+    if len(rows):
+        b = _Bytes(column)
+        starts, lengths = b.offsets[:-1], np.diff(b.offsets)
+        rows = rows[lengths[rows + 1] == lengths[rows]]
+        same[np.flatnonzero(same & (keys[1:] >> 59 > 0))] = False
+        same[rows] = True
+        at = 0
+        while len(rows):
+            left = lengths[rows] - at
+            equal = b.word(starts[rows + 1] + at, left) == b.word(starts[rows] + at, left)
+            same[rows[~equal]] = False
+            rows = rows[equal & (left > 8)]
+            at += 8
+    return np.concatenate([[0], np.flatnonzero(~same) + 1])
+
+
+class _QueryCodes:
+    """Query ids in order of first appearance (a dict); a block's query column as runs of equal ids."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def runs(self, column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+        """Each run's code and length."""
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        n = len(column)
+        starts = _run_starts(column)
+        if len(starts) > 4096:  # an interleaved file: each distinct id of the block looked up once (C++)
+            encoded = pc.dictionary_encode(column.take(_arrow_int64(starts)))
+            local = np.array([self.index.setdefault(q, len(self.index)) for q in encoded.dictionary.to_pylist()],
+                             dtype=np.int64)
+            codes = local[_values(encoded.indices, np.int32)]
+        else:
+            offsets = np.frombuffer(column.buffers()[1], dtype=np.int64 if pa.types.is_large_string(column.type)
+                                    else np.int32, count=n + 1, offset=column.offset * (
+                                        8 if pa.types.is_large_string(column.type) else 4))
+            raw = memoryview(column.buffers()[2])
+            codes = np.array([self.index.setdefault(str(raw[a:b], "utf-8"), len(self.index))
+                              for a, b in zip(offsets[starts].tolist(), offsets[starts + 1].tolist())], dtype=np.int64)
+        return codes, np.diff(np.append(starts, n))
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self.index)
 
 
 class _Vocabulary:
@@ -365,6 +508,172 @@ def read_trec_run(path: str | Path) -> RankedRun:
                               f"for query {query_ids[row]!r} (first at line {lines[0]}); keep one line per query and "
                               "document")
     return run
+
+
+_KEY_MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_LONG_BIT = np.uint64(1 << 59)
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(29))
+
+
+_KEY_SLICE = 1 << 16  # rows per step: each temporary stays in the cache
+
+
+def id_keys(column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -> np.ndarray:
+    """A 63-bit int64 key of each string of ``column``, in numpy (no hash table): an id of up to 7 bytes
+    is its bytes and length (exact); a longer one a hash of all its bytes (bit 59 set, so never equal
+    to a short id's key). Equal ids have equal keys. Written to ``out`` if given.
+
+    >>> id_keys(pa.array(["d1", "d1", "doc-0000001", "d2"])).tolist()[:2] == [id_keys(pa.array(["d1"]))[0]] * 2
+    True
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    n = len(column)
+    keys = np.empty(n, dtype=np.uint64) if out is None else out.view(np.uint64)
+    if n == 0:
+        return keys.view(np.int64)
+    wide = pa.types.is_large_string(column.type)
+    _, offsets_buffer, data_buffer = column.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1,
+                            offset=column.offset * (8 if wide else 4))
+    end = int(offsets[-1])
+    data = np.frombuffer(data_buffer, dtype=np.uint8, count=end) if end else np.zeros(0, dtype=np.uint8)
+    # 8 bytes at every offset; the last few ids, whose 8 bytes would run past the data, read a padded copy
+    words = np.ndarray((max(end - 7, 0),), dtype="<u8", buffer=data, strides=(1,))
+    tail_from = max(end - 16, 0)
+    tail = np.zeros(end - tail_from + 16, dtype=np.uint8)
+    tail[: end - tail_from] = data[tail_from:]
+    tail_words = np.ndarray((len(tail) - 7,), dtype="<u8", buffer=tail, strides=(1,))
+    k0, k1, shift = _MIX
+    for lo in range(0, n, _KEY_SLICE):
+        hi = min(lo + _KEY_SLICE, n)
+        starts = offsets[lo:hi]
+        lengths = offsets[lo + 1 : hi + 1] - starts
+        size = np.minimum(lengths, 8)
+        near_end = starts > end - 8
+        if near_end.any():
+            safe = np.where(near_end, 0, starts)
+            got = words[safe] if len(words) else np.zeros(len(safe), dtype=np.uint64)
+            got[near_end] = tail_words[starts[near_end] - tail_from]
+        else:
+            got = words[starts]
+        got &= _KEY_MASKS[size]
+        got |= lengths.astype(np.uint64) << np.uint64(56)
+        keys[lo:hi] = got
+        long = np.flatnonzero(lengths > 7)
+        if len(long):  # hashed 8 bytes at a time
+            at, left = starts[long].astype(np.int64), lengths[long].astype(np.int64)
+            h = left.astype(np.uint64) * k0
+            long = long + lo
+            while len(at):
+                step = np.where(at > end - 8, tail_words[np.clip(at - tail_from, 0, len(tail_words) - 1)],
+                                words[np.minimum(at, len(words) - 1)] if len(words) else np.uint64(0))
+                h ^= step & _KEY_MASKS[np.minimum(left, 8)]
+                h *= k1
+                h ^= h >> shift
+                more = left > 8
+                if not more.all():
+                    done = ~more
+                    keys[long[done]] = (h[done] & np.uint64((1 << 59) - 1)) | _LONG_BIT
+                    long, h, at, left = long[more], h[more], at[more], left[more]
+                at, left = at + 8, left - 8
+    return keys.view(np.int64)
+
+
+def read_keyed_run(path: str | Path) -> KeyedRun | None:
+    """A TREC run file as a :class:`KeyedRun` (doc ids as strings and keys, no vocabulary); None when
+    some query holds two equal keys: a document listed twice (:func:`read_trec_run` names the lines)
+    or, all but never, two ids sharing a key."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such run file")
+    capacity = path.stat().st_size // 12 + 1
+    qids = _QueryCodes()
+    d, scores = _Growing(np.int64, capacity), _Growing(np.float64, capacity)
+    runs: list[tuple[np.ndarray, np.ndarray]] = []
+    long_rows: list[np.ndarray] = []
+    long_docs: list[pa.Array] = []
+    lines = _LineCounter(path)
+
+    def add(offset: int, block: memoryview, parsed: Future) -> None:
+        columns = parsed.result() or _python_block(path, block, lines.line_at(offset))
+        runs.append(qids.runs(columns.qid))
+        doc = columns.doc.combine_chunks() if isinstance(columns.doc, pa.ChunkedArray) else columns.doc
+        first = d.size
+        keys = id_keys(doc, out=d.reserve(len(columns)))
+        long = np.flatnonzero(keys >> 59)  # ids of more than 7 bytes: hashed, so kept as strings
+        if len(long):
+            long_rows.append(long + first)
+            long_docs.append(doc.take(_arrow_int64(long)))
+        for piece in columns.score:
+            scores.append(piece)
+
+    with (ThreadPoolExecutor(max_workers=1) if _parse_ahead() else _Inline()) as pool:
+        delimiter, pending = None, None
+        for offset, block in _blocks(path):
+            delimiter = delimiter or _delimiter(block)
+            parsed = pool.submit(_arrow_block, block, delimiter)
+            if pending is not None:
+                add(*pending)
+            pending = (offset, block, parsed)
+        if pending is not None:
+            add(*pending)
+    query_ids = qids.ids()
+    heads = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
+    lengths = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
+    run, order = _ranked(query_ids, (), heads, lengths, d.view(), scores.view())
+    if _has_repeat(run.doc_index):
+        return None
+    position = None
+    if run.doc_index.base is None or order is not None:  # padded or regrouped: where each slot comes from
+        rows = np.arange(len(d.view()), dtype=np.int64)
+        position = _ranked(query_ids, (), heads, lengths, rows, scores.view())[0].doc_index
+    rows = np.concatenate(long_rows) if long_rows else np.zeros(0, dtype=np.int64)
+    names = pa.concat_arrays(long_docs) if long_docs else pa.nulls(0, pa.string())
+    return KeyedRun(query_ids, run.doc_index, run.scores, rows, names, position)
+
+
+class _Inline:
+    """An executor that runs each task when it is submitted."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn: Any, *args: Any) -> Future:
+        future: Future = Future()
+        future.set_result(fn(*args))
+        return future
+
+
+def _parse_ahead() -> bool:
+    """Whether pyarrow should parse the next block in a thread while this one is keyed: only when a core
+    is idle (on a busy machine the two threads take turns on one core, and the handovers cost more
+    than they save). ``EMBEDSCOPE_PARSE_AHEAD=0/1`` decides instead."""
+    forced = os.environ.get("EMBEDSCOPE_PARSE_AHEAD")
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        cores = len(os.sched_getaffinity(0))
+        return os.getloadavg()[0] + 1 <= cores
+    except (AttributeError, OSError):
+        return True
+
+
+def _has_repeat(index: np.ndarray, chunk: int = 1024) -> bool:
+    """Whether any row holds a value >= 0 twice. Rows are sorted as 32-bit folds of the values (twice
+    as fast as 64-bit); only rows where two folds are equal are checked again in full."""
+    for start in range(0, len(index), chunk):
+        part = index[start : start + chunk]
+        folded = np.sort((part ^ (part >> 32)).astype(np.int32), axis=1)
+        suspects = np.flatnonzero((folded[:, 1:] == folded[:, :-1]).any(axis=1))
+        if len(suspects):
+            block = np.sort(part[suspects], axis=1)
+            if ((block[:, 1:] == block[:, :-1]) & (block[:, 1:] >= 0)).any():
+                return True
+    return False
 
 
 def _ranked(query_ids: tuple[str, ...], doc_ids: tuple[str, ...], heads: np.ndarray, lengths: np.ndarray,

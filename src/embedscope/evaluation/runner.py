@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.engines import EngineOptions, build_encoder
+from embedscope.evaluation.scoring import rank_run
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
@@ -326,23 +327,6 @@ def evaluate_config(config: str | Path | dict[str, Any]) -> list[EvaluationRepor
 
     plan = load_config(config)
     return [evaluate(**run) for run in plan.runs()]
-
-
-def rank_run(
-    qrels: str | Path | Mapping[str, Mapping[str, int]], run: str | Path | Mapping[str, Mapping[str, float]], *,
-    k_values: Sequence[int] | None = None, ignore_identical_ids: bool = False,
-) -> Any:
-    """Per-query ranking metrics (:class:`~embedscope.metrics.RankingScores`) of a precomputed run.
-
-    A run file is read into arrays (:func:`~embedscope.data.runs.read_ranked_run`), never into dicts.
-    """
-    from embedscope.data.runs import read_qrels, read_ranked_run
-    from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
-
-    qrels_dict = read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
-    ranked = read_ranked_run(run) if isinstance(run, (str, Path)) else run
-    return evaluate_ranking(qrels_dict, ranked, tuple(k_values or DEFAULT_K_VALUES),
-                            ignore_identical_ids=ignore_identical_ids)
 
 
 def score_run(

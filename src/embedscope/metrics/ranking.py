@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedscope.errors import DataFormatError
-from embedscope.types import Qrels, RankedRun, RunDict
+from embedscope.types import KeyedRun, Qrels, RankedRun, RunDict, short_order
 
 DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10, 20, 100, 1000)
 """MTEB's retrieval cutoffs (``AbsTaskRetrieval.k_values``)."""
@@ -82,11 +82,14 @@ class RankingScores:
         out["accuracy"] = out.get("recall_at_1", float("nan"))
         out.update({f"precision_at_{k}": self._rounded_mean(f"precision_at_{k}") for k in ks})
         out.update({f"mrr_at_{k}": self.mean(f"mrr_at_{k}") for k in ks})
+        groups = {fct: _Groups(self.confidence[fct]) for fct in CONFIDENCE_FUNCTIONS}  # sorted once, not per metric
         for metric in ("ndcg", "map", "recall", "precision", "mrr"):
             for k in ks:
                 values = self.per_query[f"{metric}_at_{k}"]
+                oracle = _abstention_curve(values, values, _ABSTENTION_RATES)
                 for fct in CONFIDENCE_FUNCTIONS:
-                    out[f"nauc_{metric}_at_{k}_{fct}"] = nauc(self.confidence[fct], values)
+                    out[f"nauc_{metric}_at_{k}_{fct}"] = nauc(self.confidence[fct], values, groups=groups[fct],
+                                                              oracle=oracle)
         out.update({f"hit_rate_at_{k}": self._rounded_mean(f"hit_rate_at_{k}") for k in ks})
         return out
 
@@ -126,9 +129,13 @@ def top_doc_ids(run: RankedRun, rows: np.ndarray, top: int = 10) -> list[list[st
     return [[run.doc_ids[j] for j in row if j >= 0] for row in picked]
 
 
+class KeyClash(Exception):
+    """Two different doc ids of a :class:`KeyedRun` share a key: score a :class:`RankedRun` instead."""
+
+
 def evaluate_ranking(
     qrels: Qrels,
-    run: RankedRun | RunDict,
+    run: RankedRun | KeyedRun | RunDict,
     k_values: Sequence[int] = DEFAULT_K_VALUES,
     ignore_identical_ids: bool = False,
 ) -> RankingScores:
@@ -136,12 +143,16 @@ def evaluate_ranking(
 
     ``ignore_identical_ids`` drops a retrieved doc whose id equals its query id before anything
     is computed (MTEB's ``RetrievalEvaluator.evaluate``); qrels are left untouched.
-    Raises :class:`DataFormatError` when no query of the run has judgments.
+    Raises :class:`DataFormatError` when no query of the run has judgments, :class:`KeyClash` when a
+    :class:`KeyedRun` cannot be scored by its keys (all but never).
     """
     ks = tuple(int(k) for k in k_values)
     if not ks or min(ks) < 1:
         raise ValueError(f"k_values must be positive integers, got {k_values!r}")
-    if not isinstance(run, RankedRun):
+    keyed = isinstance(run, KeyedRun)
+    if keyed and ignore_identical_ids:
+        raise ValueError("ignore_identical_ids needs a RankedRun")
+    if not isinstance(run, (RankedRun, KeyedRun)):
         run = RankedRun.from_dict(run)
     if len(set(run.query_ids)) != len(run.query_ids):
         raise DataFormatError("the run has duplicate query ids")
@@ -152,8 +163,11 @@ def evaluate_ranking(
             f"run {list(run.query_ids[:3])}..., qrels {list(qrels)[:3]}..."
         )
     query_ids = tuple(run.query_ids[i] for i in rows)
-    judged = _judgments(qrels, query_ids, _doc_lookup(run))
+    lookup = _key_lookup(qrels, query_ids) if keyed else _doc_lookup(run)
+    judged = _judgments(qrels, query_ids, lookup)
     scan = _scan(run, rows, judged, ignore_identical_ids)
+    if keyed:
+        _check_keys(run, rows, judged, scan.slots, lookup)
     per_query = _trec_metrics(judged, scan.ranks32, ks)
     per_query.update(_mrr(scan.first64, ks))
     return RankingScores(query_ids, ks, per_query, scan.confidence)
@@ -179,6 +193,28 @@ def _doc_lookup(run: RankedRun) -> dict[str, int]:
         run._lookup.clear()
         run._lookup.update(zip(run.doc_ids, range(len(run.doc_ids))))
     return run._lookup
+
+
+def _key_lookup(qrels: Qrels, query_ids: Sequence[str]) -> dict[str, int]:
+    """``doc_id -> key`` (:func:`embedscope.data.runs.id_keys`) for the relevant docs of the queries."""
+    from embedscope.data.runs import id_keys, string_array
+
+    names = list(dict.fromkeys(d for q in query_ids for d, r in qrels[q].items() if r >= 1))
+    keys = id_keys(string_array(names)).tolist()
+    if len(set(keys)) != len(keys):
+        raise KeyClash("two relevant doc ids share a key")
+    return dict(zip(names, keys))
+
+
+def _check_keys(run: KeyedRun, rows: np.ndarray, judged: _Judged, slots: np.ndarray, lookup: Mapping[str, int]) -> None:
+    """Raises :class:`KeyClash` unless every relevant doc found by its key is that doc."""
+    q, t = np.nonzero((slots >= 0) & (judged.doc >> 59 > 0))  # short ids are their keys: nothing to check
+    if not len(q):
+        return
+    names = {key: name for name, key in lookup.items()}
+    expected = [names[k] for k in judged.doc[q, t].tolist()]
+    if run.docs_at(rows[q], slots[q, t]) != expected:
+        raise KeyClash("a retrieved doc id shares its key with a relevant one")
 
 
 def _judgments(qrels: Qrels, query_ids: Sequence[str], lookup: Mapping[str, int]) -> _Judged:
@@ -227,8 +263,33 @@ class _DocRank:
         return self._rank[np.maximum(index, 0)]
 
 
+class _DocOrder:
+    """``later(rows, a, b)``: whether the doc at slot ``a`` of run row ``rows[i]`` sorts after the one at
+    slot ``b`` (string order, trec_eval's tie-break)."""
+
+    def __init__(self, run: RankedRun | KeyedRun) -> None:
+        self._run = run
+        self._rank = None if isinstance(run, KeyedRun) else _DocRank(run.doc_ids)
+
+    def later(self, rows: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if self._rank is not None:
+            index = self._run.doc_index
+            return self._rank(index[rows, a]) > self._rank(index[rows, b])
+        index = self._run.doc_index
+        ka, kb = index[rows, a], index[rows, b]
+        (wa, la), (wb, lb) = short_order(ka), short_order(kb)
+        out = (wa > wb) | ((wa == wb) & (la > lb))
+        long = np.flatnonzero((ka >> 59) | (kb >> 59))  # an id of more than 7 bytes: compare the strings
+        if len(long):
+            names_a = self._run.docs_at(rows[long], a[long])
+            names_b = self._run.docs_at(rows[long], b[long])
+            out[long] = [x > y for x, y in zip(names_a, names_b)]
+        return out
+
+
 @dataclass(frozen=True)
 class _Scan:
+    slots: np.ndarray  # int64 [nq, P]: slot of each relevant doc in its row, -1 if absent
     ranks32: np.ndarray  # float64 [nq, P]: 0-based trec_eval rank of each relevant doc, inf if absent
     first64: np.ndarray  # float64 [nq]: 0-based float64-order rank of the best relevant doc, inf if none
     confidence: dict[str, np.ndarray]
@@ -239,8 +300,8 @@ def _row_counts(mask: np.ndarray) -> np.ndarray:
     return mask.view(np.uint8).sum(axis=1, dtype=np.int64)
 
 
-def _ranks_at(s32: np.ndarray, s64: np.ndarray, index: np.ndarray, slot: np.ndarray, found: np.ndarray,
-              doc_rank: _DocRank) -> tuple[np.ndarray, np.ndarray]:
+def _ranks_at(s32: np.ndarray, s64: np.ndarray, run_rows: np.ndarray, slot: np.ndarray, found: np.ndarray,
+              order: _DocOrder) -> tuple[np.ndarray, np.ndarray]:
     """0-based rank of the doc at ``slot`` of each row, in trec_eval order and in MTEB's MRR order.
 
     trec_eval: (float32 score, doc id) descending; MRR: (float64 score, doc id) descending. Rounding
@@ -257,7 +318,7 @@ def _ranks_at(s32: np.ndarray, s64: np.ndarray, index: np.ndarray, slot: np.ndar
     if len(tied):
         pair_row, pair_col = np.nonzero(equal[tied])  # the entries tied with a target, row by row
         src = tied[pair_row]
-        later = doc_rank(index[src, pair_col]) > doc_rank(index[src, slot[src]])
+        later = order.later(run_rows[src], pair_col, slot[src])
         x64, v64 = s64[src, pair_col], s64[src, slot[src]]
         rank32[tied] += np.bincount(pair_row, weights=later, minlength=len(tied))
         rank64[tied] += np.bincount(pair_row, weights=(x64 > v64) | ((x64 == v64) & later), minlength=len(tied))
@@ -286,22 +347,24 @@ def _scan(run: RankedRun, rows: np.ndarray, judged: _Judged, ignore_identical_id
     n = len(rows)
     ranks32 = np.full(judged.doc.shape, np.inf)
     ranks64 = np.full(judged.doc.shape, np.inf)
+    slots = np.full(judged.doc.shape, -1, dtype=np.int64)
     confidence = {fct: np.zeros(n) for fct in CONFIDENCE_FUNCTIONS}
     present = np.count_nonzero(judged.doc >= 0, axis=1)
     order = np.argsort(-present, kind="stable")  # within a chunk, rows needing more lookups first
-    doc_rank = _DocRank(run.doc_ids)
+    doc_order = _DocOrder(run)
     chunk = max(1, _CHUNK_ELEMENTS // max(run.depth, 1))
     for start in range(0, n, chunk):
         part = order[start : start + chunk]
         index, s64, full = _valid_block(run, rows[part], ignore_identical_ids)
-        ranks32[part], ranks64[part] = _chunk_ranks(index, s64, judged.doc[part], present[part], doc_rank)
+        ranks32[part], ranks64[part], slots[part] = _chunk_ranks(index, s64, judged.doc[part], present[part],
+                                                                 rows[part], doc_order)
         for fct, values in _chunk_confidence(index, s64, full).items():
             confidence[fct][part] = values
-    return _Scan(ranks32, ranks64.min(axis=1, initial=np.inf), confidence)
+    return _Scan(slots, ranks32, ranks64.min(axis=1, initial=np.inf), confidence)
 
 
-def _chunk_ranks(index: np.ndarray, s64: np.ndarray, docs: np.ndarray, present: np.ndarray,
-                 doc_rank: _DocRank) -> tuple[np.ndarray, np.ndarray]:
+def _chunk_ranks(index: np.ndarray, s64: np.ndarray, docs: np.ndarray, present: np.ndarray, run_rows: np.ndarray,
+                 order: _DocOrder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Both ranks of every relevant doc of some rows (inf when not retrieved).
 
     Rows must come in decreasing order of ``present`` (relevant docs present in the vocabulary),
@@ -309,6 +372,7 @@ def _chunk_ranks(index: np.ndarray, s64: np.ndarray, docs: np.ndarray, present: 
     """
     ranks32 = np.full(docs.shape, np.inf)
     ranks64 = np.full(docs.shape, np.inf)
+    slots = np.full(docs.shape, -1, dtype=np.int64)
     s32 = s64.astype(np.float32)
     for t in range(docs.shape[1]):
         m = int(np.count_nonzero(present > t))
@@ -317,8 +381,9 @@ def _chunk_ranks(index: np.ndarray, s64: np.ndarray, docs: np.ndarray, present: 
         hit = index[:m] == docs[:m, t][:, None]
         slot = hit.argmax(axis=1)
         found = hit[np.arange(m), slot]
-        ranks32[:m, t], ranks64[:m, t] = _ranks_at(s32[:m], s64[:m], index[:m], slot, found, doc_rank)
-    return ranks32, ranks64
+        ranks32[:m, t], ranks64[:m, t] = _ranks_at(s32[:m], s64[:m], run_rows[:m], slot, found, order)
+        slots[:m, t] = np.where(found, slot, -1)
+    return ranks32, ranks64, slots
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,14 +466,23 @@ def _row_confidence(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return top, std, top - second
 
 
-def _abstention_curve(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray) -> np.ndarray:
+class _Groups:
+    """A confidence vector's stable sort order and its runs of equal values."""
+
+    def __init__(self, conf: np.ndarray) -> None:
+        self.order = np.argsort(conf, stable=True)
+        sorted_conf = conf[self.order]
+        self.start = np.flatnonzero(np.r_[True, sorted_conf[1:] != sorted_conf[:-1]]) if conf.size else None
+        self.size = np.diff(np.r_[self.start, len(sorted_conf)]) if conf.size else None
+
+
+def _abstention_curve(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray,
+                      groups: _Groups | None = None) -> np.ndarray:
     if conf.size == 0:
         return np.full(len(rates), np.nan)
-    order = np.argsort(conf, stable=True)
-    sorted_conf = conf[order]
+    groups = groups or _Groups(conf)
+    order, group_start, group_size = groups.order, groups.start, groups.size
     sorted_metric = metric[order]
-    group_start = np.flatnonzero(np.r_[True, sorted_conf[1:] != sorted_conf[:-1]])
-    group_size = np.diff(np.r_[group_start, len(sorted_conf)])
     group_mean = np.add.reduceat(sorted_metric, group_start) / group_size
     sorted_metric = np.repeat(group_mean, group_size)
     curve = np.zeros(len(rates))
@@ -418,16 +492,18 @@ def _abstention_curve(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray) -
     return curve
 
 
-def nauc(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray = _ABSTENTION_RATES) -> float:
+def nauc(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray = _ABSTENTION_RATES, *,
+         groups: _Groups | None = None, oracle: np.ndarray | None = None) -> float:
     """Normalized area under the abstention curve (arXiv:2402.12997), exactly as MTEB computes it.
 
     ``np.trapezoid`` is the same sum as the ``scipy.integrate.trapezoid`` mteb calls (bit for bit)
-    and spares a second of importing scipy.integrate.
+    and spares a second of importing scipy.integrate. ``groups`` (of ``conf``) and ``oracle`` (the
+    metric's own curve) may be given when computed once for several calls.
     """
     trapezoid = np.trapezoid
 
-    raw = _abstention_curve(conf, metric, rates)
-    oracle = _abstention_curve(metric, metric, rates)
+    raw = _abstention_curve(conf, metric, rates, groups)
+    oracle = _abstention_curve(metric, metric, rates) if oracle is None else oracle
     raw_auc = float(trapezoid(raw, rates))
     oracle_auc = float(trapezoid(oracle, rates))
     flat_auc = oracle[0] * (rates[-1] - rates[0])
