@@ -64,17 +64,9 @@ def revision_folders(path: Path) -> list[Path]:
 
 def result_paths(folder: Path) -> list[Path]:
     """Task result files directly in ``folder`` (not stage subfolders, predictions or metadata)."""
-    out = []
-    for p in sorted(folder.glob("*.json")):
-        if p.name == "model_meta.json" or p.name.endswith("_predictions.json"):
-            continue
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise DataFormatError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); remove or fix it") from e
-        if isinstance(data, dict) and "task_name" in data and "scores" in data:
-            out.append(p)
-    return out
+    from embedscope.results.report import load_result_json
+
+    return [p for p in sorted(folder.glob("*.json")) if load_result_json(p) is not None]
 
 
 def load_model_results(path: str | Path) -> ModelResults:

@@ -130,6 +130,20 @@ def _open(path: Path) -> Any:
     return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
 
 
+def _feed_blocks(path: Any, add: Any, pool: Any) -> None:
+    """Hand each block of ``path`` to ``add(offset, block, parsed)``, where ``parsed`` is the future of
+    pyarrow's parse submitted to ``pool`` one block ahead of the block being added."""
+    delimiter, pending = None, None
+    for offset, block in _blocks(path):
+        delimiter = delimiter or _delimiter(block)
+        parsed = pool.submit(_arrow_block, block, delimiter)
+        if pending is not None:
+            add(*pending)
+        pending = (offset, block, parsed)
+    if pending is not None:
+        add(*pending)
+
+
 def _blocks(path: Path) -> Iterator[tuple[int, memoryview]]:
     """``(byte offset, block)``: the file in blocks of whole lines (the last may lack its newline).
     A block stays valid while the next one is read, not after (two buffers take turns; an
@@ -485,15 +499,7 @@ def read_trec_run(path: str | Path) -> RankedRun:
 
     # pyarrow parses the next block (in a thread, without the GIL) while this one's ids are coded
     with ThreadPoolExecutor(max_workers=1) as pool:
-        delimiter, pending = None, None
-        for offset, block in _blocks(path):
-            delimiter = delimiter or _delimiter(block)
-            parsed = pool.submit(_arrow_block, block, delimiter)
-            if pending is not None:
-                add(*pending)
-            pending = (offset, block, parsed)
-        if pending is not None:
-            add(*pending)
+        _feed_blocks(path, add, pool)
     query_ids, doc_ids = tuple(qids.values.to_pylist()), tuple(docs.values.to_pylist())
     heads = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
     lengths = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
@@ -609,15 +615,7 @@ def read_keyed_run(path: str | Path) -> KeyedRun | None:
             scores.append(piece)
 
     with (ThreadPoolExecutor(max_workers=1) if _parse_ahead() else _Inline()) as pool:
-        delimiter, pending = None, None
-        for offset, block in _blocks(path):
-            delimiter = delimiter or _delimiter(block)
-            parsed = pool.submit(_arrow_block, block, delimiter)
-            if pending is not None:
-                add(*pending)
-            pending = (offset, block, parsed)
-        if pending is not None:
-            add(*pending)
+        _feed_blocks(path, add, pool)
     query_ids = qids.ids()
     heads = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
     lengths = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, dtype=np.int64)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,18 +41,40 @@ class ResultRow:
     path: Path
 
 
-def infer_task_type(result: TaskResult) -> str:
-    """The task type of a result: recorded by embedscope, else from the catalogs, else from its keys."""
-    recorded = result.extra.get("task_type")
-    if isinstance(recorded, str) and recorded:
-        return recorded
+def _registered(task_name: str) -> Any:
+    """The built-in task or catalog entry of that name (both have ``type`` and ``main_score``), or None."""
     from embedscope.tasks.catalog import catalog_entry, in_catalog
     from embedscope.tasks.registry import TASKS
 
-    if result.task_name in TASKS:
-        return TASKS.get(result.task_name).type
-    if in_catalog(result.task_name):
-        return catalog_entry(result.task_name).type
+    if task_name in TASKS:
+        return TASKS.get(task_name)
+    return catalog_entry(task_name) if in_catalog(task_name) else None
+
+
+def load_result_json(path: Path) -> dict[str, Any] | None:
+    """A task result file's JSON, or None for other files (model metadata, predictions, other JSON);
+    invalid JSON is a :class:`DataFormatError` naming the file."""
+    if path.name == "model_meta.json" or path.name.endswith("_predictions.json"):
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataFormatError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); remove or fix it") from e
+    return data if isinstance(data, dict) and "task_name" in data and "scores" in data else None
+
+
+def _recorded(result: TaskResult, key: str) -> str | None:
+    """A non-empty string embedscope recorded in the result's extras, or None."""
+    value = result.extra.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def infer_task_type(result: TaskResult) -> str:
+    """The task type of a result: recorded by embedscope, else from the catalogs, else from its keys."""
+    entry = _registered(result.task_name)
+    recorded = _recorded(result, "task_type") or (entry.type if entry is not None else None)
+    if recorded:
+        return recorded
     keys = {k for entries in result.scores.values() for e in entries for k in e}
     for key, kind in (("cosine_spearman", "STS"), ("v_measure", "Clustering"), ("max_ap", "PairClassification"),
                       ("lrap", "MultilabelClassification"), ("accuracy", "Classification"),
@@ -64,16 +87,10 @@ def infer_task_type(result: TaskResult) -> str:
 def main_metric(result: TaskResult) -> str:
     """The name of the main metric: as recorded by embedscope, else the registered task's, else the first
     metric whose value equals ``main_score``."""
-    recorded = result.extra.get("main_metric")
-    if isinstance(recorded, str) and recorded:
+    entry = _registered(result.task_name)
+    recorded = _recorded(result, "main_metric") or (entry.main_score if entry is not None else None)
+    if recorded:
         return recorded
-    from embedscope.tasks.catalog import catalog_entry, in_catalog
-    from embedscope.tasks.registry import TASKS
-
-    if result.task_name in TASKS:
-        return TASKS.get(result.task_name).main_score
-    if in_catalog(result.task_name):
-        return catalog_entry(result.task_name).main_score
     for entries in result.scores.values():
         for e in entries:
             for k, v in e.items():
@@ -104,14 +121,9 @@ def collect_results(folders: list[str | Path]) -> list[ResultRow]:
             raise DataFormatError(f"{root}: no such results folder")
         files = [root] if root.is_file() else sorted(root.rglob("*.json"))
         for path in files:
-            if path.name == "model_meta.json" or path.name.endswith("_predictions.json"):
-                continue
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as e:
-                raise DataFormatError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); remove or fix it") from e
-            if not isinstance(data, dict) or "task_name" not in data or "scores" not in data:
-                continue  # not a task result (some other JSON file in the folder)
+            data = load_result_json(path)
+            if data is None:
+                continue  # not a task result (metadata, predictions, some other JSON file in the folder)
             result = TaskResult.from_dict(data)
             rows.append(ResultRow(model_name(path), result.task_name, infer_task_type(result), main_metric(result),
                                   result.main_score(), path))
