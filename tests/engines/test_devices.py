@@ -93,3 +93,18 @@ def test_engine_options_are_checked_up_front():
     with pytest.raises(ConfigError, match="ray-gpus-per-worker"):
         EngineOptions(engine="ray", device="cuda:0,cuda:1").validated()
     assert np.array_equal(EngineOptions(device="cpu").devices, ["cpu"])
+
+
+def test_pipeline_model_meta_records_each_stage_placement(tmp_path):
+    import embedscope
+    from embedscope.retrieval.dense import DenseRetriever
+    from embedscope.retrieval.pipeline import Pipeline
+    from embedscope.testing.tiny import tiny_retrieval_task
+
+    pipeline = Pipeline([DenseRetriever(KeywordEncoder(["cat", "dog", "fish"])),
+                         DenseRetriever(KeywordEncoder(["cat", "dog"], name="fake/two"))])  # fused by RRF
+    report = embedscope.evaluate(pipeline, [tiny_retrieval_task()], output_folder=tmp_path, cache=False,
+                                 show_progress=False)
+    meta = json.loads(next(tmp_path.rglob("model_meta.json")).read_text())
+    assert meta["stages"] == [{"device": "cpu", "dtype": "fp32", "engine": "local"}] * 2
+    assert report.outcomes[0].result.extra["stages"] == meta["stages"]

@@ -75,8 +75,8 @@ def build_encoder(spec: Any, model_options: dict[str, Any] | None, engine: Engin
 
         return RayEncoder(spec, options, address=engine.ray_address, workers=engine.ray_workers,
                           gpus_per_worker=engine.ray_gpus_per_worker)
-    devices = resolve_devices(options.pop("device") if "device" in (model_options or {}) else engine.device)
-    options.pop("device", None)
+    devices = resolve_devices((model_options or {}).get("device", engine.device))  # the model's own, else the run's
+    del options["device"]
     if len(devices) == 1:
         if cache_dir is None or not isinstance(spec, str):
             return load_encoder(spec, device=devices[0], **options)

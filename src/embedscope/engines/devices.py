@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.engines.planned import PlannedEncoder, encoder_info
+from embedscope.engines.planned import PlannedEncoder
+from embedscope.models.base import encoder_identity
 from embedscope.errors import ConfigError
 from embedscope.types import Role
 
@@ -33,7 +34,7 @@ class DeviceShards(PlannedEncoder):
     def __init__(self, replicas: Sequence[Any]) -> None:
         if not replicas:
             raise ConfigError("several devices need at least one model replica")
-        infos = [encoder_info(r) for r in replicas]
+        infos = [encoder_identity(r) for r in replicas]
         if len({i["fingerprint"] for i in infos}) > 1:
             raise ConfigError("the replicas differ (" + ", ".join(f"{i['device']}" for i in infos)
                               + "): several devices must be of one kind and hold the same model")

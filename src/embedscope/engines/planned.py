@@ -20,25 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.models.base import check_role
+from embedscope.models.base import IDENTITY_META, check_role, encoder_identity
 from embedscope.models.device import default_batch_size
 from embedscope.types import Role
-
-_META_ATTRS = ("backend", "pooling", "max_seq_length", "normalize", "embed_dim", "source")
-
-
-def encoder_info(encoder: Any) -> dict[str, Any]:
-    """What a driver needs to know of a worker's encoder: identity, fingerprint and metadata."""
-    describe = encoder.describe() if hasattr(encoder, "describe") else {}
-    meta = {a: getattr(encoder, a, None) for a in _META_ATTRS}
-    return {
-        "name": encoder.name, "revision": encoder.revision, "fingerprint": encoder.fingerprint,
-        "similarity": encoder.similarity, "prompts": dict(encoder.prompts),
-        "device": describe.get("device", getattr(encoder, "device", "cpu")),
-        "dtype": describe.get("dtype", getattr(encoder, "dtype", "float32")),
-        **{k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))},
-    }
-
 
 class PlannedEncoder:
     """Base of the engines: identity from the workers' encoder, planned batches run by :meth:`_run`."""
@@ -55,8 +39,8 @@ class PlannedEncoder:
         self.embed_dim: int | None = info.get("embed_dim")
         self.dtype: str = info["dtype"]
         self.device: str = info["device"]
-        for attr in _META_ATTRS:
-            if attr in info and attr != "embed_dim":
+        for attr in IDENTITY_META:
+            if attr in info and attr not in ("embed_dim", "device", "dtype", "engine"):  # those are the engine's
                 setattr(self, attr, info[attr])
 
     def describe(self) -> dict[str, Any]:
@@ -122,7 +106,7 @@ class LocalPlanned(PlannedEncoder):
     engine = "local-batches"
 
     def __init__(self, encoder: Any) -> None:
-        super().__init__(encoder_info(encoder))
+        super().__init__(encoder_identity(encoder))
         self.encoder = encoder
 
     def _plan(self, lengths: list[int], batch_size: int) -> list[list[int]]:

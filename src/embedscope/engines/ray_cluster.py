@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.engines.planned import PlannedEncoder, encoder_info
+from embedscope.engines.planned import PlannedEncoder
+from embedscope.models.base import encoder_identity
 from embedscope.errors import ConfigError, MissingDependencyError
 from embedscope.types import Role
 
@@ -49,7 +50,7 @@ class _EncoderWorker:
             self.encoder = as_encoder(spec)
 
     def info(self) -> dict[str, Any]:
-        return {**encoder_info(self.encoder), "pid": os.getpid()}
+        return {**encoder_identity(self.encoder), "pid": os.getpid()}
 
     def plan(self, lengths: list[int], batch_size: int) -> list[list[int]]:
         return self.encoder.batch_plan(lengths, batch_size)

@@ -119,7 +119,7 @@ def _with_cache(encoder: Encoder, cache: bool | str | Path | EmbeddingCache | No
 
 
 def model_meta(encoder: Encoder | Pipeline) -> dict[str, Any]:
-    """What ``model_meta.json`` records about the encoder or pipeline."""
+    """What ``model_meta.json`` records about the encoder or pipeline (beside :func:`run_placement`)."""
     from embedscope import __version__
 
     if isinstance(encoder, Pipeline):
@@ -138,7 +138,6 @@ def model_meta(encoder: Encoder | Pipeline) -> dict[str, Any]:
         value = getattr(inner, attr, None)
         if isinstance(value, (str, int, float, bool)):
             meta[attr] = value
-    meta.update(run_placement(encoder))
     return meta
 
 
@@ -299,9 +298,9 @@ def evaluate(
     if isinstance(encoder, Pipeline):
         _check_pipeline_tasks(encoder, resolved)
     store = ResultStore(output_folder, encoder.name, encoder.revision)
-    store.save_model_meta(model_meta(encoder))
-    options = SearchOptions(top_k, batch_size, corpus_chunk_size, show_progress, limits)
     placement = run_placement(encoder)
+    store.save_model_meta({**model_meta(encoder), **placement})
+    options = SearchOptions(top_k, batch_size, corpus_chunk_size, show_progress, limits)
     outcomes = [_run_task(t, encoder, store, strategy, options, save_predictions, placement) for t in resolved]
     stats = encoder.stats if isinstance(encoder, CachedEncoder) else None
     return EvaluationReport(encoder.name, encoder.revision, outcomes, stats, time.perf_counter() - started)

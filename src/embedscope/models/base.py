@@ -200,3 +200,27 @@ class BaseEncoder(ModelBase):
         """One planned batch, in the given order (no re-batching)."""
         check_role(role)
         return self.encode(texts, role=role, batch_size=max(len(texts), 1))
+
+
+IDENTITY_META: tuple[str, ...] = ("backend", "pooling", "max_seq_length", "normalize", "embed_dim", "source",
+                                  "device", "dtype", "engine")
+
+
+def encoder_identity(encoder: Any) -> dict[str, Any]:
+    """What a run needs of an encoder without its model (a Ray driver, a warm run): name, revision,
+    fingerprint, similarity, prompts, and the metadata in :data:`IDENTITY_META` that it has.
+
+    >>> from embedscope.testing.fakes import KeywordEncoder
+    >>> info = encoder_identity(KeywordEncoder(["cat"]))
+    >>> info["name"], info["device"], info["dtype"], info["embed_dim"]
+    ('fake/keyword-encoder', 'cpu', 'float32', 1)
+    """
+    describe = encoder.describe() if hasattr(encoder, "describe") else {}
+    info: dict[str, Any] = {"name": encoder.name, "revision": encoder.revision, "fingerprint": encoder.fingerprint,
+                            "similarity": encoder.similarity, "prompts": dict(encoder.prompts),
+                            "device": "cpu", "dtype": "float32"}
+    for attr in IDENTITY_META:
+        value = describe.get(attr, getattr(encoder, attr, None))
+        if isinstance(value, (str, int, float, bool)):
+            info[attr] = value
+    return info

@@ -8,8 +8,9 @@ run with the same key gets a :class:`LazyEncoder`: when the cache holds every ve
 the model is never loaded, and sentence-transformers, transformers or onnxruntime never imported.
 When a text is missing, the model loads then, and its fingerprint must equal the stored one.
 
+>>> from embedscope.models.base import encoder_identity
 >>> from embedscope.testing.fakes import KeywordEncoder
->>> enc = LazyEncoder(identity_of(KeywordEncoder(["cat"])), lambda: KeywordEncoder(["cat"]))
+>>> enc = LazyEncoder(encoder_identity(KeywordEncoder(["cat"])), lambda: KeywordEncoder(["cat"]))
 >>> enc.loaded, enc.name, enc.encode(["a cat"], role="query").tolist(), enc.loaded
 (False, 'fake/keyword-encoder', [[1.0]], True)
 """
@@ -27,27 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from embedscope.models.base import IDENTITY_META, encoder_identity
 from embedscope.models.fingerprint import hash_dict, hash_file, hash_folder
 from embedscope.types import Role
 
 logger = logging.getLogger(__name__)
 
 _LOADERS = ("embedscope", "sentence-transformers", "transformers", "tokenizers", "onnxruntime", "model2vec", "torch")
-_META = ("backend", "pooling", "max_seq_length", "normalize", "embed_dim", "source", "device", "dtype", "engine")
-
-
-def identity_of(encoder: Any) -> dict[str, Any]:
-    """What a run needs of an encoder without its model: identity, fingerprint and metadata."""
-    describe = encoder.describe() if hasattr(encoder, "describe") else {}
-    info: dict[str, Any] = {"name": encoder.name, "revision": encoder.revision, "fingerprint": encoder.fingerprint,
-                            "similarity": encoder.similarity, "prompts": dict(encoder.prompts)}
-    for attr in _META:
-        value = describe.get(attr, getattr(encoder, attr, None))
-        if isinstance(value, (str, int, float, bool)):
-            info[attr] = value
-    return info
-
-
 def _versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     for dist in _LOADERS:
@@ -112,7 +99,7 @@ class LazyEncoder:
         self.info = info
         self._load = load
         self._encoder: Any = None
-        for attr in ("name", "revision", "fingerprint", "similarity", "prompts", *_META):
+        for attr in ("name", "revision", "fingerprint", "similarity", "prompts", *IDENTITY_META):
             if attr in info:
                 setattr(self, attr, info[attr])
         self.prompts = dict(info.get("prompts", {}))
@@ -141,7 +128,7 @@ class LazyEncoder:
         return self.materialize().encode(texts, role=role, batch_size=batch_size, show_progress=show_progress)
 
     def __getattr__(self, item: str) -> Any:
-        if item.startswith("_") or item in _META or item == "encoder":
+        if item.startswith("_") or item in IDENTITY_META or item == "encoder":
             raise AttributeError(item)  # metadata the identity lacks is absent, not a reason to load
         return getattr(self.materialize(), item)  # anything else (the torch model, batch plans): load
 
@@ -162,7 +149,7 @@ def lazy_encoder(spec: str, options: dict[str, Any], device: str, cache_dir: str
         return LazyEncoder(info, load)
     encoder = load()
     try:
-        store.put(key, identity_of(encoder))
+        store.put(key, encoder_identity(encoder))
     except OSError as e:  # a read-only cache still evaluates; it only stays cold
         logger.warning("could not store the model's identity in %s: %s", store.directory, e)
     return encoder

@@ -25,7 +25,6 @@ import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
 from embedscope.models.base import BaseEncoder, batches
-from embedscope.models.device import torch_dtype
 from embedscope.models.fingerprint import hash_folder, hash_tensors, short
 from embedscope.models.folder import quiet_loading, resolve_prompts, similarity_name, snapshot_folder
 from embedscope.models.pooling import check_pooling_mode
@@ -104,9 +103,8 @@ class SentenceTransformerEncoder(BaseEncoder):
                 raise MissingDependencyError("sentence-transformers", "The sentence-transformers backend") from e
             self._place(device, dtype)
             with quiet_loading():
-                model = SentenceTransformer(str(model_name_or_path), revision=revision, device=self.device)
-            if self.dtype != "float32":
-                model.to(torch_dtype(self.dtype))
+                model = self._load_torch_model(
+                    SentenceTransformer(str(model_name_or_path), revision=revision, device=self.device))
         else:
             self.device, self.dtype = model_placement(model)
         self.model = model
