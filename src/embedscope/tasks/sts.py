@@ -83,14 +83,15 @@ def normalized_gold(gold: Sequence[float], min_score: float = 0, max_score: floa
 
 
 def correlation_scores(predictions: Mapping[str, Sequence[float]], normalized: Sequence[float]) -> dict[str, float]:
-    """Pearson and Spearman (scipy) of each prediction list against the gold, with mteb's keys and order."""
-    from scipy.stats import pearsonr, spearmanr
+    """Pearson and Spearman of each prediction list against the gold, with mteb's keys and order (scipy's
+    bits, see :mod:`embedscope.metrics.correlation`)."""
+    from embedscope.metrics.correlation import pearson, spearman
 
     out: dict[str, float] = {}
     for name, predicted in predictions.items():
         prefix = "" if name == "similarity" else f"{name}_"
-        out[f"{prefix}pearson"] = float(pearsonr(normalized, predicted)[0])
-        out[f"{prefix}spearman"] = float(spearmanr(normalized, predicted)[0])
+        out[f"{prefix}pearson"] = pearson(normalized, predicted)
+        out[f"{prefix}spearman"] = spearman(normalized, predicted)
     order = ("pearson", "spearman", "cosine_pearson", "cosine_spearman", "manhattan_pearson", "manhattan_spearman",
              "euclidean_pearson", "euclidean_spearman")
     return {k: out[k] for k in order}
