@@ -73,8 +73,9 @@ def check_finite(vectors: np.ndarray, texts: Sequence[str], model: str, source: 
     text = texts[row] if row < len(texts) else "?"
     shown = text if len(text) <= 80 else text[:77] + "..."
     raise NonFiniteError(f"{model}: {source} gave a vector with NaN or infinity for text {row + 1} of {len(texts)} "
-                         f"({shown!r}); no score can be computed from it. Check the model's weights and dtype "
-                         "(fp16 overflows), or clear the embedding cache if it came from there")
+                         f"({shown!r}); no score can be computed from it. "
+                         + ("Check the model's weights and dtype (fp16 can overflow)" if source == "the model" else
+                            "Delete that cache (or run with --no-cache) to encode the texts again"))
 
 
 def check_role(role: str) -> Role:

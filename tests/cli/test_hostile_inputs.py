@@ -1,0 +1,200 @@
+"""Inputs and faults a user can cause end in one line naming the file (exit 2), never a traceback or a number."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from embedscope.cli.main import main
+
+
+def _beir(folder, corpus_name="corpus.jsonl"):
+    (folder / "qrels").mkdir(parents=True)
+    docs = {"d1": "cats purr", "d2": "the stock market fell", "d3": "rain is expected"}
+    (folder / corpus_name).write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in docs.items()))
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "stock market"}) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\n")
+    return folder
+
+
+def _error(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+def _run(folder, tmp_path):
+    return ["run", "-m", "static-64", "--tasks", str(folder), "--output-folder", str(tmp_path / "out"),
+            "--no-cache", "--no-progress"]
+
+
+def test_non_utf8_qrels_names_the_file(tmp_path, capsys):
+    folder = _beir(tmp_path / "d")
+    (folder / "qrels" / "test.tsv").write_bytes("query-id\tcorpus-id\tscore\nq1\td2\t1\n# caf\xe9\n".encode("latin-1"))
+    assert "test.tsv: not valid UTF-8" in _error(capsys, _run(folder, tmp_path))
+
+
+def test_non_utf8_config_names_the_file(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_bytes("models: [static-64]\n# caf\xe9\n".encode("latin-1"))
+    assert "c.yaml: not valid UTF-8" in _error(capsys, ["run", "--config", str(config)])
+
+
+def test_corrupt_gzip_names_the_file(tmp_path, capsys):
+    folder = _beir(tmp_path / "d")
+    (folder / "corpus.jsonl").unlink()
+    (folder / "corpus.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00garbage-not-gzip")
+    assert "corpus.jsonl.gz: corrupt or truncated gzip" in _error(capsys, _run(folder, tmp_path))
+
+
+def test_corpus_file_that_is_a_folder(tmp_path, capsys):
+    folder = _beir(tmp_path / "d")
+    (folder / "corpus.jsonl").unlink()
+    (folder / "corpus.jsonl").mkdir()
+    assert "corpus.jsonl: is a folder, but the corpus must be a file" in _error(capsys, _run(folder, tmp_path))
+
+
+def test_symlink_loop(tmp_path, capsys):
+    os.symlink(tmp_path / "b", tmp_path / "a")
+    os.symlink(tmp_path / "a", tmp_path / "b")
+    assert "symbolic link loop" in _error(capsys, _run(tmp_path / "a", tmp_path))
+
+
+def test_csv_with_an_unbalanced_quote_is_a_parse_error_at_its_line(tmp_path, capsys):
+    folder = _beir(tmp_path / "d")
+    (folder / "corpus.jsonl").unlink()
+    (folder / "corpus.csv").write_text('_id,text\nd1,fine\nd2,"the stock market\nd3,rain\n')
+    assert "corpus.csv, line 3: CSV parse error" in _error(capsys, _run(folder, tmp_path))
+
+
+@pytest.mark.parametrize("empty", ["run", "qrels"])
+def test_empty_run_or_qrels_names_the_file(tmp_path, capsys, empty):
+    files = {"run": "q1 Q0 d2 1 0.9 x\n", "qrels": "q1 0 d2 1\n"}
+    for name, text in files.items():
+        (tmp_path / f"{name}.trec").write_text("" if name == empty else text)
+    err = _error(capsys, ["score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec")])
+    assert f"{empty}.trec: the {empty} file is empty" in err
+
+
+@pytest.mark.parametrize("k", ["0", "-3"])
+def test_score_with_a_cutoff_below_one(tmp_path, capsys, k):
+    (tmp_path / "run.trec").write_text("q1 Q0 d2 1 0.9 x\n")
+    (tmp_path / "qrels.trec").write_text("q1 0 d2 1\n")
+    err = _error(capsys, ["score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec"),
+                          "--k", k])
+    assert "cutoffs (k) must be positive integers" in err
+
+
+def test_chunk_a_binary_notebook(tmp_path, capsys):
+    (tmp_path / "nb.ipynb").write_bytes(bytes(range(128, 256)))
+    assert "nb.ipynb: not valid UTF-8" in _error(capsys, ["chunk", str(tmp_path / "nb.ipynb"), "-o", str(tmp_path / "c.jsonl")])
+
+
+def test_chunk_output_that_is_a_folder(tmp_path, capsys):
+    (tmp_path / "a.md").write_text("# Title\n\nSome text.\n")
+    err = _error(capsys, ["chunk", str(tmp_path / "a.md"), "-o", str(tmp_path)])
+    assert "is a folder: give the corpus file to write" in err
+
+
+def test_cache_dir_that_is_a_file(tmp_path, capsys):
+    folder = _beir(tmp_path / "d")
+    (tmp_path / "cachefile").write_text("x")
+    argv = [a for a in _run(folder, tmp_path) if a != "--no-cache"] + ["--cache-dir", str(tmp_path / "cachefile")]
+    assert "cachefile" in _error(capsys, argv)
+
+
+def test_output_folder_under_a_file(tmp_path, capsys):
+    folder = _beir(tmp_path / "d")
+    (tmp_path / "file").write_text("x")
+    argv = _run(folder, tmp_path)
+    argv[argv.index("--output-folder") + 1] = str(tmp_path / "file" / "sub")
+    assert "Not a directory" in _error(capsys, argv)
+
+
+def test_full_disk_while_writing_results(tmp_path, capsys, monkeypatch):
+    import embedscope.results.store as store
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(store, "atomic_write_bytes", full)
+    assert "no space left on device" in _error(capsys, _run(_beir(tmp_path / "d"), tmp_path))
+
+
+def test_full_disk_in_the_cache(tmp_path, capsys, monkeypatch):
+    import sqlite3
+
+    from embedscope.models.cache import EmbeddingCache
+
+    def full(self, fingerprint, keys, vectors):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(EmbeddingCache, "put", full)
+    argv = [a for a in _run(_beir(tmp_path / "d"), tmp_path) if a != "--no-cache"] + ["--cache-dir", str(tmp_path / "c")]
+    assert "embedding cache: database or disk is full" in _error(capsys, argv)
+
+
+def test_verbose_shows_the_traceback(tmp_path, capsys):
+    (tmp_path / "run.trec").write_text("q1 Q0 d2 1 0.9 x\n")
+    (tmp_path / "qrels.trec").write_text("q1 0 d2 1\n")
+    assert main(["--verbose", "score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec"),
+                 "--k", "0"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+# -- non-finite vectors -----------------------------------------------------------------------------------------
+
+class _NanEncoder:
+    """KeywordEncoder whose vector for any text containing 'market' is NaN."""
+
+    def __new__(cls):
+        from embedscope.testing.fakes import KeywordEncoder
+
+        class Nan(KeywordEncoder):
+            def _encode(self, texts, role, batch_size, show_progress):
+                out = super()._encode(texts, role, batch_size, show_progress)
+                out[["market" in t for t in texts]] = np.nan
+                return out
+
+        return Nan(["cats", "stock", "rain"], name="fake/nan")
+
+
+def test_nan_vectors_from_a_model_are_an_error(tmp_path):
+    import embedscope
+
+    from embedscope.errors import NonFiniteError
+
+    with pytest.raises(NonFiniteError, match=r"fake/nan: the model .* \('stock market'\)"):
+        embedscope.evaluate(_NanEncoder(), [str(_beir(tmp_path / "d"))], output_folder=tmp_path / "o", cache=False,
+                            show_progress=False)
+    assert not list((tmp_path / "o").rglob("d.json"))
+
+
+def test_nan_vectors_from_the_cache_are_an_error(tmp_path):
+    import embedscope
+    from embedscope.models.cache import EmbeddingCache, text_key
+    from embedscope.testing.fakes import KeywordEncoder
+
+    encoder = KeywordEncoder(["cats", "stock", "rain"])
+    cache = EmbeddingCache(tmp_path / "cache")
+    cache.put(encoder.fingerprint, [text_key("document", "", "rain is expected")], np.full((1, 3), np.inf))
+    from embedscope.errors import NonFiniteError
+
+    with pytest.raises(NonFiniteError, match=r"the embedding cache .* \('rain is expected'\)"):
+        embedscope.evaluate(encoder, [str(_beir(tmp_path / "d"))], output_folder=tmp_path / "o", cache=cache,
+                            show_progress=False)
+
+
+def test_nan_vectors_from_an_engine_are_an_error():
+    from embedscope.engines.planned import LocalPlanned
+
+    from embedscope.errors import NonFiniteError
+
+    with pytest.raises(NonFiniteError, match="the stock market"):
+        LocalPlanned(_NanEncoder()).encode(["cats", "the stock market"], role="document")
