@@ -198,3 +198,136 @@ def test_nan_vectors_from_an_engine_are_an_error():
 
     with pytest.raises(NonFiniteError, match="the stock market"):
         LocalPlanned(_NanEncoder()).encode(["cats", "the stock market"], role="document")
+
+
+# -- gold scores and labels --------------------------------------------------------------------------------------
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _evaluate(task, tmp_path):
+    from embedscope.evaluation.runner import evaluate
+    from embedscope.testing.fakes import HashEncoder
+
+    return evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
+
+
+@pytest.mark.parametrize("bad", ["NaN", "inf", "-Infinity"])
+def test_non_finite_sts_gold_score_names_file_and_line(tmp_path, bad):
+    from embedscope.errors import DataFormatError
+
+    rows = [{"sentence1": f"a {i}", "sentence2": "b", "score": i} for i in range(4)]
+    rows[2]["score"] = bad
+    path = _jsonl(tmp_path / "sts.jsonl", rows)
+    with pytest.raises(DataFormatError, match=r"sts.jsonl, line 3: score .* is not a finite number"):
+        _evaluate(f"sts:{path}", tmp_path)
+
+
+def test_constant_sts_gold_scores_are_explained(tmp_path, recwarn):
+    from embedscope.errors import DataFormatError
+
+    path = _jsonl(tmp_path / "sts.jsonl", [{"sentence1": f"a {i}", "sentence2": "b", "score": 3} for i in range(4)])
+    with pytest.raises(DataFormatError, match="every gold score is 3; Spearman"):
+        _evaluate(f"sts:{path}", tmp_path)
+    assert not [w for w in recwarn if "constant" in str(w.message).lower()]
+
+
+def test_constant_gold_in_the_sts_scoring():
+    from embedscope.errors import DataFormatError
+    from embedscope.tasks.sts import sts_scores
+
+    e = np.eye(3, dtype=np.float32)
+    with pytest.raises(DataFormatError, match="gold scores do not vary"):
+        sts_scores(e, e[::-1], [2.0, 2.0, 2.0])
+
+
+def test_non_finite_pair_label_names_file_and_line(tmp_path):
+    from embedscope.errors import DataFormatError
+
+    rows = [{"sentence1": f"a {i}", "sentence2": "b", "label": i % 2} for i in range(4)]
+    rows[1]["label"] = "nan"
+    path = _jsonl(tmp_path / "pairs.jsonl", rows)
+    with pytest.raises(DataFormatError, match=r"pairs.jsonl, line 2: label"):
+        _evaluate(f"pairclassification:{path}", tmp_path)
+
+
+def test_single_class_training_split_is_explained(tmp_path):
+    from embedscope.errors import DataFormatError
+
+    (tmp_path / "clf").mkdir()
+    _jsonl(tmp_path / "clf" / "train.jsonl", [{"text": f"cat {i}", "label": "cat"} for i in range(6)])
+    _jsonl(tmp_path / "clf" / "test.jsonl", [{"text": f"{w} {i}", "label": w} for i, w in enumerate(["cat", "dog"] * 3)])
+    with pytest.raises(DataFormatError, match="training split 'train' .* has only the class 'cat'"):
+        _evaluate(f"classification:{tmp_path / 'clf'}", tmp_path)
+
+
+# -- eval ----------------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def fake_eval_model(monkeypatch):
+    import embedscope.models.specs as specs
+    from embedscope.testing.fakes import HashEncoder
+
+    monkeypatch.setattr(specs, "load_encoder", lambda *a, **k: HashEncoder(name="fake/hash"))
+
+
+def _eval(tmp_path, dataset, *extra):
+    return ["eval", "-m", "fake", "--task", "sentence-similarity", "--dataset", str(dataset), *extra]
+
+
+def test_eval_output_folder_gets_a_file_inside(tmp_path, capsys, fake_eval_model):
+    data = tmp_path / "pairs.csv"
+    data.write_text("sentence1,sentence2,score\na cat,a dog,1\nrain,sun,2.5\nx y,x z,4\n")
+    out = tmp_path / "outdir"
+    out.mkdir()
+    assert main(_eval(tmp_path, data, "--output", f"{out}/")) == 0
+    written = list(out.iterdir())
+    assert len(written) == 1 and json.loads(written[0].read_text())["model_id"] == "fake/hash"
+    assert written[0].name == "fake_hash_sentence-similarity.json"
+
+
+@pytest.mark.parametrize("bad,match", [("nan", "row 2: score 'nan' is not a finite number"),
+                                       ("", "every score is 2")])
+def test_eval_bad_gold_scores(tmp_path, capsys, fake_eval_model, bad, match):
+    data = tmp_path / "pairs.jsonl"
+    scores = [2, "nan", 2] if bad == "nan" else [2, 2, 2]
+    _jsonl(data, [{"sentence1": f"a {i}", "sentence2": "b", "score": s} for i, s in enumerate(scores)])
+    assert match in _error(capsys, _eval(tmp_path, data))
+
+
+def test_eval_parquet_binary_text_is_decoded(tmp_path, capsys, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import embedscope.models.specs as specs
+    from embedscope.testing.fakes import KeywordEncoder
+
+    seen = []
+
+    class Spy(KeywordEncoder):
+        def _encode(self, texts, role, batch_size, show_progress):
+            seen.extend(texts)
+            return super()._encode(texts, role, batch_size, show_progress) + 1.0
+
+    monkeypatch.setattr(specs, "load_encoder", lambda *a, **k: Spy(["café", "rain"]))
+    table = pa.table({"sentence1": pa.array([b"caf\xc3\xa9", b"rain", b"sun"], pa.binary()),
+                      "sentence2": ["café au lait", "rain again", "moon"], "score": [4.0, 3.0, 0.5]})
+    pq.write_table(table, tmp_path / "pairs.parquet")
+    assert main(_eval(tmp_path, tmp_path / "pairs.parquet")) == 0
+    assert "café" in seen and not any(t.startswith("b'") for t in seen)
+
+
+def test_retrieval_parquet_binary_text_is_decoded(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from embedscope.data.detect import load_retrieval
+
+    folder = _beir(tmp_path / "d")
+    (folder / "corpus.jsonl").unlink()
+    pq.write_table(pa.table({"_id": ["d1", "d2", "d3"], "text": pa.array([b"caf\xc3\xa9", b"stock", b"rain"],
+                                                                          pa.binary())}), folder / "corpus.parquet")
+    data = load_retrieval(folder)
+    assert "café" in data.corpus.texts and not any(t.startswith("b'") for t in data.corpus.texts)

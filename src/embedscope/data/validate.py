@@ -130,8 +130,19 @@ def as_id(value: Any, where: str, field: str) -> str:
 
 
 def as_text(value: Any, where: str, field: str) -> str:
+    """A text field as a string; bytes (a Parquet binary column) are decoded as UTF-8.
+
+    >>> as_text(b"caf\\xc3\\xa9", "corpus.parquet, row 1", "text")
+    'café'
+    """
     if isinstance(value, str):
         return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataFormatError(f"{where}: {field} is binary and not valid UTF-8 ({e.reason} at byte {e.start}); "
+                                  "store it as a UTF-8 string column") from None
     if isinstance(value, (list, dict)):
         raise DataFormatError(f"{where}: {field} must be a string, got a {type(value).__name__}")
     return str(value)
