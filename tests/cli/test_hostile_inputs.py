@@ -331,3 +331,36 @@ def test_retrieval_parquet_binary_text_is_decoded(tmp_path):
                                                                           pa.binary())}), folder / "corpus.parquet")
     data = load_retrieval(folder)
     assert "café" in data.corpus.texts and not any(t.startswith("b'") for t in data.corpus.texts)
+
+
+# -- corrupt model files -------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from embedscope.testing.tiny_models import build_tiny_sentence_transformer
+
+    return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.mark.parametrize("name,match", [("model.safetensors", "the tensors need"),
+                                        ("tokenizer.json", "invalid JSON"), ("modules.json", "invalid JSON")])
+def test_truncated_model_file_is_named(tmp_path, capsys, tiny_model, name, match):
+    model = tmp_path / "m"
+    shutil.copytree(tiny_model, model)
+    data = (model / name).read_bytes()
+    (model / name).write_bytes(data[: len(data) // 3])
+    argv = _run(_beir(tmp_path / "d"), tmp_path)
+    argv[argv.index("static-64")] = str(model)
+    err = _error(capsys, argv)
+    assert f"{name}: {match}" in err and "corrupt or truncated" in err
+
+
+def test_truncated_onnx_file_is_named(tmp_path, capsys, tiny_model):
+    from embedscope.models.specs import alias_path
+
+    onnx = tmp_path / "model.onnx"
+    onnx.write_bytes((alias_path("minilm-int8") / "model.onnx").read_bytes()[:50_000]
+                     if alias_path("minilm-int8").is_dir() else alias_path("minilm-int8").read_bytes()[:50_000])
+    argv = _run(_beir(tmp_path / "d"), tmp_path) + ["--tokenizer", str(tiny_model / "tokenizer.json")]
+    argv[argv.index("static-64")] = str(onnx)
+    assert "model.onnx: cannot load this model" in _error(capsys, argv)
