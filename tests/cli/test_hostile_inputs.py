@@ -364,3 +364,19 @@ def test_truncated_onnx_file_is_named(tmp_path, capsys, tiny_model):
     argv = _run(_beir(tmp_path / "d"), tmp_path) + ["--tokenizer", str(tiny_model / "tokenizer.json")]
     argv[argv.index("static-64")] = str(onnx)
     assert "model.onnx: cannot load this model" in _error(capsys, argv)
+
+
+# -- stored results ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content", ['{"task_name": "d", "scores": {"test": [{"main_sc', "[1, 2, 3]",
+                                     '{"task_name": "d", "scores": {"test": 0.5}}', '{"task_name": "d", "scores": []}'])
+def test_broken_stored_result_offers_overwrite_always_which_works(tmp_path, capsys, content):
+    argv = _run(_beir(tmp_path / "d"), tmp_path)
+    assert main(argv) == 0
+    (stored,) = (tmp_path / "out").rglob("d.json")
+    capsys.readouterr()
+    stored.write_text(content)
+    err = _error(capsys, argv)
+    assert f"Stored result {stored} is unreadable" in err and "--overwrite always" in err
+    assert main([*argv, "--overwrite", "always"]) == 0
+    assert json.loads(stored.read_text())["scores"]["test"][0]["main_score"] == 1.0
