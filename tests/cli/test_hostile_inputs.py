@@ -380,3 +380,20 @@ def test_broken_stored_result_offers_overwrite_always_which_works(tmp_path, caps
     assert f"Stored result {stored} is unreadable" in err and "--overwrite always" in err
     assert main([*argv, "--overwrite", "always"]) == 0
     assert json.loads(stored.read_text())["scores"]["test"][0]["main_score"] == 1.0
+
+
+def test_report_on_a_result_of_the_wrong_shape(tmp_path, capsys):
+    (tmp_path / "m" / "r").mkdir(parents=True)
+    (tmp_path / "m" / "r" / "X.json").write_text('{"task_name": "X", "scores": {"test": 5}}')
+    assert "X.json: not a task result of the expected shape" in _error(capsys, ["report", str(tmp_path)])
+
+
+def test_read_only_output_folder(tmp_path, capsys, monkeypatch):
+    import embedscope.results.store as store
+
+    def denied(*args, dir=None, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(dir))
+
+    monkeypatch.setattr(store.tempfile, "mkstemp", denied)
+    err = _error(capsys, _run(_beir(tmp_path / "d"), tmp_path))
+    assert f"{tmp_path / 'out'}" in err and "Permission denied" in err

@@ -90,7 +90,7 @@ class ResultStore:
         if not path.exists():
             return None
         try:
-            return TaskResult.from_dict(_result_shape(json.loads(path.read_text(encoding="utf-8"))))
+            return TaskResult.from_dict(check_result_shape(json.loads(path.read_text(encoding="utf-8"))))
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
             raise ConfigError(
                 f"Stored result {path} is unreadable ({e}). Delete it, or run with --overwrite always to replace it."
@@ -121,7 +121,7 @@ class ResultStore:
         return path
 
 
-def _result_shape(data: Any) -> dict[str, Any]:
+def check_result_shape(data: Any) -> dict[str, Any]:
     """``data`` if it has a result's shape (a task name, and scores per split as lists of objects), else ValueError."""
     if not isinstance(data, dict):
         raise ValueError(f"a JSON {type(data).__name__}, not an object")
