@@ -302,16 +302,16 @@ def test_eval_parquet_binary_text_is_decoded(tmp_path, capsys, monkeypatch):
     import pyarrow.parquet as pq
 
     import embedscope.models.specs as specs
-    from embedscope.testing.fakes import KeywordEncoder
+    from embedscope.testing.fakes import HashEncoder
 
     seen = []
 
-    class Spy(KeywordEncoder):
+    class Spy(HashEncoder):
         def _encode(self, texts, role, batch_size, show_progress):
             seen.extend(texts)
-            return super()._encode(texts, role, batch_size, show_progress) + 1.0
+            return super()._encode(texts, role, batch_size, show_progress)
 
-    monkeypatch.setattr(specs, "load_encoder", lambda *a, **k: Spy(["café", "rain"]))
+    monkeypatch.setattr(specs, "load_encoder", lambda *a, **k: Spy())
     table = pa.table({"sentence1": pa.array([b"caf\xc3\xa9", b"rain", b"sun"], pa.binary()),
                       "sentence2": ["café au lait", "rain again", "moon"], "score": [4.0, 3.0, 0.5]})
     pq.write_table(table, tmp_path / "pairs.parquet")

@@ -59,7 +59,7 @@ ROLES: tuple[Role, ...] = ("query", "document")
 def check_finite(vectors: np.ndarray, texts: Sequence[str], model: str, source: str = "the model") -> np.ndarray:
     """``vectors`` if every value is finite, else :class:`NonFiniteError` naming the model and the first bad text.
 
-    >>> check_finite(np.array([[1.0], [np.nan]]), ["ok", "bad"], "m")
+    >>> check_finite(np.array([[1.0], [np.nan]]), ["ok", "bad"], "m")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     embedscope.errors.NonFiniteError: m: the model gave a vector with NaN or infinity for text 2 of 2 ('bad'); ...
