@@ -106,7 +106,7 @@ def test_cache_dir_that_is_a_file(tmp_path, capsys):
     folder = _beir(tmp_path / "d")
     (tmp_path / "cachefile").write_text("x")
     argv = [a for a in _run(folder, tmp_path) if a != "--no-cache"] + ["--cache-dir", str(tmp_path / "cachefile")]
-    assert "cachefile" in _error(capsys, argv)
+    assert "--cache-dir " + str(tmp_path / "cachefile") + " is a file" in _error(capsys, argv)
 
 
 def test_output_folder_under_a_file(tmp_path, capsys):

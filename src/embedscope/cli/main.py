@@ -6,6 +6,7 @@ import argparse
 import errno
 import json
 import logging
+import os
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -108,6 +109,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import embedscope
 
     pipeline = _pipeline_spec(args)
+    if args.cache_dir and not args.no_cache and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
+        raise ConfigError(f"--cache-dir {args.cache_dir} is a file: give a folder for the embedding cache")
     if args.config:
         if args.model or args.tasks or pipeline:
             raise EmbedscopeError("--config already names models and tasks: do not combine it with "
