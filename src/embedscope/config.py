@@ -348,7 +348,10 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"Config file {p} does not exist")
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not valid UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8") from None
     try:
         if p.suffix.lower() == ".json":
             data = json.loads(text)

@@ -47,3 +47,7 @@ class MissingDependencyError(EmbedscopeError, ImportError):
 
 class ResultExistsError(EmbedscopeError, FileExistsError):
     """A result file exists and overwriting was not asked for."""
+
+
+class NonFiniteError(EmbedscopeError, ValueError):
+    """A model, the embedding cache or the data gave NaN or infinity where a number is needed."""

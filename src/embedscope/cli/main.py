@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -106,6 +109,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import embedscope
 
     pipeline = _pipeline_spec(args)
+    if args.cache_dir and not args.no_cache and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
+        raise ConfigError(f"--cache-dir {args.cache_dir} is a file: give a folder for the embedding cache")
     if args.config:
         if args.model or args.tasks or pipeline:
             raise EmbedscopeError("--config already names models and tasks: do not combine it with "
@@ -296,8 +301,19 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if args.output:
         from embedscope.results.store import atomic_write_text
 
-        atomic_write_text(args.output, text + "\n")
+        atomic_write_text(_eval_output_path(args.output, record), text + "\n")
     return 0
+
+
+def _eval_output_path(output: str, record: dict) -> str:
+    """``output``, or a file named after the model and task inside it when it is a folder (or ends in /)."""
+    import os
+    import re
+
+    if not (output.endswith(("/", os.sep)) or os.path.isdir(output)):
+        return output
+    stem = re.sub(r"[^\w.-]+", "_", f"{record.get('model_id', 'model')}_{record.get('task', 'eval')}").strip("._")
+    return os.path.join(output, f"{stem or 'eval'}.json")
 
 
 def _add_chunk_options(p: argparse.ArgumentParser, method: str = "tokens") -> None:
@@ -498,9 +514,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(["run", *(argv or sys.argv[1:])])
     try:
         return int(args.func(args) or 0)
-    except EmbedscopeError as e:
-        print(f"embedscope: error: {e}", file=sys.stderr)
+    except (EmbedscopeError, OSError, UnicodeDecodeError, sqlite3.Error) as e:
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        print(f"embedscope: error: {_one_line(e)}", file=sys.stderr)
         return 2
+
+
+def _one_line(error: BaseException) -> str:
+    """What went wrong, in one line: embedscope's own message, or the file an OS error names and why."""
+    if isinstance(error, EmbedscopeError):
+        return str(error)
+    if isinstance(error, UnicodeDecodeError):
+        return f"a file is not UTF-8 text ({error}); save it as UTF-8 (run with --verbose to see which)"
+    if isinstance(error, sqlite3.Error):
+        return f"embedding cache: {error}; free some disk space, or run with --no-cache"
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC and error.filename is None:
+        return f"no space left on device while writing ({error}); free some disk space and run again"
+    if isinstance(error, OSError) and error.filename is not None:
+        target = f" -> {error.filename2}" if error.filename2 else ""
+        return f"{error.filename}{target}: {error.strerror or error}"
+    return str(error)
 
 
 if __name__ == "__main__":  # pragma: no cover

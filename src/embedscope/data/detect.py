@@ -25,6 +25,7 @@ judgments are kept, and queries without judgments are kept (the task protocol fi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -44,6 +45,30 @@ def _looks_like_hub_id(text: str) -> bool:
             and all(c.isalnum() or c in "-_." for c in text.replace("/", "")))
 
 
+def check_link(path: Path) -> None:
+    """ConfigError for a symbolic link that leads nowhere: a loop, or a link to a missing target."""
+    if path.is_symlink() and not path.exists():
+        try:
+            path.resolve(strict=True)
+        except RuntimeError:
+            raise ConfigError(f"{path}: symbolic link loop (the link points back to itself)") from None
+        except OSError as e:
+            if "loop" in str(e).lower() or getattr(e, "errno", None) == 40:
+                raise ConfigError(f"{path}: symbolic link loop (the link points back to itself)") from None
+        raise ConfigError(f"{path}: broken symbolic link (it points to {os.readlink(path)!r}, which does not exist)")
+
+
+def _check_table_entries(folder: Path) -> None:
+    """DataFormatError for a corpus/queries/qrels entry that is a folder where a file belongs, or a dead link."""
+    for child in sorted(folder.iterdir()):
+        stem = child.name.split(".")[0]
+        if stem not in ("corpus", "queries", "qrels") or "." not in child.name:
+            continue
+        check_link(child)
+        if child.is_dir():
+            raise DataFormatError(f"{child}: is a folder, but the {stem} must be a file (e.g. {stem}.jsonl)")
+
+
 def detect_layout(path: str | Path) -> str:
     """``saved`` | ``beir`` | ``hub`` | ``pairs`` | ``hub-id`` (see the module docstring).
 
@@ -58,6 +83,7 @@ def detect_layout(path: str | Path) -> str:
             return "beir"
         if is_hub_layout(p):
             return "hub"
+        _check_table_entries(p)
         found = sorted(c.name + ("/" if c.is_dir() else "") for c in p.iterdir() if not c.name.startswith("."))
         raise DataFormatError(
             f"{p}: not a retrieval dataset folder (it holds {', '.join(found[:10]) or 'nothing'}). Expected "
@@ -72,6 +98,7 @@ def detect_layout(path: str | Path) -> str:
                 " (for corpus + queries + qrels, pass their folder)"
             )
         return "pairs"
+    check_link(p)
     if isinstance(path, str) and _looks_like_hub_id(path):
         return "hub-id"
     raise DataFormatError(f"{path}: no such file or folder (a Hugging Face hub id looks like 'owner/name')")

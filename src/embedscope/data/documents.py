@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embedscope.data.jsonl import reading
 from embedscope.errors import ConfigError, DataFormatError, MissingDependencyError
 from embedscope.types import Corpus
 
@@ -60,7 +61,8 @@ def read_notebook(path: str | Path, stop_at: str | None = "## Questionnaire") ->
     """Markdown and code cell sources of a notebook, each followed by a newline; outputs dropped."""
     path = Path(path)
     try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
+        with reading(path):
+            notebook = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise DataFormatError(f"{path}: not a notebook (invalid JSON at line {e.lineno}: {e.msg})") from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
@@ -85,7 +87,8 @@ def read_document(path: str | Path, stop_at: str | None = "## Questionnaire") ->
     path = Path(path)
     if path.suffix.lower() == ".ipynb":
         return read_notebook(path, stop_at)
-    text = path.read_text(encoding="utf-8")
+    with reading(path):
+        text = path.read_text(encoding="utf-8")
     if stop_at and stop_at in text:
         text = text[: text.index(stop_at)]
     return text
@@ -207,6 +210,8 @@ def write_passages(passages: Sequence[Passage], path: str | Path) -> Path:
     """Passages as a BEIR-style ``corpus.jsonl`` (extra fields: source, chapter), written atomically."""
     from embedscope.results.store import atomic_write_text
 
+    if Path(path).is_dir():
+        raise ConfigError(f"{path} is a folder: give the corpus file to write, e.g. {Path(path) / 'corpus.jsonl'}")
     atomic_write_text(path, "".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in passages))
     return Path(path)
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,20 @@ except ImportError:  # pragma: no cover - depends on the environment
     _DECODE_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
 
 EXAMPLE = '{"_id": "d1", "text": "..."}'
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Turn what can go wrong reading a file's bytes into one :class:`DataFormatError` naming it:
+    text that is not UTF-8, a corrupt or truncated gzip stream, a folder where a file belongs."""
+    try:
+        yield
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8") from None
+    except (gzip.BadGzipFile, zlib.error, EOFError) as e:
+        raise DataFormatError(f"{path}: corrupt or truncated gzip file ({e or 'unexpected end'})") from None
+    except IsADirectoryError:
+        raise DataFormatError(f"{path}: is a folder, but a file is expected here") from None
 
 
 def _open_binary(path: Path):
@@ -62,7 +78,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     not a JSON object.
     """
     path = Path(path)
-    with _open_binary(path) as f:
+    with reading(path), _open_binary(path) as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -83,7 +99,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def read_json(path: str | Path) -> Any:
     """A whole JSON document; a syntax error names the file, line and column."""
     path = Path(path)
-    with _open_binary(path) as f:
+    with reading(path), _open_binary(path) as f:
         raw = f.read()
     try:
         return json.loads(raw.decode("utf-8-sig"))
@@ -95,7 +111,7 @@ def read_json(path: str | Path) -> Any:
 
 def looks_like_jsonl(path: str | Path) -> bool:
     """True when the first non-blank line is a complete JSON object (JSON lines rather than one document)."""
-    with _open_binary(Path(path)) as f:
+    with reading(path), _open_binary(Path(path)) as f:
         for line in f:
             if line.strip():
                 stripped = line.strip().lstrip(b"\xef\xbb\xbf")

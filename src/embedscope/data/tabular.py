@@ -59,6 +59,7 @@ from embedscope.data.validate import (
     pick,
     read_rows,
 )
+from embedscope.data.jsonl import reading
 from embedscope.errors import DataFormatError
 from embedscope.types import Corpus, Queries, RetrievalData, merge_title
 
@@ -188,7 +189,7 @@ def _qrels_tsv_rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
     """Rows of a qrels ``.tsv``: with a header (BEIR ``query-id corpus-id score``) or without one
     (``qid docid score``, or TREC ``qid 0 docid rel``). A header is a first line whose last cell is not a number.
     """
-    with open(path, encoding="utf-8-sig") as f:
+    with reading(path), open(path, encoding="utf-8-sig") as f:
         lines = [(n, line.rstrip("\r\n")) for n, line in enumerate(f, start=1)]
     lines = [(n, line) for n, line in lines if line.strip()]
     if not lines:

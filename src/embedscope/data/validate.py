@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from embedscope.data.jsonl import iter_jsonl
+from embedscope.data.jsonl import iter_jsonl, reading
 from embedscope.errors import ConfigError, DataFormatError
 
 TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv", ".parquet")
@@ -46,6 +46,23 @@ def _csv_field_limit() -> None:
         csv.field_size_limit(2**31 - 1)
 
 
+def _csv_rows(reader: csv.DictReader, path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of ``reader``; a CSV syntax error (an unbalanced quote) names the line its row starts on."""
+    start = 1
+    try:
+        _ = reader.fieldnames  # the header line
+        while True:
+            start = reader.line_num + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            yield row
+    except csv.Error as e:
+        raise DataFormatError(f"{path}, line {start}: CSV parse error ({e}); a quoted cell needs its closing "
+                              "quote, and a quote inside it is written twice (\"\")") from None
+
+
 def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(location, row)`` for a JSONL / CSV / TSV / Parquet file; location is ``file, line N`` or ``file, row N``."""
     path = Path(path)
@@ -55,9 +72,9 @@ def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"{path}, line {lineno}", obj
     elif kind in (".csv", ".tsv"):
         _csv_field_limit()
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f, delimiter="\t" if kind == ".tsv" else ",")
-            for row in reader:
+        with reading(path), open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f, delimiter="\t" if kind == ".tsv" else ",", strict=True)
+            for row in _csv_rows(reader, path):
                 if None in row:  # more cells than header names
                     raise DataFormatError(
                         f"{path}, line {reader.line_num}: {len(reader.fieldnames or []) + len(row[None])} cells but "
@@ -113,8 +130,19 @@ def as_id(value: Any, where: str, field: str) -> str:
 
 
 def as_text(value: Any, where: str, field: str) -> str:
+    """A text field as a string; bytes (a Parquet binary column) are decoded as UTF-8.
+
+    >>> as_text(b"caf\\xc3\\xa9", "corpus.parquet, row 1", "text")
+    'café'
+    """
     if isinstance(value, str):
         return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataFormatError(f"{where}: {field} is binary and not valid UTF-8 ({e.reason} at byte {e.start}); "
+                                  "store it as a UTF-8 string column") from None
     if isinstance(value, (list, dict)):
         raise DataFormatError(f"{where}: {field} must be a string, got a {type(value).__name__}")
     return str(value)

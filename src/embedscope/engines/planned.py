@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.models.base import IDENTITY_META, check_role, encoder_identity
+from embedscope.models.base import IDENTITY_META, check_finite, check_role, encoder_identity
 from embedscope.models.device import default_batch_size
 from embedscope.types import Role
 
@@ -76,6 +76,7 @@ class PlannedEncoder:
                 vectors = np.asarray(vectors, dtype=np.float32)
                 if vectors.ndim != 2 or vectors.shape[0] != len(idx):
                     raise ValueError(f"a worker returned shape {vectors.shape} for {len(idx)} texts")
+                check_finite(vectors, [texts[i] for i in idx], self.name)
                 if progress is not None:
                     progress.update(len(idx))
                 yield idx, vectors

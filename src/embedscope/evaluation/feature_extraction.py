@@ -18,7 +18,7 @@ match), and the agreement of the two similarity lists (Spearman; discordant pair
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,29 @@ def load_pairs(dataset: str, split: str, columns: Mapping[str, str]):
     return ds
 
 
+def _texts(values: Sequence[Any], dataset: str, column: str) -> list[str]:
+    """A text column as strings; binary cells (Parquet) are decoded as UTF-8."""
+    from embedscope.data.validate import as_text
+
+    return [as_text(x, f"{dataset}, row {i}", column) for i, x in enumerate(values, start=1)]
+
+
+def _gold_scores(values: Sequence[Any], dataset: str, column: str) -> np.ndarray:
+    """The gold scores as floats: each one a finite number, and not all the same (Spearman needs variation)."""
+    gold = np.empty(len(values), dtype=np.float64)
+    for i, value in enumerate(values):
+        try:
+            gold[i] = float(value)
+        except (TypeError, ValueError):
+            raise DataFormatError(f"{dataset}, row {i + 1}: {column} {value!r} is not a number") from None
+        if not np.isfinite(gold[i]):
+            raise DataFormatError(f"{dataset}, row {i + 1}: {column} {value!r} is not a finite number")
+    if len(gold) > 1 and np.all(gold == gold[0]):
+        raise DataFormatError(f"{dataset}: every {column} is {gold[0]:g}; Spearman's correlation is undefined when "
+                              "the gold scores do not vary")
+    return gold
+
+
 def spearman_x100(predicted: np.ndarray, gold: np.ndarray) -> float:
     """Spearman's rho × 100, rounded to 2 decimals (the seed's reporting)."""
     from embedscope.metrics.correlation import spearman
@@ -123,9 +146,9 @@ def evaluate_feature_extraction(
         if samples < 1:
             raise ConfigError("--samples must be a positive integer")
         ds = ds.shuffle(seed=SEED).select(range(min(samples, len(ds))))
-    s1 = [str(x) for x in ds[mapping["input_column_1"]]]
-    s2 = [str(x) for x in ds[mapping["input_column_2"]]]
-    gold = np.asarray(ds[mapping["score_column"]], dtype=np.float64)
+    s1 = _texts(ds[mapping["input_column_1"]], dataset, mapping["input_column_1"])
+    s2 = _texts(ds[mapping["input_column_2"]], dataset, mapping["input_column_2"])
+    gold = _gold_scores(ds[mapping["score_column"]], dataset, mapping["score_column"])
     e1 = encoder.encode(s1, role="document", batch_size=batch_size)
     e2 = encoder.encode(s2, role="document", batch_size=batch_size)
     record = {

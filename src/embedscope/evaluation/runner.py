@@ -170,7 +170,7 @@ def _run_task(
     save_predictions: bool,
     placement: dict[str, Any] | None = None,
 ) -> TaskOutcome:
-    stored = store.load(task.name)
+    stored = None if strategy == "always" else store.load(task.name)  # replaced anyway, even if unreadable
     splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
     if not splits and stored is not None:
         logger.info("%s: reusing stored result %s", task.name, store.path(task.name))

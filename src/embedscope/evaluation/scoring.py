@@ -23,6 +23,9 @@ def rank_run(
     from embedscope.types import RankedRun
 
     ks = tuple(k_values or DEFAULT_K_VALUES)
+    for path, kind in ((qrels, "qrels"), (run, "run")):
+        if isinstance(path, (str, Path)):
+            _check_not_empty(Path(path), kind)
     qrels_dict = read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
     if not isinstance(run, (str, Path)):
         return evaluate_ranking(qrels_dict, run, ks, ignore_identical_ids=ignore_identical_ids)
@@ -39,3 +42,14 @@ def rank_run(
             except KeyClash:
                 pass
     return evaluate_ranking(qrels_dict, read_trec_run(run), ks, ignore_identical_ids=ignore_identical_ids)
+
+
+def _check_not_empty(path: Path, kind: str) -> None:
+    """DataFormatError naming ``path`` when the file holds nothing but whitespace."""
+    from embedscope.errors import DataFormatError
+
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip():
+                return
+    raise DataFormatError(f"{path}: the {kind} file is empty (no {'judgments' if kind == 'qrels' else 'ranked documents'})")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from embedscope.errors import DataFormatError
+from embedscope.errors import ConfigError, DataFormatError
 from embedscope.types import KeyedRun, Qrels, RankedRun, RunDict, short_order
 
 DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10, 20, 100, 1000)
@@ -148,7 +148,7 @@ def evaluate_ranking(
     """
     ks = tuple(int(k) for k in k_values)
     if not ks or min(ks) < 1:
-        raise ValueError(f"k_values must be positive integers, got {k_values!r}")
+        raise ConfigError(f"cutoffs (k) must be positive integers, got {', '.join(map(str, k_values)) or 'none'}")
     keyed = isinstance(run, KeyedRun)
     if keyed and ignore_identical_ids:
         raise ValueError("ignore_identical_ids needs a RankedRun")

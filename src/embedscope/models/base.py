@@ -56,6 +56,28 @@ class Encoder(Protocol):
 ROLES: tuple[Role, ...] = ("query", "document")
 
 
+def check_finite(vectors: np.ndarray, texts: Sequence[str], model: str, source: str = "the model") -> np.ndarray:
+    """``vectors`` if every value is finite, else :class:`NonFiniteError` naming the model and the first bad text.
+
+    >>> check_finite(np.array([[1.0], [np.nan]]), ["ok", "bad"], "m")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    embedscope.errors.NonFiniteError: m: the model gave a vector with NaN or infinity for text 2 of 2 ('bad'); ...
+    """
+    finite = np.isfinite(vectors)
+    if finite.all():
+        return vectors
+    from embedscope.errors import NonFiniteError
+
+    row = int(np.flatnonzero(~finite.reshape(len(vectors), -1).all(axis=1))[0]) if len(vectors) else 0
+    text = texts[row] if row < len(texts) else "?"
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    raise NonFiniteError(f"{model}: {source} gave a vector with NaN or infinity for text {row + 1} of {len(texts)} "
+                         f"({shown!r}); no score can be computed from it. "
+                         + ("Check the model's weights and dtype (fp16 can overflow)" if source == "the model" else
+                            "Delete that cache (or run with --no-cache) to encode the texts again"))
+
+
 def check_role(role: str) -> Role:
     """``role`` if it is ``"query"`` or ``"document"``, else ValueError."""
     if role not in ROLES:
@@ -181,7 +203,7 @@ class BaseEncoder(ModelBase):
             return np.zeros((0, self.embed_dim or 0), dtype=np.float32)
         size = batch_size or default_batch_size(self.device)
         out = with_oom_halving(lambda bs: self._encode(texts, role, bs, show_progress), size, what=f"{self.name}: encoding")
-        return np.asarray(out, dtype=np.float32)
+        return check_finite(np.asarray(out, dtype=np.float32), texts, self.name)
 
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
         """The backend's in-process encoding of a non-empty list."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedscope.models.base import Encoder, Similarity
+from embedscope.models.base import Encoder, Similarity, check_finite
 from embedscope.types import Role
 
 _SQL_VARS = 900  # stay under SQLite's host-parameter limit
@@ -170,7 +170,8 @@ class CachedEncoder:
         self.stats.encoded += len(missing)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+        return check_finite(np.stack([found[k] for k in keys]).astype(np.float32, copy=False), texts, self.name,
+                            f"the embedding cache ({self.cache.directory})")
 
     def _encode_missing(self, texts: list[str], keys: list[bytes], found: dict[bytes, np.ndarray], *, role: Role,
                         batch_size: int | None, show_progress: bool) -> None:
@@ -187,6 +188,7 @@ class CachedEncoder:
             parts = iter([(list(range(len(texts))), np.asarray(fresh, dtype=np.float32))])
         pending: list[bytes] = []
         for idx, vectors in parts:
+            check_finite(vectors, [texts[pos] for pos in idx], self.name)
             for row, pos in enumerate(idx):
                 k = keys[pos]
                 if first[k] == pos:

@@ -287,12 +287,22 @@ def load_encoder(
 
     expanded = Path(os.path.expanduser(spec))
     if expanded.exists():
+        from embedscope.models.integrity import check_model_files, corrupt_model_error, is_load_error
+
+        check_model_files(expanded, tokenizer)
         kind = backend or detect_kind(expanded)
         if kind == "onnx" and expanded.is_dir() and not (
             (expanded / "model.onnx").is_file() or (expanded / "onnx" / "model.onnx").is_file() or any(expanded.glob("*.onnx"))
         ):
             raise ConfigError(f"{spec}: backend onnx needs a .onnx file or a folder with model.onnx")
-        return _build(kind, expanded, name=None, revision=revision, source=str(expanded), **options)
+        try:
+            return _build(kind, expanded, name=None, revision=revision, source=str(expanded), **options)
+        except EmbedscopeError:
+            raise
+        except Exception as e:
+            if is_load_error(e):
+                raise corrupt_model_error(expanded, e) from e
+            raise
 
     if _looks_like_path(spec):
         raise ConfigError(f"{spec}: no such file or folder")

@@ -60,7 +60,14 @@ def load_result_json(path: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise DataFormatError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); remove or fix it") from e
-    return data if isinstance(data, dict) and "task_name" in data and "scores" in data else None
+    if not (isinstance(data, dict) and "task_name" in data and "scores" in data):
+        return None
+    from embedscope.results.store import check_result_shape
+
+    try:
+        return check_result_shape(data)
+    except ValueError as e:
+        raise DataFormatError(f"{path}: not a task result of the expected shape ({e}); remove or fix it") from None
 
 
 def _recorded(result: TaskResult, key: str) -> str | None:

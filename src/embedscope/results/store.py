@@ -90,10 +90,10 @@ class ResultStore:
         if not path.exists():
             return None
         try:
-            return TaskResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, KeyError) as e:
+            return TaskResult.from_dict(check_result_shape(json.loads(path.read_text(encoding="utf-8"))))
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
             raise ConfigError(
-                f"Stored result {path} is unreadable ({e}). Delete it or run with --overwrite to replace it."
+                f"Stored result {path} is unreadable ({e}). Delete it, or run with --overwrite always to replace it."
             ) from e
 
     def save(self, result: TaskResult) -> Path:
@@ -119,6 +119,19 @@ class ResultStore:
         path = self.predictions_path(task_name)
         write_json_atomic(path, predictions)
         return path
+
+
+def check_result_shape(data: Any) -> dict[str, Any]:
+    """``data`` if it has a result's shape (a task name, and scores per split as lists of objects), else ValueError."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    scores = data.get("scores")
+    if not isinstance(data.get("task_name"), str) or not isinstance(scores, dict):
+        raise ValueError("no 'task_name' string or no 'scores' object")
+    for split, entries in scores.items():
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise ValueError(f"scores[{split!r}] is not a list of objects")
+    return data
 
 
 def splits_to_run(

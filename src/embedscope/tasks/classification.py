@@ -171,6 +171,14 @@ def stratified_subsample_indices(labels: Sequence[int], n_samples: int, seed: in
     return list(kept)
 
 
+def check_classes(labels: Sequence[Label], what: str) -> None:
+    """DataFormatError when ``labels`` hold fewer than two classes: no classifier can be trained on them."""
+    classes = set(labels)
+    if len(classes) < 2:
+        held = f"only the class {next(iter(classes))!r}" if classes else "no rows"
+        raise DataFormatError(f"{what} has {held}; a classifier needs at least two classes to learn from")
+
+
 def run_classification(
     train: LabelledTexts,
     test: LabelledTexts,
@@ -185,6 +193,7 @@ def run_classification(
 ) -> dict[str, Any]:
     """Steps 2–5 of the module protocol on already loaded (and subsampled) splits."""
     timings = {} if timings is None else timings
+    check_classes(train.labels, "the training split")
     picks = undersample(train.labels, samples_per_label, n_experiments, seed)
     union = sorted(set().union(*picks))
     t0 = time.perf_counter()
@@ -255,6 +264,7 @@ class ClassificationTask:
         train = _limit(self.load_split(self.train_split), options.limits)
         test = _limit(self.load_split(split), options.limits)
         timings = {"load_data": time.perf_counter() - t0}
+        check_classes(train.labels, f"{self.name}: the training split {self.train_split!r} ({self.source})")
         if self.test_subsample_size is not None:
             train_ids, test_ids = class_label_ids([train.labels, test.labels])
             train = LabelledTexts(train.texts, tuple(train_ids))

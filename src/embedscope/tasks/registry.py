@@ -138,6 +138,10 @@ def resolve_task(spec: str | Path | Task, *, data_dir: str | Path | None = None)
     text = str(spec)
     if text in TASKS:
         return TASKS.get(text)
+    if Path(text).is_symlink():
+        from embedscope.data.detect import check_link
+
+        check_link(Path(text))
     if Path(text).exists():
         return custom_retrieval_task(text)
     from embedscope.tasks.custom import custom_task, split_type_prefix

@@ -14,6 +14,8 @@ Spearman (scipy) of each against the gold. Main score ``cosine_spearman``.
 
 from __future__ import annotations
 
+import math
+
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +89,9 @@ def correlation_scores(predictions: Mapping[str, Sequence[float]], normalized: S
     bits, see :mod:`embedscope.metrics.correlation`)."""
     from embedscope.metrics.correlation import pearson, spearman
 
+    if len(set(normalized)) < 2:
+        raise DataFormatError("every gold score of this STS split is the same; Spearman's and Pearson's correlations "
+                              "are undefined when the gold scores do not vary")
     out: dict[str, float] = {}
     for name, predicted in predictions.items():
         prefix = "" if name == "similarity" else f"{name}_"
@@ -156,8 +161,13 @@ def load_sts_file(path: str | Path, columns: Mapping[str, str] | None = None) ->
             gold.append(float(value))
         except (TypeError, ValueError):
             raise DataFormatError(f"{where}: score {value!r} is not a number") from None
+        if not math.isfinite(gold[-1]):
+            raise DataFormatError(f"{where}: score {value!r} is not a finite number; every gold score must be one")
     if len(gold) < 2:
         raise DataFormatError(f"{path}: an STS file needs at least two pairs")
+    if len(set(gold)) == 1:
+        raise DataFormatError(f"{path}: every gold score is {gold[0]:g}; Spearman's correlation is undefined when "
+                              "the gold scores do not vary")
     return STSData(tuple(s1), tuple(s2), tuple(gold))
 
 
