@@ -353,7 +353,7 @@ def evaluate(
                                1000 if isinstance(encoder, Pipeline) else top_k, limits, corpus_chunk_size)
     store = ResultStore(output_folder, encoder.name, encoder.revision, experiment_name(kwargs))
     placement = run_placement(encoder)
-    settings = run_settings(encoder, top_k, limits, corpus_chunk_size)
+    settings = run_settings(encoder, top_k, limits, corpus_chunk_size, isinstance(encoder, Pipeline))
     experiment = {"experiment_kwargs": kwargs} if kwargs else {}
     store.save_model_meta({**model_meta(encoder), **placement, **experiment, "run_settings": settings})
     options = SearchOptions(top_k, batch_size, corpus_chunk_size, show_progress, limits)

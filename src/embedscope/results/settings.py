@@ -22,9 +22,11 @@ from embedscope.models.fingerprint import hash_dict, short
 NOT_SETTINGS = ("device", "devices", "revision", "name")
 
 
-def run_settings(model: Any, top_k: int, limits: int | None, corpus_chunk_size: int) -> dict[str, Any]:
-    """Everything about the model and the search that changes a vector or a score."""
-    if hasattr(model, "retrievers"):  # a pipeline: its fingerprint covers every stage
+def run_settings(model: Any, top_k: int, limits: int | None, corpus_chunk_size: int,
+                 pipeline: bool = False) -> dict[str, Any]:
+    """Everything about the model (or ``pipeline``) and the search that changes a vector or a score.
+    Only identity attributes are read, so a lazily loaded model stays unloaded."""
+    if pipeline:  # its fingerprint covers every stage
         identity: dict[str, Any] = {"pipeline": model.fingerprint}
     else:
         identity = {"fingerprint": model.fingerprint, "prompts": dict(model.prompts), "similarity": model.similarity}
