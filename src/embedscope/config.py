@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from embedscope.errors import ConfigError
 
@@ -47,6 +47,17 @@ class CustomTask(BaseModel):
     ignore_identical_ids: bool = False
     columns: dict[str, str] | None = None
     type: str = "Retrieval"  # embedscope extension: STS, PairClassification, Classification, ...
+
+    @field_validator("name")
+    @classmethod
+    def _file_name(cls, name: str) -> str:
+        """The name names the result file: no path separators, '..' or absolute paths."""
+        from embedscope.results.store import check_path_name
+
+        try:
+            return check_path_name(name, "task name")
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
 
 
 class PipelineConfig(BaseModel):

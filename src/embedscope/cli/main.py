@@ -26,7 +26,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     _add_pipeline_options(p)
     p.add_argument("--tasks", "-t", nargs="+", default=None, help="task names or folders of custom data")
     p.add_argument("--config", "-c", default=None, help="YAML/JSON config (embedscope or EvalScope eval_config schema)")
-    p.add_argument("--output-folder", default="results", help="where results go: <folder>/<org__model>/<revision>/<Task>.json")
+    p.add_argument("--output-folder", default="results", help="where results go: <folder>/<org__model>/<revision>/<Task>.json; runs with other "
+                   "settings (--pooling, --query-prompt, --max-seq-length, --dtype, --top-k, --limits …) go to "
+                   "<folder>/<org__model>/<revision>/experiments/<settings-hash>/")
     p.add_argument("--batch-size", type=int, default=None,
                    help="texts per encoding batch (default: 32 on the CPU, MTEB's and the exact path; 256 on a GPU)")
     p.add_argument("--top-k", type=int, default=1000, help="documents kept per query (with a reranker: stage-1 candidates)")
@@ -93,6 +95,10 @@ def _pipeline_spec(args: argparse.Namespace) -> dict | None:
         return None
     if args.model and args.retriever:
         raise EmbedscopeError("give the first stage with --model or with --retriever, not both")
+    if args.pipeline_name is not None:
+        from embedscope.results.store import check_path_name
+
+        check_path_name(args.pipeline_name, "--pipeline-name")
     fusion = None
     if args.fusion or args.rrf_k is not None or args.weights:
         from dataclasses import replace

@@ -191,5 +191,5 @@ def _write(report: FastbookReport, pipeline: Pipeline, folder: Path, overwrite: 
                         extra={"task_type": "MultiComponentRetrieval", "scope": scope, "k": report.k})
     report.path = store.save(result)
     store.save_model_meta({**pipeline.describe(), "revision": pipeline.revision})
-    report.csv_path = path.with_name(f"{TASK_NAME}_per_question.csv")
+    report.csv_path = store.inside(path.with_name(f"{TASK_NAME}_per_question.csv"))
     atomic_write_text(report.csv_path, report.csv())

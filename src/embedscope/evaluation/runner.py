@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -25,7 +26,12 @@ from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
 from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
-from embedscope.results.store import OverwriteStrategy, ResultStore, check_strategy, splits_to_run
+from embedscope.results.settings import (
+    data_fingerprint, experiment_kwargs, experiment_name, run_settings, settings_difference, task_settings,
+)
+from embedscope.results.store import (
+    OverwriteStrategy, ResultStore, check_path_name, check_strategy, splits_to_run,
+)
 from embedscope.retrieval.pipeline import Pipeline
 from embedscope.tasks.registry import DEFAULT_RETRIEVAL_TASKS, DEFAULT_TASKS, resolve_task
 from embedscope.tasks.base import SearchOptions, Task
@@ -169,14 +175,19 @@ def _run_task(
     options: SearchOptions,
     save_predictions: bool,
     placement: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> TaskOutcome:
-    stored = None if strategy == "always" else store.load(task.name)  # replaced anyway, even if unreadable
+    record = json.loads(json.dumps(  # as the result file will hold it
+        {"run_settings": settings or {}, "task_settings": task_settings(task), "data": data_fingerprint(task)},
+        default=str))
+    stored = _matching(_load_stored(store, task.name, strategy), record, strategy, task.name, store.path(task.name))
+    fresh = stored is None or strategy == "always"
     splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
     if not splits and stored is not None:
         logger.info("%s: reusing stored result %s", task.name, store.path(task.name))
         return TaskOutcome(task, stored, store.path(task.name), reused=True)
     started = time.perf_counter()
-    scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and strategy != "always" else {}
+    scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and not fresh else {}
     predictions: dict[str, dict[str, dict[str, float]]] = {}
     timings: dict[str, float] = {}
     split_timings: list[tuple[str, dict[str, float]]] = []
@@ -202,7 +213,7 @@ def _run_task(
                 stage_scores.setdefault(st.stage, {})[split] = [entry]
                 if st.per_item is not None:
                     stage_items.setdefault(st.stage, []).extend(item_rows(split, task.hf_subset, st.per_item))
-    extra: dict[str, Any] = {"task_type": task.type, "main_metric": task.main_score, **(placement or {})}
+    extra: dict[str, Any] = {"task_type": task.type, "main_metric": task.main_score, **(placement or {}), **record}
     if stage_records:
         extra["pipeline_stages"] = stage_records
     elapsed = time.perf_counter() - started
@@ -217,21 +228,68 @@ def _run_task(
     )
     if len(stage_scores) > 1:  # two-stage (or longer) pipelines: each stage's result in stage1/, stage2/ ...
         for stage, per_split in stage_scores.items():
-            earlier = store.sub(stage).load(task.name) if strategy != "always" else None
+            earlier = None if fresh else _matching(store.sub(stage).load(task.name), record, "always", task.name,
+                                                   store.sub(stage).path(task.name))
             merged = {**(earlier.scores if earlier else {}), **per_split}  # keep splits of earlier runs
             store.sub(stage).save(TaskResult(
                 task_name=task.name, dataset_revision=task.dataset_revision, scores=merged,
                 evaluation_time=elapsed, date=result.date,
-                extra={"task_type": task.type, "main_metric": task.main_score, "stage": stage},
+                extra={"task_type": task.type, "main_metric": task.main_score, "stage": stage, **record},
             ))
             if stage in stage_items:
-                store.sub(stage).save_per_item(task.name, stage_items[stage], keep_earlier=strategy != "always")
+                store.sub(stage).save_per_item(task.name, stage_items[stage], keep_earlier=not fresh)
     if per_item:
-        store.save_per_item(task.name, per_item, keep_earlier=strategy != "always")
+        store.save_per_item(task.name, per_item, keep_earlier=not fresh)
     path = store.save(result)
     if predictions:
         store.save_predictions(task.name, {task.hf_subset: predictions})
     return TaskOutcome(task, result, path, reused=False, splits_run=splits, timings=timings)
+
+
+def _load_stored(store: ResultStore, task_name: str, strategy: OverwriteStrategy) -> TaskResult | None:
+    """The stored result of ``task_name``; with ``--overwrite always`` an unreadable one is None (it is replaced)."""
+    try:
+        return store.load(task_name)
+    except ConfigError:
+        if strategy == "always":
+            return None
+        raise
+
+
+def _matching(stored: TaskResult | None, record: dict[str, Any], strategy: OverwriteStrategy, task_name: str,
+              path: Path) -> TaskResult | None:
+    """``stored`` if it was computed with the settings and data in ``record``; None when it must be re-run
+    (the strategy allows it); a ConfigError when it holds another dataset's result or must not be re-run."""
+    if stored is None:
+        return None
+    recorded = {k: stored.extra.get(k) for k in record}
+    where = recorded["data"].get("location") if isinstance(recorded["data"], dict) else None
+    if where != record["data"]["location"] and where is not None:
+        raise ConfigError(f"{path} holds the result of task {task_name!r} on other data ({where}), not on "
+                          f"{record['data']['location'] or 'this task'}'s: give one of them another task name "
+                          "(custom_tasks[].name), use another --output-folder, or delete that file")
+    difference = settings_difference(recorded, record)
+    if not difference:
+        return stored
+    if strategy in ("never", "only-cache"):
+        raise ConfigError(f"{path} was computed with other settings or data ({difference}); "
+                          "run with --overwrite always to replace it")
+    if strategy != "always":
+        logger.warning("%s: stored result %s was computed with other settings or data (%s): running it again",
+                       task_name, path, difference)
+    return None
+
+
+def _check_task_names(tasks: Sequence[Task]) -> None:
+    """Every task name can name a result file, and no two tasks of a run share one."""
+    seen: dict[str, str] = {}
+    for t in tasks:
+        check_path_name(t.name, "task name")
+        source = str(getattr(t, "source", ""))
+        if t.name in seen and seen[t.name] != source:
+            raise ConfigError(f"two tasks are named {t.name!r} ({seen[t.name] or 'built-in'} and {source}): results "
+                              "are filed by task name, so give them distinct names (custom_tasks[].name)")
+        seen[t.name] = source
 
 
 def evaluate(
@@ -267,7 +325,9 @@ def evaluate(
             model, or anything with ``encode(list[str]) -> array``.
         tasks: registered task names, folders of custom data, or task objects (default: the built-in
             suite; for a pipeline, its retrieval tasks).
-        output_folder: results go to ``<output_folder>/<org__model>/<revision>/<Task>.json``.
+        output_folder: results go to ``<output_folder>/<org__model>/<revision>/<Task>.json``; with settings
+            apart from the model's own (``model_options``, ``dtype``, ``top_k``, ``limits``, ``corpus_chunk_size``)
+            to ``<output_folder>/<org__model>/<revision>/experiments/<settings-hash>/<Task>.json``.
         batch_size: encoding batch size (default: MTEB's 32 on the CPU, 256 on an accelerator).
         top_k: documents kept per query (MTEB's default 1000).
         overwrite: ``only-missing`` | ``never`` | ``always`` | ``only-cache``.
@@ -295,13 +355,20 @@ def evaluate(
     if tasks is None:
         tasks = DEFAULT_TASKS if not isinstance(encoder, Pipeline) else DEFAULT_RETRIEVAL_TASKS
     resolved = [resolve_task(t, data_dir=data_dir) for t in tasks]
+    _check_task_names(resolved)
     if isinstance(encoder, Pipeline):
         _check_pipeline_tasks(encoder, resolved)
-    store = ResultStore(output_folder, encoder.name, encoder.revision)
+    # a pipeline's top_k (its rerank depth) is checked per result, as its other settings, not a folder of its own
+    kwargs = experiment_kwargs(model_options if isinstance(model, (str, Mapping)) else None, dtype,
+                               1000 if isinstance(encoder, Pipeline) else top_k, limits, corpus_chunk_size)
+    store = ResultStore(output_folder, encoder.name, encoder.revision, experiment_name(kwargs))
     placement = run_placement(encoder)
-    store.save_model_meta({**model_meta(encoder), **placement})
+    settings = run_settings(encoder, top_k, limits, corpus_chunk_size, isinstance(encoder, Pipeline))
+    experiment = {"experiment_kwargs": kwargs} if kwargs else {}
+    store.save_model_meta({**model_meta(encoder), **placement, **experiment, "run_settings": settings})
     options = SearchOptions(top_k, batch_size, corpus_chunk_size, show_progress, limits)
-    outcomes = [_run_task(t, encoder, store, strategy, options, save_predictions, placement) for t in resolved]
+    outcomes = [_run_task(t, encoder, store, strategy, options, save_predictions, placement, settings)
+                for t in resolved]
     stats = encoder.stats if isinstance(encoder, CachedEncoder) else None
     return EvaluationReport(encoder.name, encoder.revision, outcomes, stats, time.perf_counter() - started)
 

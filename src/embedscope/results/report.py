@@ -15,7 +15,7 @@ import io
 import json
 from typing import Any
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from embedscope.errors import DataFormatError
@@ -26,6 +26,12 @@ METRIC_NAMES = {
     "ndcg_at_10": "NDCG@10", "map_at_1000": "MAP@1000", "map": "MAP", "mrr_at_10": "MRR@10",
     "cosine_spearman": "Spearman (cosine)", "cosine_pearson": "Pearson (cosine)", "accuracy": "Accuracy",
     "v_measure": "V-measure", "max_ap": "Average precision", "max_accuracy": "Accuracy", "lrap": "LRAP", "f1": "F1",
+}
+
+
+TYPE_MAIN_METRICS = {
+    "Retrieval": "ndcg_at_10", "Reranking": "map_at_1000", "STS": "cosine_spearman", "Classification": "accuracy",
+    "Clustering": "v_measure", "PairClassification": "max_ap", "MultilabelClassification": "accuracy",
 }
 
 
@@ -98,12 +104,12 @@ def main_metric(result: TaskResult) -> str:
     recorded = _recorded(result, "main_metric") or (entry.main_score if entry is not None else None)
     if recorded:
         return recorded
-    for entries in result.scores.values():
-        for e in entries:
-            for k, v in e.items():
-                if k != "main_score" and isinstance(v, float) and v == e.get("main_score"):
-                    return k
-    return "main_score"
+    equal = [k for entries in result.scores.values() for e in entries for k, v in e.items()
+             if k != "main_score" and isinstance(v, float) and v == e.get("main_score")]
+    usual = TYPE_MAIN_METRICS.get(infer_task_type(result))
+    if usual in equal:  # several metrics may tie with the main score (ndcg_at_3 == ndcg_at_10): take the type's own
+        return usual
+    return equal[0] if equal else "main_score"
 
 
 def model_name(result_file: Path) -> str:
@@ -136,7 +142,18 @@ def collect_results(folders: list[str | Path]) -> list[ResultRow]:
                                   result.main_score(), path))
     if not rows:
         raise DataFormatError(f"No task results found under {', '.join(map(str, folders))}")
-    return rows
+    return _distinct_models(rows)
+
+
+def _distinct_models(rows: list[ResultRow]) -> list[ResultRow]:
+    """Results of different folders are different models: a name that several folders share gets the
+    folder added (``name (path)``), so their scores never merge into one column."""
+    folders: dict[str, list[Path]] = {}
+    for r in rows:
+        seen = folders.setdefault(r.model, [])
+        if r.path.parent not in seen:
+            seen.append(r.path.parent)
+    return [r if len(folders[r.model]) == 1 else replace(r, model=f"{r.model} ({r.path.parent})") for r in rows]
 
 
 @dataclass(frozen=True)
@@ -145,11 +162,13 @@ class ReportTables:
 
     per_task: list[list[str]]
     per_type: list[list[str]]
+    notes: list[str] = field(default_factory=list)
 
     def markdown(self) -> str:
         return "\n\n".join([
             "## Per task", markdown_table(self.per_task[0], self.per_task[1:]),
             "## Per task type (mean over tasks) and overall", markdown_table(self.per_type[0], self.per_type[1:]),
+            *self.notes,
         ])
 
     def csv(self) -> str:
@@ -199,4 +218,17 @@ def build_report(rows: list[ResultRow], digits: int = 3) -> ReportTables:
         per_type.append([f"{kind} ({len(names)})", ", ".join(metrics), *[fmt(type_means[(m, kind)]) for m in models]])
     per_type.append(["Mean (Task)", "", *[fmt(_mean([score.get((m, t)) for _, t in tasks])) for m in models]])
     per_type.append(["Mean (TaskType)", "", *[fmt(_mean([type_means[(m, k)] for k in types])) for m in models]])
-    return ReportTables(per_task, per_type)
+    return ReportTables(per_task, per_type, _blank_notes(models, tasks, score))
+
+
+def _blank_notes(models: list[str], tasks: list[tuple[str, str]], score: dict[tuple[str, str], float]) -> list[str]:
+    """Why a model's means are blank: the tasks it has no (finite) score for."""
+    notes = []
+    for m in models:
+        missing = [t for _, t in tasks if score.get((m, t)) is None]
+        invalid = [t for _, t in tasks if isinstance(score.get((m, t)), float) and math.isnan(score[(m, t)])]
+        if missing or invalid:
+            why = "; ".join(part for part in (f"no result for {', '.join(missing)}" if missing else "",
+                                              f"no finite score for {', '.join(invalid)}" if invalid else "") if part)
+            notes.append(f"Blank means for {m}: {why} (a mean is shown only over a set of tasks it fully covers).")
+    return notes

@@ -1,6 +1,9 @@
 """Where results live on disk, and how they are written: atomically, never silently overwritten.
 
-Layout (MTEB's): ``<output>/<org__model>/<revision>/<Task>.json`` plus ``model_meta.json``;
+Layout (MTEB's): ``<output>/<org__model>/<revision>/<Task>.json`` plus ``model_meta.json``; a run whose
+settings differ from the model's own (pooling, prompts, max length, dtype, top_k, limits …) goes to
+MTEB's experiment folder ``<output>/<org__model>/<revision>/experiments/<settings-hash>/`` instead, its
+``model_meta.json`` recording those settings as ``experiment_kwargs``;
 with ``--save-predictions`` also ``predictions/<Task>_predictions.json`` (MTEB's prediction format,
 ``{subset: {split: {qid: {doc_id: score}}}}``), in a subfolder so that mteb's loader of a results
 folder (``ResultCache.load_results``, which reads every ``<model>/<revision>/*.json``) sees only results;
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,12 +32,29 @@ from embedscope.results.schema import TaskResult
 
 OverwriteStrategy = Literal["only-missing", "never", "always", "only-cache"]
 OVERWRITE_STRATEGIES: tuple[str, ...] = ("only-missing", "never", "always", "only-cache")
+EXPERIMENTS = "experiments"  # mteb's folder for runs with other settings than the model's own
 
 
 def check_strategy(strategy: str) -> OverwriteStrategy:
     if strategy not in OVERWRITE_STRATEGIES:
         raise UnknownNameError("overwrite strategy", strategy, OVERWRITE_STRATEGIES)
     return strategy  # type: ignore[return-value]
+
+
+def check_path_name(name: str, what: str, allow_slash: bool = False) -> str:
+    """``name`` if it can be one component of a result path: no path separator (``/`` allowed as the
+    ``org/model`` separator with ``allow_slash``), no ``.``/``..`` segment, not absolute; else ConfigError.
+
+    >>> check_path_name("org/model", "model name", allow_slash=True)
+    'org/model'
+    """
+    parts = name.split("/") if allow_slash else [name]
+    bad = (not name or "\\" in name or "\0" in name or name.startswith("/")
+           or any(p in ("", ".", "..") or "/" in p for p in parts))
+    if bad:
+        raise ConfigError(f"{what} {name!r} cannot name a result file: use a plain name without path separators, "
+                          "'..' or a leading '/'")
+    return name
 
 
 def safe_name(name: str) -> str:
@@ -52,6 +73,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; a result file gets the usual mode
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -62,6 +84,17 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON atomically (see :func:`atomic_write_text`)."""
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=True) + "\n")
@@ -70,20 +103,32 @@ def write_json_atomic(path: Path, data: Any) -> None:
 class ResultStore:
     """Results of one model (name + revision) under an output folder."""
 
-    def __init__(self, output_folder: str | Path, model_name: str, revision: str) -> None:
-        self.folder = Path(output_folder) / safe_name(model_name) / safe_name(revision or "no_revision_available")
+    def __init__(self, output_folder: str | Path, model_name: str, revision: str, experiment: str | None = None) -> None:
+        check_path_name(model_name, "model name", allow_slash=True)
+        check_path_name(revision or "no_revision_available", "revision")
+        self.root = Path(output_folder)
+        self.folder = self.root / safe_name(model_name) / safe_name(revision or "no_revision_available")
+        if experiment:
+            self.folder = self.folder / EXPERIMENTS / check_path_name(experiment, "experiment")
 
     def sub(self, stage: str) -> ResultStore:
         """The store of one pipeline stage: ``<folder>/<stage>/`` (EvalScope's ``stage1/``, ``stage2/``)."""
         store = ResultStore.__new__(ResultStore)
-        store.folder = self.folder / safe_name(stage)
+        store.root = self.root
+        store.folder = self.folder / safe_name(check_path_name(stage, "stage"))
         return store
 
+    def inside(self, path: Path) -> Path:
+        """``path`` if it resolves inside the output folder, else ConfigError (checked before every write)."""
+        if not path.resolve().is_relative_to(self.root.resolve()):
+            raise ConfigError(f"refusing to write {path}: it lies outside the output folder {self.root}")
+        return path
+
     def path(self, task_name: str) -> Path:
-        return self.folder / f"{task_name}.json"
+        return self.folder / f"{check_path_name(task_name, 'task name')}.json"
 
     def predictions_path(self, task_name: str) -> Path:
-        return self.folder / "predictions" / f"{task_name}_predictions.json"
+        return self.folder / "predictions" / f"{check_path_name(task_name, 'task name')}_predictions.json"
 
     def load(self, task_name: str) -> TaskResult | None:
         path = self.path(task_name)
@@ -97,7 +142,7 @@ class ResultStore:
             ) from e
 
     def save(self, result: TaskResult) -> Path:
-        path = self.path(result.task_name)
+        path = self.inside(self.path(result.task_name))
         write_json_atomic(path, result.to_dict())
         return path
 
@@ -106,17 +151,25 @@ class ResultStore:
 
     def save_per_item(self, task_name: str, rows: list[dict[str, Any]], keep_earlier: bool = True) -> Path:
         """Write the per-item rows atomically; with ``keep_earlier``, stored rows of other splits stay."""
-        path = self.per_item_path(task_name)
+        path = self.inside(self.per_item_path(task_name))
         if keep_earlier and path.exists():
             rows = merge_rows(read_per_item(path), rows)
         atomic_write_bytes(path, encode_rows(rows))
         return path
 
     def save_model_meta(self, meta: dict[str, Any]) -> None:
-        write_json_atomic(self.folder / "model_meta.json", meta)
+        write_json_atomic(self.inside(self.folder / "model_meta.json"), meta)
+
+    def load_model_meta(self) -> dict[str, Any] | None:
+        """The ``model_meta.json`` of this folder, or None (absent or unreadable)."""
+        try:
+            data = json.loads((self.folder / "model_meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
 
     def save_predictions(self, task_name: str, predictions: dict[str, dict[str, dict[str, dict[str, float]]]]) -> Path:
-        path = self.predictions_path(task_name)
+        path = self.inside(self.predictions_path(task_name))
         write_json_atomic(path, predictions)
         return path
 

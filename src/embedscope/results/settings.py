@@ -1,0 +1,101 @@
+"""What a stored result was computed with, so that it is reused only for the same settings and data.
+
+Each result records ``run_settings`` (the encoder's fingerprint, prompts and similarity, or the
+pipeline's fingerprint; ``top_k``, ``limits``, ``corpus_chunk_size``), ``task_settings`` (the task's
+protocol parameters) and ``data`` (where the data is, and a fingerprint of its files' paths, sizes and
+modification times). A stored result whose record differs is not reused (see
+:func:`settings_difference`).
+
+>>> settings_difference({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}})
+'b.c: 2 → 3'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from embedscope.models.fingerprint import hash_dict, short
+
+# model_options that do not change a vector, or that already name the result folder
+NOT_SETTINGS = ("device", "devices", "revision", "name")
+
+
+def run_settings(model: Any, top_k: int, limits: int | None, corpus_chunk_size: int,
+                 pipeline: bool = False) -> dict[str, Any]:
+    """Everything about the model (or ``pipeline``) and the search that changes a vector or a score.
+    Only identity attributes are read, so a lazily loaded model stays unloaded."""
+    if pipeline:  # its fingerprint covers every stage
+        identity: dict[str, Any] = {"pipeline": model.fingerprint}
+    else:
+        identity = {"fingerprint": model.fingerprint, "prompts": dict(model.prompts), "similarity": model.similarity}
+    return {"model": identity, "top_k": top_k, "limits": limits, "corpus_chunk_size": corpus_chunk_size}
+
+
+def experiment_kwargs(model_options: dict[str, Any] | None, dtype: str | None, top_k: int, limits: int | None,
+                      corpus_chunk_size: int) -> dict[str, Any]:
+    """The settings this run sets apart from the model's own (MTEB's ``experiment_kwargs``); empty for a
+    plain run.
+
+    >>> experiment_kwargs({"pooling": "cls", "device": "cpu"}, None, 1000, None, 50_000)
+    {'pooling': 'cls'}
+    """
+    kwargs = {k: v for k, v in (model_options or {}).items() if k not in NOT_SETTINGS and v is not None}
+    if dtype not in (None, "fp32", "float32"):
+        kwargs.setdefault("dtype", dtype)
+    if kwargs.get("dtype") in ("fp32", "float32"):
+        del kwargs["dtype"]
+    if top_k != 1000:
+        kwargs["top_k"] = top_k
+    if limits is not None:
+        kwargs["limits"] = limits
+    if corpus_chunk_size != 50_000:
+        kwargs["corpus_chunk_size"] = corpus_chunk_size
+    return kwargs
+
+
+def experiment_name(kwargs: dict[str, Any]) -> str | None:
+    """The experiment folder's name: a short hash of ``kwargs`` (None for a plain run)."""
+    return short(hash_dict(kwargs)) if kwargs else None
+
+
+def task_settings(task: Any) -> dict[str, Any]:
+    """The task's protocol parameters: its dataclass fields that are plain values (not the splits to run,
+    the description or the data location, which :func:`data_fingerprint` covers)."""
+    skip = {"eval_splits", "description", "source", "name"}
+    fields = ([f.name for f in dataclasses.fields(task)] if dataclasses.is_dataclass(task)
+              else ["type", "main_score", "dataset_revision", "hf_subset"])
+    out: dict[str, Any] = {}
+    for name in fields:
+        value = getattr(task, name, None)
+        if name not in skip and isinstance(value, (str, int, float, bool, tuple, list, type(None))):
+            out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def data_fingerprint(task: Any) -> dict[str, Any]:
+    """``{"location", "fingerprint"}`` of the task's data: for local files, their resolved location and a hash
+    of every file's relative path, size and modification time; else the source and dataset revision."""
+    source = str(getattr(task, "source", "") or "")
+    path = Path(source) if source else None
+    if path is not None and path.exists():
+        root = path.resolve()
+        files = [root] if root.is_file() else sorted(
+            f for f in root.rglob("*") if f.is_file() and not any(p.startswith(".") for p in f.relative_to(root).parts))
+        entries = [(f.relative_to(root).as_posix() if f != root else f.name, f.stat().st_size, f.stat().st_mtime_ns)
+                   for f in files]
+        return {"location": str(root), "fingerprint": short(hash_dict(entries))}
+    return {"location": None,
+            "fingerprint": short(hash_dict({"source": source, "revision": getattr(task, "dataset_revision", "")}))}
+
+
+def settings_difference(stored: Any, current: Any, prefix: str = "") -> str:
+    """The keys whose values differ, as ``key: old → new`` (first five), or "" when equal."""
+    if isinstance(stored, dict) and isinstance(current, dict):
+        parts = [settings_difference(stored.get(k), current.get(k), f"{prefix}{k}.")
+                 for k in sorted(set(stored) | set(current), key=str)]
+        return "; ".join([p for p in parts if p][:5])
+    if stored == current:
+        return ""
+    return f"{prefix.rstrip('.')}: {stored!r} → {current!r}"
