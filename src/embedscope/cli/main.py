@@ -499,7 +499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except EmbedscopeError as e:
-        print(f"embedscope: error: {e}", file=sys.stderr)
+        from embedscope.messages import clip_text
+
+        print(f"embedscope: error: {clip_text(str(e))}", file=sys.stderr)
         return 2
 
 

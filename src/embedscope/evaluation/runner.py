@@ -291,10 +291,12 @@ def evaluate(
     if top_k < 1 or (batch_size is not None and batch_size < 1) or corpus_chunk_size < 1:
         raise ConfigError("top_k, batch_size and corpus_chunk_size must be positive integers")
     engine_options = EngineOptions(engine, device, dtype, ray_address, ray_workers, ray_gpus_per_worker).validated()
+    # tasks first: a misspelled task or a folder without a dataset is reported before any model loads
+    resolved = None if tasks is None else [resolve_task(t, data_dir=data_dir) for t in tasks]
     encoder = _as_model(model, model_options, cache, engine_options, fingerprint)
-    if tasks is None:
-        tasks = DEFAULT_TASKS if not isinstance(encoder, Pipeline) else DEFAULT_RETRIEVAL_TASKS
-    resolved = [resolve_task(t, data_dir=data_dir) for t in tasks]
+    if resolved is None:
+        resolved = [resolve_task(t) for t in (DEFAULT_TASKS if not isinstance(encoder, Pipeline)
+                                              else DEFAULT_RETRIEVAL_TASKS)]
     if isinstance(encoder, Pipeline):
         _check_pipeline_tasks(encoder, resolved)
     store = ResultStore(output_folder, encoder.name, encoder.revision)
@@ -307,17 +309,19 @@ def evaluate(
 
 
 def _check_pipeline_tasks(pipeline: Pipeline, tasks: Sequence[Task]) -> None:
+    from embedscope.messages import listing
+
     if not pipeline.retrievers:
         wrong = [f"{t.name} ({t.type})" for t in tasks if t.type != "Reranking"]
         if wrong:
             raise ConfigError(f"{pipeline.name} is a reranker without a first-stage retriever: it scores Reranking "
-                              f"tasks only, not {', '.join(wrong)}. For retrieval, give a retriever too "
+                              f"tasks only, not {listing(wrong)}. For retrieval, give a retriever too "
                               "(--retriever bm25 --reranker MODEL).")
         return
     wrong = [f"{t.name} ({t.type})" for t in tasks if t.type not in PIPELINE_TASK_TYPES]
     if wrong:
         raise ConfigError(f"{pipeline.name} is a retrieval pipeline: it evaluates Retrieval and Reranking tasks only, "
-                          f"not {', '.join(wrong)}. Evaluate those with an embedding model.")
+                          f"not {listing(wrong)}. Evaluate those with an embedding model.")
 
 
 def evaluate_config(config: str | Path | dict[str, Any]) -> list[EvaluationReport]:
