@@ -188,3 +188,72 @@ def test_missing_cross_encoder_path_in_a_config_says_no_such_file(tmp_path):
     with pytest.raises(ConfigError) as err:
         evaluate_config(config)
     assert "no such file or folder" in str(err.value) and "alphanumeric" not in str(err.value)
+
+
+# -- help texts ---------------------------------------------------------------------------------------------
+
+def _options_without_help(parser, name="embedscope"):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _options_without_help(sub, f"{name} {sub_name}")
+        elif not action.help and not isinstance(action, argparse._HelpAction):
+            yield f"{name} {'/'.join(action.option_strings) or action.dest}"
+
+
+def test_every_option_of_every_command_has_help():
+    from embedscope.cli.main import build_parser
+
+    assert list(_options_without_help(build_parser())) == []
+
+
+def test_run_help_says_the_default_is_the_four_built_in_tasks(capsys):
+    from embedscope.cli.main import build_parser
+    from embedscope.tasks.registry import DEFAULT_TASKS
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "4 built-in tasks" in text and all(t in text for t in DEFAULT_TASKS)
+
+
+# -- progress bars stay out of piped output -----------------------------------------------------------------
+
+class _RecordingEncoder(KeywordEncoder):
+    def __init__(self):
+        super().__init__(["cat", "dog", "fish"])
+        self.progress: list[bool] = []
+
+    def encode(self, texts, *, role, batch_size=None, show_progress=False):
+        self.progress.append(show_progress)
+        return super().encode(texts, role=role, batch_size=batch_size, show_progress=show_progress)
+
+
+@pytest.fixture
+def restore_hub_bars():
+    from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
+
+    was_disabled = are_progress_bars_disabled()
+    yield
+    if not was_disabled:
+        enable_progress_bars()
+
+
+def test_python_evaluate_draws_no_bars_into_a_pipe(tmp_path, restore_hub_bars):
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    encoder = _RecordingEncoder()
+    evaluate(encoder, [tiny_retrieval_task()], output_folder=tmp_path, cache=False)  # show_progress defaults to True
+    assert encoder.progress and not any(encoder.progress)
+    assert are_progress_bars_disabled()  # "Loading weights" and download bars too
+
+
+def test_bars_are_drawn_on_a_terminal(tmp_path, monkeypatch, restore_hub_bars):
+    import embedscope.progress as progress
+
+    monkeypatch.setattr(progress, "on_terminal", lambda: True)
+    encoder = _RecordingEncoder()
+    evaluate(encoder, [tiny_retrieval_task()], output_folder=tmp_path, cache=False)
+    assert encoder.progress and all(encoder.progress)

@@ -23,6 +23,7 @@ from embedscope.evaluation.scoring import rank_run
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
+from embedscope.progress import progress_wanted
 from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
 from embedscope.results.store import OverwriteStrategy, ResultStore, check_strategy, splits_to_run
@@ -275,7 +276,8 @@ def evaluate(
         cache: embedding cache: True (default folder), a folder, an EmbeddingCache, or False.
         limits: EvalScope's ``limits`` (first N queries, judged documents only; inflates scores).
         corpus_chunk_size: documents encoded and scored at once (MTEB's 50,000).
-        show_progress: progress bars while encoding.
+        show_progress: progress bars while encoding, when stderr is a terminal (or in a notebook); piped
+            output and log files never get bars, nor the libraries' own (model loading, downloads).
         model_options: options for :func:`embedscope.models.specs.load_encoder` (pooling, prompts, …).
         data_dir: folder holding local copies of catalog datasets (``<dir>/<Task>`` in the hub's layout).
         device: ``auto`` (the best accelerator here), ``cpu``, ``cuda``, ``cuda:N``, ``mps``, or several
@@ -291,6 +293,7 @@ def evaluate(
     if top_k < 1 or (batch_size is not None and batch_size < 1) or corpus_chunk_size < 1:
         raise ConfigError("top_k, batch_size and corpus_chunk_size must be positive integers")
     engine_options = EngineOptions(engine, device, dtype, ray_address, ray_workers, ray_gpus_per_worker).validated()
+    show_progress = progress_wanted(show_progress)  # never into piped output or log files, as the CLI
     # tasks first: a misspelled task or a folder without a dataset is reported before any model loads
     resolved = None if tasks is None else [resolve_task(t, data_dir=data_dir) for t in tasks]
     encoder = _as_model(model, model_options, cache, engine_options, fingerprint)
