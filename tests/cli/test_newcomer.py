@@ -257,3 +257,29 @@ def test_bars_are_drawn_on_a_terminal(tmp_path, monkeypatch, restore_hub_bars):
     encoder = _RecordingEncoder()
     evaluate(encoder, [tiny_retrieval_task()], output_folder=tmp_path, cache=False)
     assert encoder.progress and all(encoder.progress)
+
+
+class _LabelRecorder(KeywordEncoder):
+    def __init__(self):
+        super().__init__(["cat", "dog", "fish"])
+        self.labels: list[str] = []
+
+    def encode(self, texts, *, role, batch_size=None, show_progress=False):
+        from embedscope.progress import bar_label
+
+        self.labels.append(bar_label(role, len(texts)))
+        return super().encode(texts, role=role, batch_size=batch_size, show_progress=show_progress)
+
+
+def test_bars_are_labelled_with_task_role_and_count(tmp_path, capsys):
+    import numpy as np
+
+    from embedscope.models.batching import encode_sorted
+    from embedscope.progress import encoding_label, task_progress
+
+    encoder = _LabelRecorder()
+    evaluate(encoder, [tiny_retrieval_task()], output_folder=tmp_path, cache=False, show_progress=False)
+    assert sorted(encoder.labels) == ["TinyRetrieval: corpus (4 texts)", "TinyRetrieval: queries (3 texts)"]
+    with task_progress("BBCNewsRetrieval", "Retrieval"), encoding_label("document", 2_225):
+        encode_sorted(["a", "bb"], lambda b: np.ones((len(b), 2)), show_progress=True)
+    assert "BBCNewsRetrieval: corpus (2,225 texts)" in capsys.readouterr().err

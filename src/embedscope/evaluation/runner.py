@@ -23,7 +23,7 @@ from embedscope.evaluation.scoring import rank_run
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
-from embedscope.progress import progress_wanted
+from embedscope.progress import progress_wanted, task_progress
 from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
 from embedscope.results.store import OverwriteStrategy, ResultStore, check_strategy, splits_to_run
@@ -186,7 +186,8 @@ def _run_task(
     stage_records: dict[str, list[dict[str, Any]]] = {}
     stage_items: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
-        outcome = task.evaluate_split(split, encoder, options)
+        with task_progress(task.name, task.type):
+            outcome = task.evaluate_split(split, encoder, options)
         split_timings.append((split, outcome.timings))
         if outcome.per_item is not None:
             per_item += item_rows(split, task.hf_subset, outcome.per_item)
