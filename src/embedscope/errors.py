@@ -18,17 +18,24 @@ class ConfigError(EmbedscopeError, ValueError):
     """A configuration (file, CLI flags or API arguments) is invalid."""
 
 
+KNOWN_SHOWN = 20
+"""How many known names an unknown-name message lists."""
+
+
 class UnknownNameError(EmbedscopeError, KeyError):
     """A name (task, model alias, option) is not known; the message suggests close matches."""
 
-    def __init__(self, kind: str, name: str, known: Iterable[str], hint: str = "") -> None:
+    def __init__(self, kind: str, name: str, known: Iterable[str], hint: str = "", *, list_known: bool = True) -> None:
+        from embedscope.messages import clip, listing
+
         known = sorted(known)
         by_lower = {k.lower(): k for k in known}
         close = [by_lower[c] for c in difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.5)]
-        msg = f"Unknown {kind} {name!r}."
+        msg = f"Unknown {kind} {clip(name)}."
         if close:
             msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
-        msg += f" Known: {', '.join(known) if known else '(none)'}."
+        if list_known:  # at most KNOWN_SHOWN names: a long list goes to its own listing command (the hint)
+            msg += f" Known: {listing(known, KNOWN_SHOWN) if known else '(none)'}."
         if hint:
             msg += f" {hint}"
         super().__init__(msg)

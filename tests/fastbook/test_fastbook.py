@@ -419,3 +419,11 @@ def _corpus(tmp_path: Path, passages) -> Path:
     path = tmp_path / "corpus.jsonl"
     write_passages(passages, path)
     return path
+
+
+def test_cli_run_without_output_folder_says_nothing_was_written(study, tmp_path, capsys, monkeypatch):
+    docs, bench, queries = study
+    monkeypatch.chdir(tmp_path)
+    assert main(["fastbook", "run", "--benchmark", str(bench), "--notebooks", str(docs), "--retriever", "fts5",
+                 "--queries", str(queries)]) == 0
+    assert "results not written: give --output-folder" in capsys.readouterr().err

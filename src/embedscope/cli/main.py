@@ -17,14 +17,16 @@ from embedscope.errors import ConfigError, EmbedscopeError
 def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
-        help="evaluate a model on tasks (default: minilm on the built-in BBCNewsRetrieval)",
-        description="Evaluate a model on retrieval tasks and write MTEB-format results. With no arguments, "
-        "evaluates the built-in 'minilm' model on the built-in BBC News retrieval task (offline).",
+        help="evaluate a model on tasks (default: minilm on the 4 built-in tasks)",
+        description="Evaluate a model on tasks and write MTEB-format results. With no arguments, evaluates the "
+        "built-in 'minilm' model on the 4 built-in tasks, offline: BBCNewsRetrieval, BBCNewsClustering, "
+        "BBCNewsClassification, LeeDocumentSimilarity (a retrieval pipeline: BBCNewsRetrieval only).",
     )
     p.add_argument("--model", "-m", default=None, help="alias (see 'embedscope models'), local path, hub id, or a "
                    "retriever: bm25, fts5, colbert:MODEL (options as bm25:k1=1.2,b=0.75)")
     _add_pipeline_options(p)
-    p.add_argument("--tasks", "-t", nargs="+", default=None, help="task names or folders of custom data")
+    p.add_argument("--tasks", "-t", nargs="+", default=None, help="task names (see 'embedscope tasks'), folders of "
+                   "custom retrieval data, or TYPE:PATH (sts:pairs.csv …); default: the 4 built-in tasks")
     p.add_argument("--config", "-c", default=None, help="YAML/JSON config (embedscope or EvalScope eval_config schema)")
     p.add_argument("--output-folder", default="results", help="where results go: <folder>/<org__model>/<revision>/<Task>.json; runs with other "
                    "settings (--pooling, --query-prompt, --max-seq-length, --dtype, --top-k, --limits …) go to "
@@ -54,7 +56,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
     p.add_argument("--cache-dir", default=None, help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)")
     p.add_argument("--limits", type=int, default=None, help="EvalScope limits: first N queries, judged docs only (inflates scores)")
-    p.add_argument("--corpus-chunk-size", type=int, default=50_000)
+    p.add_argument("--corpus-chunk-size", type=int, default=50_000,
+                   help="documents encoded and scored at once (MTEB's 50,000; bounds memory)")
     p.add_argument("--data-dir", default=None, help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
     p.add_argument("--backend", default=None, help="force sentence-transformers | transformers | onnx | static")
     p.add_argument("--pooling", default=None, help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")
@@ -62,7 +65,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--query-prompt", default=None, help="instruction prepended to queries only")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json or folder (ONNX models without one)")
     p.add_argument("--revision", default=None, help="hub revision of the model")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (they are shown only when stderr is a terminal)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.set_defaults(func=_cmd_run)
 
@@ -152,10 +156,12 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("score", help="score a precomputed run against qrels (no model)",
                        description="Score a run file (TREC or JSON {qid: {docid: score}}) against qrels "
                        "(TREC qrels, BEIR tsv, EvalScope qrels.jsonl or JSON) with trec_eval semantics.")
-    p.add_argument("--qrels", required=True)
-    p.add_argument("--run", required=True)
+    p.add_argument("--qrels", required=True, help="relevance judgments: TREC qrels, BEIR tsv, qrels.jsonl or JSON")
+    p.add_argument("--run", required=True, help="ranked run: TREC run file, JSON {qid: {docid: score}}, or a "
+                   "predictions/<Task>_predictions.json written by 'run --save-predictions'")
     p.add_argument("--k", type=int, nargs="+", default=None, help="cutoffs (default 1 3 5 10 20 100 1000)")
-    p.add_argument("--ignore-identical-ids", action="store_true")
+    p.add_argument("--ignore-identical-ids", action="store_true",
+                   help="drop a document whose id equals the query id (MTEB's option for some tasks)")
     p.add_argument("--json", action="store_true", help="print all metrics as JSON with MTEB key names")
     p.add_argument("--per-query", default=None, metavar="FILE", help="also write each query's metrics as CSV to FILE")
     p.set_defaults(func=_cmd_score)
@@ -204,7 +210,7 @@ def _add_tasks(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--language", "-l", default=None, help="ISO 639-3 code such as rus, cmn, eng")
     p.add_argument("--name", default=None, help="substring of the task name")
     p.add_argument("--suite", default=None, help="C-MTEB | ruMTEB | MTEB(eng)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(func=_cmd_tasks)
 
 
@@ -226,16 +232,16 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="aggregate result folders: per task, per task type and overall, models side by side")
     p.add_argument("folders", nargs="+", help="results folders (as written by 'embedscope run' or mteb)")
-    p.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    p.add_argument("--format", choices=("markdown", "csv"), default="markdown", help="table format printed")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the tables as CSV to FILE")
-    p.add_argument("--digits", type=int, default=3)
+    p.add_argument("--digits", type=int, default=3, help="decimals shown (default 3)")
     p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report (sortable "
                    "leaderboard, per-task charts with intervals and significance, run metadata) to FILE")
     p.add_argument("--baseline", default=None, help="model (name or folder) the HTML report tests others against "
                    "(default: the first)")
     p.add_argument("--test", default="permutation", help="significance test for --html (as in 'compare')")
     p.add_argument("--rounds", type=int, default=10_000, help="resamples for --html intervals and tests")
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=int, default=42, help="random seed of --html's resampling (default 42)")
     p.add_argument("--correction", default="holm", help="holm (default) | bonferroni | none")
     p.set_defaults(func=_cmd_report)
 
@@ -269,13 +275,13 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-id", default=None, help="model id recorded in the JSON (default: the model's name)")
     p.add_argument("--task", default="feature-extraction", help="feature-extraction | sentence-similarity")
     p.add_argument("--dataset", required=True, help="CSV/JSONL/Parquet file, dataset folder or hub id")
-    p.add_argument("--split", default="test")
+    p.add_argument("--split", default="test", help="split to evaluate (default test)")
     p.add_argument("--samples", type=int, default=None, help="shuffle with seed 42 and keep N pairs")
     p.add_argument("--column", action="append", default=None, metavar="KEY=COLUMN",
                    help="input_column_1=, input_column_2=, score_column= (defaults sentence1, sentence2, score)")
     p.add_argument("--output", default=None, help="write the JSON here too")
-    p.add_argument("--tokenizer", default=None)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--tokenizer", default=None, help="tokenizer.json or folder (ONNX models without one)")
+    p.add_argument("--batch-size", type=int, default=32, help="texts per encoding batch (default 32)")
     p.add_argument("--reference-model", default=None, metavar="M",
                    help="also encode with M (e.g. the original of a quantized export) and add how closely the model "
                    "reproduces it: score shift with CI and p, per-text cosine, similarity agreement")
@@ -394,8 +400,8 @@ def _add_fastbook(sub: argparse._SubParsersAction) -> None:
         r.add_argument("--exclude-extraneous", action="store_true", help="leave out extraneous answer components")
         r.add_argument("--exclude-implicit", action="store_true", help="leave out implicit (explicit_context false) ones")
         r.add_argument("--output-folder", default=None, help="write MTEB-format results and a per-question CSV here")
-        r.add_argument("--overwrite", action="store_true")
-        r.add_argument("--batch-size", type=int, default=32)
+        r.add_argument("--overwrite", action="store_true", help="replace a stored result in --output-folder")
+        r.add_argument("--batch-size", type=int, default=32, help="texts per encoding batch (default 32)")
         r.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
 
 
@@ -433,6 +439,9 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
     print(report.table())
     if report.path:
         print(f"wrote {report.path} and {report.csv_path}")
+    else:
+        print("results not written: give --output-folder DIR to keep them (MTEB-format JSON and a per-question CSV)",
+              file=sys.stderr)
     if args.table_csv:
         from embedscope.results.store import atomic_write_text
 
@@ -464,7 +473,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--test", default="permutation", help="permutation (Fisher's randomisation, default) | t-test | "
                    "bootstrap; STS and pair classification always use a bootstrap over pairs")
     p.add_argument("--rounds", type=int, default=10_000, help="randomisation / bootstrap rounds (default 10,000)")
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=int, default=42, help="random seed of the tests and intervals (default 42)")
     p.add_argument("--correction", default="holm", help="multiple-comparison correction: holm (default) | "
                    "bonferroni | none")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level for the markers (default 0.05)")
@@ -472,7 +481,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", "-t", nargs="+", default=None, help="only these shared tasks")
     p.add_argument("--fidelity", action="store_true", help="also measure agreement with the first folder: top-10 "
                    "Jaccard and RBO (rankings), similarity Spearman and discordant pairs (STS, pair classification)")
-    p.add_argument("--digits", type=int, default=4)
+    p.add_argument("--digits", type=int, default=4, help="decimals shown (default 4)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(func=_cmd_compare)
 
@@ -504,7 +513,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="embedscope", description="Evaluate embedding models and retrieval setups.")
     parser.add_argument("--version", action="version", version=f"embedscope {__version__}")
-    parser.add_argument("--verbose", "-v", action="count", default=0)
+    parser.add_argument("--verbose", "-v", action="count", default=0,
+                        help="more log output (-vv: debug); give it before the command: embedscope -v run …")
     sub = parser.add_subparsers(dest="command")
     for add in (_add_run, _add_score, _add_eval, _add_models, _add_tasks, _add_report, _add_compare, _add_chunk,
                 _add_fastbook):
@@ -525,7 +535,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"embedscope: error: {_one_line(e)}", file=sys.stderr)
+        from embedscope.messages import clip_text
+
+        print(f"embedscope: error: {clip_text(_one_line(e))}", file=sys.stderr)
         return 2
 
 

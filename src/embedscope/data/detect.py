@@ -34,15 +34,11 @@ from embedscope.data.hf import is_hub_layout, is_saved_dataset, load_hub_retriev
 from embedscope.data.tabular import normalize_columns, load_pairs_file
 from embedscope.data.validate import TABLE_SUFFIXES, suffix_of
 from embedscope.errors import ConfigError, DataFormatError
+from embedscope.hub import looks_like_hub_id
+from embedscope.messages import listing
 from embedscope.types import RetrievalData
 
 LAYOUTS = ("saved", "beir", "hub", "pairs", "hub-id")
-
-
-def _looks_like_hub_id(text: str) -> bool:
-    parts = text.split("/")
-    return (len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
-            and all(c.isalnum() or c in "-_." for c in text.replace("/", "")))
 
 
 def check_link(path: Path) -> None:
@@ -86,7 +82,7 @@ def detect_layout(path: str | Path) -> str:
         _check_table_entries(p)
         found = sorted(c.name + ("/" if c.is_dir() else "") for c in p.iterdir() if not c.name.startswith("."))
         raise DataFormatError(
-            f"{p}: not a retrieval dataset folder (it holds {', '.join(found[:10]) or 'nothing'}). Expected "
+            f"{p}: not a retrieval dataset folder (it holds {listing(found, 10) or 'nothing'}). Expected "
             "corpus.jsonl + queries.jsonl + qrels/<split>.tsv (BEIR), corpus.jsonl + queries.jsonl + qrels.jsonl "
             "(EvalScope), corpus/queries/qrels tables (.csv/.parquet), a Hugging Face dataset copy, or a "
             "save_to_disk dataset"
@@ -99,7 +95,7 @@ def detect_layout(path: str | Path) -> str:
             )
         return "pairs"
     check_link(p)
-    if isinstance(path, str) and _looks_like_hub_id(path):
+    if isinstance(path, str) and looks_like_hub_id(path):
         return "hub-id"
     raise DataFormatError(f"{path}: no such file or folder (a Hugging Face hub id looks like 'owner/name')")
 

@@ -18,7 +18,6 @@ document text is ``title + " " + text`` stripped.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -41,9 +40,10 @@ _SHARD = re.compile(r"(-\d{5}-of-\d{5}|-\d+)$")
 
 
 def hub_offline() -> bool:
-    """True when HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is set (to 1, true, yes or on)."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    """True when an offline flag is set or the hub does not answer (:func:`embedscope.hub.hub_offline`)."""
+    from embedscope.hub import hub_offline as offline
+
+    return offline()
 
 
 def _datasets() -> Any:
@@ -240,7 +240,9 @@ def load_local_hub(folder: Path, *, split: str = "test", subset: str | None = No
 # ------------------------------------------------------------------------------------------------ hub ids
 
 def _hub_failure(repo: str, error: BaseException) -> DataFormatError:
-    why = "HF_HUB_OFFLINE is set" if hub_offline() else f"{type(error).__name__}: {error}"
+    from embedscope.hub import offline_reason
+
+    why = offline_reason() if hub_offline() else f"{type(error).__name__}: {error}"
     return DataFormatError(
         f"{repo}: cannot load the dataset from the Hugging Face hub ({why}). Download it where the hub is "
         f"reachable (e.g. `huggingface-cli download --repo-type dataset {repo} --local-dir <folder>`) and pass "
@@ -259,6 +261,8 @@ def load_hub_retrieval(repo: str, *, split: str = "test", revision: str | None =
 
         return load_retrieval(repo, split=split, subset=subset, columns=columns)
     columns = normalize_columns(columns)
+    if hub_offline():  # at once, not after huggingface_hub's retries
+        raise _hub_failure(repo, ConnectionError("offline"))
     datasets = _datasets()
     prefix = f"{subset}-" if subset and subset != "default" else ""
     try:

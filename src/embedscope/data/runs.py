@@ -32,6 +32,7 @@ import pyarrow.csv as pacsv
 
 from embedscope.data.validate import add_judgment, as_id, as_relevance, pick
 from embedscope.errors import DataFormatError
+from embedscope.messages import clip, listing
 from embedscope.types import KeyedRun, RankedRun
 
 _QID_HEADERS = ("query-id", "query_id", "qid", "queryid")
@@ -78,15 +79,34 @@ def _score(value: Any, where: str) -> float:
     try:
         score = float(value)
     except (TypeError, ValueError):
-        raise DataFormatError(f"{where}: score {value!r} is not a number") from None
+        raise DataFormatError(f"{where}: score {clip(value)} is not a number") from None
     if math.isnan(score):
         raise DataFormatError(f"{where}: score is NaN; fix the scoring that produced it")
     return score
 
 
 def _json_run(path: Path, data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    return {str(q): {str(d): _score(s, f"{path}, query {q!r}, document {d!r}") for d, s in docs.items()}
+    data = unwrap_predictions(path, data)
+    return {str(q): {str(d): _score(s, f"{path}, query {clip(q)}, document {clip(d)}") for d, s in docs.items()}
             for q, docs in data.items()}
+
+
+def _is_mapping_of_runs(value: Any) -> bool:
+    """``{split: {qid: {doc: score}}}``: every value a mapping of mappings."""
+    return (isinstance(value, dict) and bool(value)
+            and all(isinstance(v, dict) and all(isinstance(d, dict) for d in v.values()) for v in value.values()))
+
+
+def unwrap_predictions(path: Path, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The run inside ``run --save-predictions``' ``{hf_subset: {split: {qid: {doc: score}}}}`` file
+    (when it holds one subset and one split), else ``data`` as it is (a plain ``{qid: {doc: score}}`` run)."""
+    if not data or not all(_is_mapping_of_runs(splits) for splits in data.values()):
+        return data
+    runs = [(subset, split, run) for subset, splits in data.items() for split, run in splits.items()]
+    if len(runs) != 1:
+        raise DataFormatError(f"{path}: a predictions file with {len(runs)} runs "
+                              f"({listing(f'{a}/{b}' for a, b, _ in runs)}); save each as its own JSON run file")
+    return runs[0][2]
 
 
 def _json_run_or_none(path: Path) -> dict[str, dict[str, float]] | None:

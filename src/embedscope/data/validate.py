@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.data.jsonl import iter_jsonl, reading
+from embedscope.messages import listing
 from embedscope.errors import ConfigError, DataFormatError
 
 TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv", ".parquet")
@@ -78,7 +79,7 @@ def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 if None in row:  # more cells than header names
                     raise DataFormatError(
                         f"{path}, line {reader.line_num}: {len(reader.fieldnames or []) + len(row[None])} cells but "
-                        f"the header has {len(reader.fieldnames or [])} ({', '.join(reader.fieldnames or [])}); "
+                        f"the header has {len(reader.fieldnames or [])} ({listing(reader.fieldnames or [], 10)}); "
                         "quote cells that contain the delimiter"
                     )
                 yield f"{path}, line {reader.line_num}", row
@@ -112,7 +113,7 @@ def pick(row: Mapping[str, Any], names: Sequence[str], where: str, field: str, *
     else:
         detail = f"looked for {', '.join(repr(n) for n in names)}"
     raise DataFormatError(
-        f"{where}: missing field {field!r} ({detail}; the row has {', '.join(repr(k) for k in row) or 'no fields'}). "
+        f"{where}: missing field {field!r} ({detail}; the row has {listing(row, 10, quote=True) or 'no fields'}). "
         f"Rename it, or map it with columns={{{field!r}: '<name>'}}"
     )
 
@@ -168,8 +169,7 @@ def as_relevance(value: Any, where: str) -> int:
 
 def shown(items: Sequence[str]) -> str:
     """``'a', 'b' and 3 more``."""
-    text = ", ".join(repr(i) for i in items[:SHOW])
-    return text + (f" and {len(items) - SHOW} more" if len(items) > SHOW else "")
+    return listing(items, SHOW, quote=True)
 
 
 def check_unique(ids: Iterable[tuple[str, str]], path: Path | str, kind: str) -> None:

@@ -70,7 +70,9 @@ class PlannedEncoder:
         if show_progress:
             from tqdm.auto import tqdm
 
-            progress = tqdm(total=len(texts), desc=f"Encoding ({self.engine})", unit="text")
+            from embedscope.progress import bar_label
+
+            progress = tqdm(total=len(texts), desc=f"{bar_label(role, len(texts))} [{self.engine}]", unit="text")
         try:
             for idx, vectors in zip(plan, self._run([[texts[i] for i in b] for b in plan], role)):
                 vectors = np.asarray(vectors, dtype=np.float32)

@@ -24,6 +24,7 @@ from embedscope.evaluation.scoring import rank_run
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
+from embedscope.progress import progress_wanted, task_progress
 from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
 from embedscope.results.settings import (
@@ -196,7 +197,8 @@ def _run_task(
     stage_records: dict[str, list[dict[str, Any]]] = {}
     stage_items: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
-        outcome = task.evaluate_split(split, encoder, options)
+        with task_progress(task.name, task.type):
+            outcome = task.evaluate_split(split, encoder, options)
         split_timings.append((split, outcome.timings))
         if outcome.per_item is not None:
             per_item += item_rows(split, task.hf_subset, outcome.per_item)
@@ -335,7 +337,8 @@ def evaluate(
         cache: embedding cache: True (default folder), a folder, an EmbeddingCache, or False.
         limits: EvalScope's ``limits`` (first N queries, judged documents only; inflates scores).
         corpus_chunk_size: documents encoded and scored at once (MTEB's 50,000).
-        show_progress: progress bars while encoding.
+        show_progress: progress bars while encoding, when stderr is a terminal (or in a notebook); piped
+            output and log files never get bars, nor the libraries' own (model loading, downloads).
         model_options: options for :func:`embedscope.models.specs.load_encoder` (pooling, prompts, …).
         data_dir: folder holding local copies of catalog datasets (``<dir>/<Task>`` in the hub's layout).
         device: ``auto`` (the best accelerator here), ``cpu``, ``cuda``, ``cuda:N``, ``mps``, or several
@@ -351,10 +354,13 @@ def evaluate(
     if top_k < 1 or (batch_size is not None and batch_size < 1) or corpus_chunk_size < 1:
         raise ConfigError("top_k, batch_size and corpus_chunk_size must be positive integers")
     engine_options = EngineOptions(engine, device, dtype, ray_address, ray_workers, ray_gpus_per_worker).validated()
+    show_progress = progress_wanted(show_progress)  # never into piped output or log files, as the CLI
+    # tasks first: a misspelled task or a folder without a dataset is reported before any model loads
+    resolved = None if tasks is None else [resolve_task(t, data_dir=data_dir) for t in tasks]
     encoder = _as_model(model, model_options, cache, engine_options, fingerprint)
-    if tasks is None:
-        tasks = DEFAULT_TASKS if not isinstance(encoder, Pipeline) else DEFAULT_RETRIEVAL_TASKS
-    resolved = [resolve_task(t, data_dir=data_dir) for t in tasks]
+    if resolved is None:
+        resolved = [resolve_task(t, data_dir=data_dir) for t in (DEFAULT_TASKS if not isinstance(encoder, Pipeline)
+                                                                 else DEFAULT_RETRIEVAL_TASKS)]
     _check_task_names(resolved)
     if isinstance(encoder, Pipeline):
         _check_pipeline_tasks(encoder, resolved)
@@ -374,17 +380,19 @@ def evaluate(
 
 
 def _check_pipeline_tasks(pipeline: Pipeline, tasks: Sequence[Task]) -> None:
+    from embedscope.messages import listing
+
     if not pipeline.retrievers:
         wrong = [f"{t.name} ({t.type})" for t in tasks if t.type != "Reranking"]
         if wrong:
             raise ConfigError(f"{pipeline.name} is a reranker without a first-stage retriever: it scores Reranking "
-                              f"tasks only, not {', '.join(wrong)}. For retrieval, give a retriever too "
+                              f"tasks only, not {listing(wrong)}. For retrieval, give a retriever too "
                               "(--retriever bm25 --reranker MODEL).")
         return
     wrong = [f"{t.name} ({t.type})" for t in tasks if t.type not in PIPELINE_TASK_TYPES]
     if wrong:
         raise ConfigError(f"{pipeline.name} is a retrieval pipeline: it evaluates Retrieval and Reranking tasks only, "
-                          f"not {', '.join(wrong)}. Evaluate those with an embedding model.")
+                          f"not {listing(wrong)}. Evaluate those with an embedding model.")
 
 
 def evaluate_config(config: str | Path | dict[str, Any]) -> list[EvaluationReport]:

@@ -202,7 +202,11 @@ class BaseEncoder(ModelBase):
         if not texts:
             return np.zeros((0, self.embed_dim or 0), dtype=np.float32)
         size = batch_size or default_batch_size(self.device)
-        out = with_oom_halving(lambda bs: self._encode(texts, role, bs, show_progress), size, what=f"{self.name}: encoding")
+        from embedscope.progress import encoding_label
+
+        with encoding_label(role, len(texts)):
+            out = with_oom_halving(lambda bs: self._encode(texts, role, bs, show_progress), size,
+                                   what=f"{self.name}: encoding")
         return check_finite(np.asarray(out, dtype=np.float32), texts, self.name)
 
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:

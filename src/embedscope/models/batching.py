@@ -21,7 +21,7 @@ def encode_sorted(
     *,
     batch_size: int = 32,
     show_progress: bool = False,
-    desc: str = "Encoding",
+    desc: str | None = None,
     dim: int | None = None,
 ) -> np.ndarray:
     """Encode ``texts`` in length-sorted batches with ``encode_batch``; rows come back in input order.
@@ -38,7 +38,9 @@ def encode_sorted(
     if show_progress:
         from tqdm.auto import tqdm
 
-        iterator = tqdm(chunks, desc=desc, unit="batch")
+        from embedscope.progress import current_label
+
+        iterator = tqdm(chunks, desc=desc or current_label(), unit="batch")
     out: np.ndarray | None = None
     for chunk in iterator:
         vectors = np.asarray(encode_batch([texts[i] for i in chunk]), dtype=np.float32)

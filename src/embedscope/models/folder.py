@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,10 @@ _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")  # encode_document's 
 
 
 def hub_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` is set (to 1, true, yes or on)."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    """True when an offline flag is set or the hub does not answer (:func:`embedscope.hub.hub_offline`)."""
+    from embedscope.hub import hub_offline as offline
+
+    return offline()
 
 
 _LEGACY_POOLING_FLAGS = {

@@ -201,6 +201,10 @@ class SentenceTransformerEncoder(BaseEncoder):
         """As mteb does: one ``encode_query``/``encode_document`` call with the role's prompt."""
         fn = self.model.encode_query if role == "query" else self.model.encode_document
         kwargs: dict[str, Any] = {"batch_size": batch_size, "show_progress_bar": show_progress}
+        if show_progress:
+            from embedscope.progress import announce
+
+            announce()
         if self._normalize_call:
             kwargs["normalize_embeddings"] = True
         # An explicit prompt ("" when the role has none) so that the model's default prompt never

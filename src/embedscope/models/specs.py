@@ -318,7 +318,10 @@ def load_encoder(
         raise ConfigError(f"backend {kind!r} loads local files only; download {spec!r} and pass its path")
     if hub_offline():
         if snapshot_folder(spec, revision) is None:
-            raise _unavailable(spec, "the Hugging Face hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache")
+            from embedscope.hub import offline_reason
+
+            raise _unavailable(spec, f"the Hugging Face hub is offline ({offline_reason()}) and the model is not "
+                               "in the local Hugging Face cache")
     try:
         return _build(kind, spec, name=spec, revision=revision, source=f"hub:{spec}", **options)
     except EmbedscopeError:

@@ -115,6 +115,10 @@ class StaticEncoder(BaseEncoder):
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
         """Encode ``texts`` (the role's prompt prepended) into float32 ``[n, dim]``."""
         texts = prompted_texts(texts, role, self.prompts)
+        if show_progress:
+            from embedscope.progress import announce
+
+            announce()
         out = self.model.encode(
             texts, show_progress_bar=show_progress, batch_size=max(batch_size, 1024), use_multiprocessing=False
         )

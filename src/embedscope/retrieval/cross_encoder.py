@@ -71,10 +71,13 @@ class CrossEncoderReranker(ModelBase):
         path = Path(str(model)).expanduser()
         local = path.exists()
         if not local:
-            from embedscope.models.folder import hub_offline
+            from embedscope.hub import hub_offline, looks_like_hub_id, offline_reason
 
+            if not looks_like_hub_id(str(model)):
+                raise ConfigError(f"cross-encoder {model}: no such file or folder (nor a hub id owner/name)")
             if hub_offline():
-                raise ConfigError(f"cross-encoder {model}: not a local folder, and the hub is offline (HF_HUB_OFFLINE=1)")
+                raise ConfigError(f"cross-encoder {model}: not a local folder, and the hub is offline "
+                                  f"({offline_reason()})")
         try:
             self.model = CrossEncoder(str(path if local else model), device=self.device, max_length=max_length,
                                       revision=None if local else revision)

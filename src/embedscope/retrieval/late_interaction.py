@@ -316,10 +316,12 @@ def load_token_encoder(spec: str, *, max_seq_length: int | None = None, query_le
         return SentenceTransformerTokens(path, max_seq_length=max_seq_length, device=device, dtype=dtype)
     if path.exists():
         raise ConfigError(f"{spec}: a ColBERT model must be a folder (checkpoint) or a model alias")
-    from embedscope.models.folder import hub_offline
+    from embedscope.hub import hub_offline, looks_like_hub_id, offline_reason
 
+    if not looks_like_hub_id(spec):
+        raise ConfigError(f"{spec}: no such file or folder (nor a model alias or hub id owner/name)")
     if hub_offline():
-        raise ConfigError(f"{spec}: not a local folder, and the Hugging Face hub is offline (HF_HUB_OFFLINE=1)")
+        raise ConfigError(f"{spec}: not a local folder, and the Hugging Face hub is offline ({offline_reason()})")
     return MultiVectorTokens(spec, name=spec, query_length=query_length, document_length=document_length,
                              device=device, dtype=dtype)
 

@@ -142,15 +142,17 @@ def locate_data(entry: CatalogEntry, data_dir: str | Path | None = None, path: s
             tried.append(candidate)
             if candidate.exists():
                 return str(candidate)
-    from embedscope.data.hf import hub_offline
+    from embedscope.hub import hub_offline, offline_reason
 
     if not hub_offline():
         return entry.dataset_path
-    where = f" (looked in {', '.join(str(t) for t in tried)})" if tried else ""
+    from embedscope.messages import listing
+
+    where = f"; no copy in {listing(tried, 4)}" if tried else ""
     raise ConfigError(
-        f"{entry.name} needs its dataset {entry.dataset_path} (revision {entry.dataset_revision[:12]}), and the hub "
-        f"is not reachable offline{where}. On a machine with internet run:\n"
-        f"  huggingface-cli download {entry.dataset_path} --repo-type dataset --revision {entry.dataset_revision} "
-        f"--local-dir DATA/{entry.name}\n"
-        f"then copy DATA here and pass --data-dir DATA (or set EMBEDSCOPE_DATA_DIR)."
+        f"{entry.name} needs its dataset {entry.dataset_path} (revision {entry.dataset_revision[:12]}) and the hub "
+        f"is offline ({offline_reason()}){where}. Pass --data-dir DIR (or set EMBEDSCOPE_DATA_DIR) where "
+        f"DIR/{entry.name} is a copy of the dataset repository in the hub's layout, made where the hub is reachable "
+        f"with: huggingface-cli download {entry.dataset_path} --repo-type dataset --revision "
+        f"{entry.dataset_revision} --local-dir DIR/{entry.name}"
     )

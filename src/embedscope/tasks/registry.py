@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 
 from embedscope.data.builtin import bbc_news_lead_retrieval, bbc_news_retrieval
-from embedscope.errors import ConfigError
+from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.registry import Registry
 from embedscope.tasks.base import Task
 from embedscope.tasks.retrieval import RetrievalTask
@@ -143,6 +143,9 @@ def resolve_task(spec: str | Path | Task, *, data_dir: str | Path | None = None)
 
         check_link(Path(text))
     if Path(text).exists():
+        from embedscope.data.detect import detect_layout
+
+        detect_layout(text)  # a folder that holds no dataset is reported now, before any model loads
         return custom_retrieval_task(text)
     from embedscope.tasks.custom import custom_task, split_type_prefix
 
@@ -154,10 +157,32 @@ def resolve_task(spec: str | Path | Task, *, data_dir: str | Path | None = None)
 
     if in_catalog(split_name_and_subset(text)[0]):
         return catalog_task(text, data_dir=data_dir)
-    from embedscope.errors import UnknownNameError
+    if looks_like_path(text):
+        raise ConfigError(f"Task data {text!r} does not exist (no such file or folder)")
+    raise unknown_task(text, [*(t.name for t in list_tasks()), *catalog_names()])
 
-    raise UnknownNameError("task", text, [*(t.name for t in list_tasks()), *catalog_names()],
-                           hint="A task can also be a folder of custom data: pass its path.")
+
+DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv", ".parquet", ".txt", ".gz")
+
+
+def looks_like_path(text: str) -> bool:
+    """True for what can only be meant as a file or folder: separators, ``.``/``~`` starts, data suffixes.
+
+    >>> looks_like_path("./my_beir"), looks_like_path("data/scifact"), looks_like_path("SciFact")
+    (True, True, False)
+    """
+    return ("/" in text or "\\" in text or text.startswith((".", "~"))
+            or text.lower().endswith(DATA_SUFFIXES))
+
+
+def unknown_task(name: str, known: list[str]) -> UnknownNameError:
+    """"Unknown task" with the close matches only (whatever the catalog's size) and how to list or add tasks."""
+    return UnknownNameError(
+        "task", name, known, list_known=False,
+        hint=f"`embedscope tasks` lists all {len(known):,} tasks; `embedscope tasks --name PART` those whose name "
+        "contains PART. Your own data is a task too: a folder path (BEIR or EvalScope layout) or "
+        "TYPE:PATH, e.g. sts:pairs.csv or classification:./folder.",
+    )
 
 
 def list_tasks() -> list[Task]:
