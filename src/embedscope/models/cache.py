@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 _SQL_VARS = 900  # stay under SQLite's host-parameter limit
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26  # primary result codes of a damaged database file
 FLUSH_EVERY = 1000  # streamed vectors are stored every this many texts
+FLUSH_SECONDS = 5.0  # or this many seconds (a slow model)
 _T = TypeVar("_T")
 
 
@@ -306,6 +307,7 @@ class CachedEncoder:
         keeps them: an engine's (``encode_stream``) always, and an in-process encoder's when it
         exposes its exact batch plan (``exact_batch_plan``) and more than ``FLUSH_EVERY`` texts are
         missing; its planned batches are then encoded one by one, so the vectors are unchanged.
+        A slow model's vectors are stored at least every ``FLUSH_SECONDS``.
         """
         first: dict[bytes, int] = {}
         for pos, k in enumerate(keys):
@@ -321,14 +323,15 @@ class CachedEncoder:
             fresh = self.encoder.encode(texts, role=role, batch_size=batch_size, show_progress=show_progress)
             parts = iter([(list(range(len(texts))), np.asarray(fresh, dtype=np.float32))])
         pending: list[bytes] = []
+        flushed = time.monotonic()
         for idx, vectors in parts:
             for row, pos in enumerate(idx):
                 k = keys[pos]
                 if first[k] == pos:
                     found[k] = vectors[row]
                     pending.append(k)
-            if len(pending) >= FLUSH_EVERY:
+            if len(pending) >= FLUSH_EVERY or (pending and time.monotonic() - flushed >= FLUSH_SECONDS):
                 self.cache.put(self.encoder.fingerprint, pending, np.stack([found[k] for k in pending]))
-                pending = []
+                pending, flushed = [], time.monotonic()
         if pending:
             self.cache.put(self.encoder.fingerprint, pending, np.stack([found[k] for k in pending]))
