@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from embedscope.errors import EmbedscopeError
@@ -364,6 +364,8 @@ cell = st.one_of(json_values, st.fixed_dictionaries(
 @given(notebook=st.one_of(st.fixed_dictionaries({"cells": st.lists(cell, max_size=4)}), json_values),
        markdown=st.text(st.sampled_from("#\n abc*`-_|\t"), max_size=60), suffix=st.sampled_from([".ipynb", ".md"]),
        paragraphs=st.integers(1, 3))
+@example(notebook={"cells": [{"cell_type": "markdown", "source": [None]}]}, markdown="", suffix=".ipynb",
+         paragraphs=1)  # found by this fuzzer: was a TypeError
 def test_notebook(box, notebook, markdown, suffix, paragraphs):
     from embedscope.data.documents import ChunkOptions, chunk_documents
 
