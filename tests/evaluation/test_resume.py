@@ -167,3 +167,20 @@ def test_a_slow_model_is_stored_every_few_seconds(tmp_path, monkeypatch):
     watched = _Watched(cache)
     CachedEncoder(watched, cache).encode([f"t{i}" for i in range(1100)], role="document", batch_size=100)
     assert watched.seen == list(range(0, 1100, 100))
+
+
+def test_two_processes_share_one_cache_and_one_output_folder(tmp_path):
+    """Two runs of the same model and data at once, on one cache and one output folder: both succeed,
+    the cache stays consistent and the stored result is an uninterrupted run's."""
+    _corpus(tmp_path / "data")
+    runs = [_run(tmp_path, "shared", tmp_path / "cache", delay=0.001) for _ in range(2)]
+    for proc in runs:
+        assert proc.wait(timeout=180) == 0, proc.stdout.read().decode()
+    fresh = _run(tmp_path, "fresh", tmp_path / "fresh-cache", delay=0)
+    assert fresh.wait(timeout=120) == 0, fresh.stdout.read().decode()
+    assert _scores(tmp_path / "shared") == _scores(tmp_path / "fresh")
+    assert _stored(tmp_path / "cache") == N_QUERIES + N_DOCS
+    [path] = list((tmp_path / "cache").rglob("*.sqlite"))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()

@@ -499,9 +499,11 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     folder = cache_admin.EmbeddingCache(args.cache_dir).directory
     if args.cache_command == "list":
         stores = cache_admin.list_stores(folder, args.model)
+        errors = any(s.error for s in stores)
         rows = [[s.model, s.fingerprint[:12], "?" if s.vectors is None else str(s.vectors), str(s.dim or ""),
-                 f"{s.bytes / 1e6:.1f} MB", s.error] for s in stores]
-        print(markdown_table(["model", "fingerprint", "vectors", "dim", "size", "error"], rows) if rows
+                 f"{s.bytes / 1e6:.1f} MB", *([s.error] if errors else [])] for s in stores]
+        header = ["model", "fingerprint", "vectors", "dim", "size", *(["error"] if errors else [])]
+        print(markdown_table(header, rows) if rows
               else f"no stores in {folder}" + (f" for model {args.model!r}" if args.model else ""))
         return 0
     if args.cache_command == "verify":
