@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from embedscope.models import cache as cache_module
 from embedscope.models.cache import CachedEncoder, EmbeddingCache
@@ -184,3 +185,27 @@ def test_two_processes_share_one_cache_and_one_output_folder(tmp_path):
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_st(tmp_path_factory):
+    from embedscope.testing.tiny_models import build_tiny_sentence_transformer
+
+    return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "tiny-st")
+
+
+@pytest.mark.parametrize("backend", ["sentence-transformers", "transformers"])
+def test_a_local_model_streams_to_the_cache_with_unchanged_vectors(tiny_st, tmp_path, monkeypatch, backend):
+    from embedscope.models.specs import load_encoder
+
+    monkeypatch.setattr(cache_module, "FLUSH_EVERY", 16)
+    texts = [f"document {i} " + "word " * (i % 13) for i in range(100)]
+    encoder = load_encoder(str(tiny_st), backend=backend, device="cpu")
+    expected = encoder.encode(texts, role="document", batch_size=8)
+    puts = []
+    cache = EmbeddingCache(tmp_path)
+    original = cache.put
+    monkeypatch.setattr(cache, "put", lambda fp, keys, vectors: (puts.append(len(keys)), original(fp, keys, vectors)))
+    out = CachedEncoder(encoder, cache).encode(texts, role="document", batch_size=8)
+    assert out.tobytes() == expected.tobytes()
+    assert puts == [16] * 6 + [4]  # stored every 16 texts (two batches of 8), not once at the end
