@@ -46,13 +46,22 @@ def fuzz(kind: str):
 
 KEYS = ["_id", "id", "text", "title", "query-id", "corpus-id", "score", "query_id", "corpus_id", "doc_id", "qid",
         "docid", "pid", "label", "relevance", "query", "positive", "negative", "body", ""]
-text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
-ids = st.one_of(st.sampled_from(["q1", "q2", "d1", "d2", "d3", "0", "1", " ", ""]), text)
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.integers(), ids,
-                    st.floats(allow_nan=True, allow_infinity=True))
-json_values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.one_of(st.sampled_from(KEYS), text), inner, max_size=4)),
-    max_leaves=4)
+# Mostly picks from pools of awkward values (one cheap draw each), sometimes freely generated ones.
+WEIRD = ["", " ", "\t", "q1", "q2", "d1", "d2", "d3", "0", "1", "-1", "1.5", "NaN", "inf", "1e309", "é", "日本",
+         "a b", "a\tb", "a\nb", "a,b", '"', "'", "\\", "\u0000", "\u2028", "\ufeff", "Q0", "#", "{", "[", "null"]
+JSON_POOL: list[Any] = [None, True, False, 0, 1, -1, 2, 2**63, -(2**70), 0.5, 1.0, -0.0, float("nan"), float("inf"),
+                        float("-inf"), 1e308, *WEIRD, [], {}, [None], ["d1"], [1, 2], [[]], {"_id": None},
+                        {"text": ["a"]}, {"q1": {"d1": 1}}, {"q1": ["d1"]}, {"": ""}, {"score": "x"}]
+text = st.one_of(st.sampled_from(WEIRD), st.sampled_from(WEIRD), st.sampled_from(WEIRD),
+                 st.text(st.characters(blacklist_categories=("Cs",)), max_size=8))
+ids = st.one_of(st.sampled_from(["q1", "q2", "d1", "d2", "d3", "0", "1"]), st.sampled_from(["q1", "d1", "d2"]), text)
+scalars = st.one_of(st.sampled_from(JSON_POOL), st.sampled_from(JSON_POOL), st.sampled_from(JSON_POOL),
+                    st.integers(), st.floats(allow_nan=True, allow_infinity=True), text)
+json_values = st.one_of(st.sampled_from(JSON_POOL), st.sampled_from(JSON_POOL), st.sampled_from(JSON_POOL),
+                        st.recursive(scalars, lambda inner: st.one_of(
+                            st.lists(inner, max_size=3),
+                            st.dictionaries(st.one_of(st.sampled_from(KEYS), text), inner, max_size=3)),
+                            max_leaves=4))
 
 
 def dumps(value: Any) -> str:
