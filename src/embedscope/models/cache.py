@@ -6,7 +6,8 @@ normalisation). So a query vector is never served for an identical document text
 #5383), and a change of prompt, pooling or weights never serves a stale vector.
 
 Storage is one SQLite database per fingerprint, in WAL mode: every write is a transaction, so a
-crash mid-write loses at most the batch being written, and several processes can read and write
+crash mid-write loses at most the batch being written (a damaged database is quarantined, see
+:class:`EmbeddingCache`), and several processes can read and write
 the same cache at once (SQLite's locking; writers wait up to ``timeout`` seconds).
 
 >>> import numpy as np, tempfile
@@ -248,10 +249,11 @@ class CacheStats:
 class CachedEncoder:
     """An :class:`Encoder` that serves vectors from an :class:`EmbeddingCache` and encodes the rest.
 
-    Missing texts are encoded in one call in their original order (duplicates included), so a
+    Missing texts are encoded as one call in their original order (duplicates included), so a
     cold run batches exactly as the wrapped encoder would; duplicate texts then all get the first
     occurrence's vector, which is the one stored, so a warm run returns exactly the cold run's
-    vectors.
+    vectors. Vectors are stored as batches finish (see :meth:`_encode_missing`), so a run killed
+    mid-call resumes from the last ~1,000 texts in the same batches.
     """
 
     def __init__(self, encoder: Encoder, cache: EmbeddingCache) -> None:
