@@ -112,3 +112,141 @@ def test_two_processes_share_one_cache(tmp_path):
         np.testing.assert_array_equal(vecs, expected)
     with sqlite3.connect(next(tmp_path.rglob("*.sqlite"))) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# -- damaged stores are quarantined and re-encoded ----------------------------------------------
+
+TEXTS = [f"text number {i} " * 20 for i in range(3000)]  # a store of several hundred pages
+
+
+def _damage(path, how: str) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file
+    conn.close()
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        if how == "truncated":
+            f.truncate(size // 2)
+        elif how == "overwritten pages":
+            f.seek(4096 * 3)
+            f.write(bytes(range(256)) * 16 * 20)
+        else:  # the header
+            f.write(b"not a database" * 8)
+
+
+@pytest.mark.parametrize("how", ["truncated", "overwritten pages", "overwritten header"])
+def test_a_damaged_store_is_quarantined_and_its_texts_encoded_again(tmp_path, caplog, how):
+    enc = HashEncoder(dim=64)
+    cold = CachedEncoder(enc, EmbeddingCache(tmp_path)).encode(TEXTS, role="document")
+    path = EmbeddingCache(tmp_path).path(enc.fingerprint)
+    _damage(path, how)
+    with pytest.raises(sqlite3.DatabaseError):  # what every later run hit before
+        with sqlite3.connect(path) as conn:
+            conn.execute("SELECT COUNT(*), SUM(length(vec)) FROM vectors").fetchall()
+    cached = CachedEncoder(HashEncoder(dim=64), EmbeddingCache(tmp_path))
+    with caplog.at_level("WARNING", logger="embedscope.models.cache"):
+        again = cached.encode(TEXTS, role="document")
+    assert again.tobytes() == cold.tobytes() and cached.stats.encoded == len(TEXTS)
+    [moved] = [m for m in path.parent.glob(f"{path.name}.corrupt-*") if not m.name.endswith(("-wal", "-shm"))]
+    [warning] = [r.getMessage() for r in caplog.records]  # one line, naming the quarantined file
+    assert "corrupt" in warning and "\n" not in warning and moved.name in warning
+    warm = CachedEncoder(HashEncoder(dim=64), EmbeddingCache(tmp_path))
+    assert warm.encode(TEXTS, role="document").tobytes() == cold.tobytes() and warm.stats.encoded == 0
+
+
+def test_a_vector_of_the_wrong_length_is_a_miss_and_is_replaced(tmp_path, caplog):
+    enc = HashEncoder(dim=8)
+    cold = CachedEncoder(enc, EmbeddingCache(tmp_path)).encode(["a", "b", "c"], role="query")
+    path = EmbeddingCache(tmp_path).path(enc.fingerprint)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE vectors SET vec = ? WHERE key = ?", (b"\0" * 12, text_key("query", "", "b")))
+    conn.close()
+    cached = CachedEncoder(HashEncoder(dim=8), EmbeddingCache(tmp_path))
+    with caplog.at_level("WARNING", logger="embedscope.models.cache"):
+        out = cached.encode(["a", "b", "c"], role="query")
+    assert out.tobytes() == cold.tobytes()
+    assert (cached.stats.hits, cached.stats.encoded) == (2, 1)
+    assert "wrong length" in caplog.text
+    with sqlite3.connect(path) as conn:
+        lengths = [n for (n,) in conn.execute("SELECT length(vec) FROM vectors")]
+    conn.close()
+    assert lengths == [32, 32, 32]  # the row was replaced by the re-encoded vector
+
+
+def test_a_lock_is_not_taken_for_damage(tmp_path):
+    enc = HashEncoder(dim=4)
+    cache = EmbeddingCache(tmp_path, timeout=0.05)
+    cache.put(enc.fingerprint, [b"k"], np.ones((1, 4), np.float32))
+    other = sqlite3.connect(cache.path(enc.fingerprint), timeout=0.05)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            cache.put(enc.fingerprint, [b"k2"], np.ones((1, 4), np.float32))
+    finally:
+        other.rollback()
+        other.close()
+    assert not list(tmp_path.rglob("*.corrupt-*"))
+    assert cache.count(enc.fingerprint) == 1
+
+
+# -- embedscope cache list | verify | clear -----------------------------------------------------
+
+def _two_models(folder):
+    cache = EmbeddingCache(folder)
+    CachedEncoder(HashEncoder(dim=8), cache).encode([f"t{i}" for i in range(50)], role="document")
+    CachedEncoder(KeywordEncoder(["a"]), cache).encode(["a"], role="query")
+    return cache
+
+
+def test_list_verify_and_clear(tmp_path):
+    from embedscope.models.cache_admin import clear_stores, list_stores, verify_stores
+
+    cache = _two_models(tmp_path)
+    listed = {s.model: (s.vectors, s.dim) for s in list_stores(tmp_path)}
+    assert listed == {"fake/hash-encoder": (50, 8), "fake/keyword-encoder": (1, 1)}
+    assert all(r.ok for r in verify_stores(tmp_path))
+    with sqlite3.connect(cache.path(HashEncoder(dim=8).fingerprint)) as conn:
+        conn.execute("UPDATE vectors SET vec = x'0000' WHERE rowid IN (SELECT rowid FROM vectors LIMIT 2)")
+        conn.execute("UPDATE vectors SET vec = ? WHERE rowid IN (SELECT rowid FROM vectors LIMIT 1 OFFSET 5)",
+                     (np.full(8, np.nan, np.float32).tobytes(),))
+    conn.close()
+    [bad] = verify_stores(tmp_path, model="fake/hash-encoder")
+    assert (bad.checked, bad.wrong_length, bad.non_finite, bad.ok) == (50, 2, 1, False)
+    [fixed] = verify_stores(tmp_path, model="fake/hash-encoder", repair=True)
+    assert "dropped 3" in fixed.repaired
+    assert [r.ok for r in verify_stores(tmp_path)] == [True, True]
+    assert [s.model for s in clear_stores(tmp_path, model="fake/keyword-encoder")] == ["fake/keyword-encoder"]
+    assert [s.model for s in list_stores(tmp_path)] == ["fake/hash-encoder"]
+    clear_stores(tmp_path)
+    assert list_stores(tmp_path) == [] and not list(tmp_path.rglob("*.sqlite*"))
+
+
+def test_verify_finds_and_repairs_a_damaged_store(tmp_path):
+    from embedscope.models.cache_admin import list_stores, verify_stores
+
+    enc = HashEncoder(dim=64)
+    CachedEncoder(enc, EmbeddingCache(tmp_path)).encode(TEXTS, role="document")
+    _damage(EmbeddingCache(tmp_path).path(enc.fingerprint), "overwritten pages")
+    [report] = verify_stores(tmp_path)
+    assert not report.ok and "damaged" in report.problems[0]
+    [report] = verify_stores(tmp_path, repair=True)
+    assert report.repaired.startswith("moved to") and list_stores(tmp_path) == []
+
+
+def test_cache_cli(tmp_path, capsys):
+    from embedscope.cli.main import main
+
+    cache = _two_models(tmp_path)
+    assert main(["cache", "list", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| fake/hash-encoder |" in out and "| 50 | 8 |" in out and "fake/keyword-encoder" in out
+    assert main(["cache", "verify", "--cache-dir", str(tmp_path)]) == 0
+    with sqlite3.connect(cache.path(HashEncoder(dim=8).fingerprint)) as conn:
+        conn.execute("UPDATE vectors SET vec = x'0000' WHERE rowid = 1")
+    conn.close()
+    assert main(["cache", "verify", "--cache-dir", str(tmp_path)]) == 1
+    assert "1 vector(s) of the wrong length" in capsys.readouterr().out
+    assert main(["cache", "clear", "--cache-dir", str(tmp_path), "--model", "fake/hash-encoder"]) == 0
+    assert "deleted 1 store(s), 50 vectors" in capsys.readouterr().out
+    assert main(["cache", "list", "--cache-dir", str(tmp_path), "--model", "fake/hash-encoder"]) == 0
+    assert "no stores" in capsys.readouterr().out

@@ -75,7 +75,10 @@ def read_notebook(path: str | Path, stop_at: str | None = "## Questionnaire") ->
         if cell["cell_type"] == "raw":
             continue
         source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            source = "".join(source)
+        elif not isinstance(source, str):
+            raise DataFormatError(f"{path}: cell {i} has a 'source' that is neither a string nor a list of strings")
         if stop_at and cell["cell_type"] == "markdown" and stop_at in source:
             break
         parts.append(source + "\n")

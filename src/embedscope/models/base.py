@@ -186,6 +186,7 @@ class BaseEncoder(ModelBase):
     prompts: dict[str, str] = {}
     similarity: Similarity = "cosine"
     embed_dim: int | None = None
+    exact_batch_plan: bool = True  # batch_plan + encode_batch give encode()'s vectors bit for bit
 
     # -- encoding -----------------------------------------------------------------------------
 

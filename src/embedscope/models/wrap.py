@@ -84,6 +84,7 @@ class CallableEncoder(BaseEncoder):
     """
 
     backend = "python-object"
+    exact_batch_plan = False  # the object batches inside its own encode(), in a way we cannot see
 
     def __init__(self, obj: Any, *, name: str | None = None, revision: str | None = None,
                  fingerprint: str | None = None, similarity: Similarity = "cosine",
