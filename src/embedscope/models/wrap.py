@@ -84,6 +84,7 @@ class CallableEncoder(BaseEncoder):
     """
 
     backend = "python-object"
+    exact_batches = False  # its own batches are unknown: the cache keys a call as one batch
 
     def __init__(self, obj: Any, *, name: str | None = None, revision: str | None = None,
                  fingerprint: str | None = None, similarity: Similarity = "cosine",
