@@ -1,0 +1,257 @@
+"""Instruction retrieval and instruction reranking with MTEB v2's protocol (``AbsTaskRetrieval`` with an
+``instruction`` subset, and the tasks' ``task_specific_scores``).
+
+Protocol, as mteb 2.26 runs it for one split:
+
+1. Each query reads ``text + " " + instruction`` (mteb's ``_combine_queries_with_instruction_text``; a
+   query whose instruction is None keeps its text). Queries without judgments are dropped.
+2. **InstructionReranking** (FollowIR: Core17/News21/Robust04InstructionRetrieval, mFollowIR): each
+   query's ``top_ranked`` candidates are reranked by the model, as :mod:`embedscope.tasks.reranking` v2
+   does. **InstructionRetrieval** (IFIR*, InstructIR): dense retrieval over the whole corpus, as
+   :mod:`embedscope.tasks.retrieval` does.
+3. The retrieval keys of ``make_score_dict`` (trec_eval means rounded to 5 decimals, MRR, nAUC, hit
+   rate), then the task's own scores:
+
+   - ``p-MRR`` (FollowIR): queries come in pairs ``{id}-og`` (original instruction) and ``{id}-changed``
+     (the changed instruction, which made the documents in ``qrel_diff[id]`` non-relevant). For each such
+     document its rank in the ``-og`` run and in the ``-changed`` run (ties by doc id descending; absent:
+     one past the end); ``p-MRR`` of a document is ``(1/og)/(1/new) − 1`` when it did not move down,
+     else ``1 − (1/new)/(1/og)``; mean per query, then over queries (pandas, as mteb). Also ``og`` and
+     ``changed``: the full retrieval score dicts of the ``-og`` and of the other queries alone.
+   - ``level_scores`` (IFIR): mean ``ndcg@20`` of the queries whose id contains ``v1`` / ``v2`` / ``v3``.
+   - ``robustness_at_10`` (InstructIR): queries grouped by the id part before ``_``; mean over groups of
+     the lowest ``ndcg@10``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from embedscope.errors import DataFormatError
+from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
+from embedscope.models.base import Encoder
+from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.reranking import RerankingData
+from embedscope.types import Queries, RetrievalData
+
+TaskScores = Literal["p-MRR", "level_scores", "robustness_at_10", "none"]
+TASK_SCORES: tuple[str, ...] = ("p-MRR", "level_scores", "robustness_at_10", "none")
+
+
+def with_instructions(queries: Queries, instructions: Mapping[str, str | None] | None) -> Queries:
+    """Queries reading ``text + " " + instruction`` (unchanged without instructions).
+
+    >>> with_instructions(Queries(("q1",), ("cats",)), {"q1": "only lions"}).texts
+    ('cats only lions',)
+    """
+    if not instructions:
+        return queries
+    missing = [q for q in queries.ids if q not in instructions]
+    if missing:
+        raise DataFormatError(f"queries {missing[:3]} have no instruction; the instruction subset must cover "
+                              "every query")
+    texts = tuple(t + " " + instructions[q] if instructions[q] is not None else t  # type: ignore[operator]
+                  for q, t in zip(queries.ids, queries.texts))
+    return Queries(queries.ids, texts)
+
+
+@dataclass(frozen=True)
+class InstructionData:
+    """One split: the retrieval or reranking data, each query's instruction, and FollowIR's ``qrel_diff``
+    (query id without ``-og`` / ``-changed`` → the documents whose relevance the changed instruction removed)."""
+
+    data: RetrievalData | RerankingData
+    instructions: Mapping[str, str | None] | None = None
+    changed_qrels: Mapping[str, Sequence[str]] | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Task-specific scores
+# --------------------------------------------------------------------------------------------
+
+
+def rank_in(run: Mapping[str, float], doc_id: str) -> int:
+    """1-based rank of ``doc_id`` in one query's run (score, then doc id, descending); absent: one past the end."""
+    ordered = sorted(run.items(), key=lambda x: (x[1], x[0]), reverse=True)
+    for i, (doc, _) in enumerate(ordered):
+        if doc == doc_id:
+            return i + 1
+    return len(ordered) + 1
+
+
+def rank_score(og_rank: int, new_rank: int) -> float:
+    """FollowIR's per-document p-MRR."""
+    if og_rank >= new_rank:
+        return ((1 / og_rank) / (1 / new_rank)) - 1
+    return 1 - ((1 / new_rank) / (1 / og_rank))
+
+
+def p_mrr(original: Mapping[str, Mapping[str, float]], changed_run: Mapping[str, Mapping[str, float]],
+          changed_qrels: Mapping[str, Sequence[str]]) -> float:
+    """mteb's ``calculate_pmrr``: mean over queries of the mean per-document p-MRR (pandas, as mteb)."""
+    import pandas as pd
+
+    rows = []
+    for qid, docs in changed_qrels.items():
+        if qid + "-og" not in original or qid + "-changed" not in changed_run:
+            continue
+        for doc in docs:
+            rows.append({"qid": qid, "p-MRR": rank_score(rank_in(original[qid + "-og"], doc),
+                                                         rank_in(changed_run[qid + "-changed"], doc))})
+    if not rows:
+        raise DataFormatError("no query of qrel_diff has both a '-og' and a '-changed' query in the run")
+    frame = pd.DataFrame(rows)
+    return float(frame.groupby("qid").agg({"p-MRR": "mean"})["p-MRR"].mean())
+
+
+def followir_scores(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
+                    changed_qrels: Mapping[str, Sequence[str]], k_values: Sequence[int]) -> dict[str, Any]:
+    """mteb's ``evaluate_p_mrr_change``: ``p-MRR``, and the retrieval scores of the ``og`` and ``changed`` runs."""
+    original = {q: d for q, d in run.items() if q.endswith("-og")}
+    new = {q: d for q, d in run.items() if not q.endswith("-og")}
+    out: dict[str, Any] = {"p-MRR": p_mrr(original, new, changed_qrels)}
+    for name, group in (("og", original), ("changed", new)):
+        judged = {q: d for q, d in qrels.items() if q.endswith("-og") == (name == "og")}
+        out[name] = evaluate_ranking(judged, group, tuple(k_values)).to_mteb()
+    return out
+
+
+def level_scores(per_query: Mapping[str, Sequence[Any]], k: int = 20) -> dict[str, dict[str, float]]:
+    """IFIR's mean ``ndcg@k`` per instruction level (query ids containing ``v1``, ``v2``, ``v3``)."""
+    levels: dict[str, list[float]] = {"level_1": [], "level_2": [], "level_3": []}
+    for qid, value in zip(per_query["id"], per_query[f"ndcg_at_{k}"]):
+        for n in (1, 2, 3):
+            if f"v{n}" in qid:
+                levels[f"level_{n}"].append(value)
+                break
+    empty = [name for name, values in levels.items() if not values]
+    if empty:
+        raise DataFormatError(f"no query id marks {', '.join(empty)} (ids containing 'v1', 'v2', 'v3'); IFIR's "
+                              "level scores need all three")
+    return {"level_scores": {name: sum(values) / len(values) for name, values in levels.items()}}
+
+
+def robustness_at_10(qrels: Mapping[str, Mapping[str, int]], per_query: Mapping[str, Sequence[Any]]) -> float:
+    """InstructIR's robustness@10: mean over query groups (id before ``_``) of the lowest ``ndcg@10``."""
+    ndcg = dict(zip(per_query["id"], per_query["ndcg_at_10"]))
+    groups: dict[str, list[str]] = {}
+    for qid in qrels:
+        if qid in ndcg:  # (every judged query is, unless a --limits run dropped it)
+            groups.setdefault(qid.split("_")[0], []).append(qid)
+    lowest = [min(ndcg[q] for q in ids) for ids in groups.values()]
+    return sum(lowest) / len(lowest)
+
+
+def task_specific_scores(kind: str, qrels: Mapping[str, Mapping[str, int]], outcome: SplitOutcome,
+                         changed_qrels: Mapping[str, Sequence[str]] | None, k_values: Sequence[int]) -> dict[str, Any]:
+    """The scores mteb's task adds after the retrieval keys."""
+    if kind == "none":
+        return {}
+    if kind == "p-MRR":
+        if changed_qrels is None:
+            raise DataFormatError("p-MRR needs the dataset's 'qrel_diff' subset (which documents the changed "
+                                  "instructions made non-relevant)")
+        assert outcome.run is not None
+        return followir_scores(qrels, outcome.run.to_dict(), changed_qrels, k_values)
+    assert outcome.per_item is not None
+    if kind == "level_scores":
+        return level_scores(outcome.per_item)
+    if kind == "robustness_at_10":
+        return {"robustness_at_10": robustness_at_10(qrels, outcome.per_item)}
+    raise ValueError(f"task_scores must be one of {', '.join(TASK_SCORES)}, not {kind!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# The tasks
+# --------------------------------------------------------------------------------------------
+
+
+def _judged(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    return {q: dict(d) for q, d in qrels.items() if len(d) > 0}
+
+
+@dataclass(frozen=True)
+class InstructionRerankingTask:
+    """FollowIR-style instruction reranking as data; main score ``p-MRR``."""
+
+    name: str
+    load_split: Callable[[str], InstructionData] = field(repr=False, compare=False)
+    eval_splits: tuple[str, ...] = ("test",)
+    main_score: str = "p-MRR"
+    task_scores: TaskScores = "p-MRR"
+    k_values: tuple[int, ...] = DEFAULT_K_VALUES
+    languages: tuple[str, ...] = ("eng-Latn",)
+    dataset_revision: str = "custom"
+    hf_subset: str = "default"
+    description: str = ""
+    source: str = ""
+    type: str = "InstructionReranking"
+
+    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
+        """Rerank each query's candidates (instruction appended) and add the task's scores."""
+        from embedscope.tasks.reranking import evaluate_reranking_v2
+
+        t0 = time.perf_counter()
+        given = self.load_split(split)
+        data = given.data
+        if not isinstance(data, RerankingData):
+            raise DataFormatError(f"{self.name}: instruction reranking needs each query's candidates (top_ranked)")
+        data = RerankingData(with_instructions(data.queries, given.instructions), data.corpus, data.qrels,
+                             data.candidates).head(options.limits)
+        load_seconds = time.perf_counter() - t0
+        outcome = evaluate_reranking_v2(data, encoder, options, self.k_values)
+        t1 = time.perf_counter()
+        extra = task_specific_scores(self.task_scores, _judged(data.qrels), outcome, given.changed_qrels,
+                                     self.k_values)
+        outcome.scores.update(extra)
+        outcome.timings.update(load_data=load_seconds, task_scores=time.perf_counter() - t1)
+        return outcome
+
+
+@dataclass(frozen=True)
+class InstructionRetrievalTask:
+    """Instruction retrieval (IFIR, InstructIR) as data: dense retrieval with instructions, plus
+    ``task_scores`` (``level_scores`` for IFIR, ``robustness_at_10`` for InstructIR, or ``p-MRR``)."""
+
+    name: str
+    load_split: Callable[[str], InstructionData] = field(repr=False, compare=False)
+    eval_splits: tuple[str, ...] = ("test",)
+    main_score: str = "ndcg_at_20"
+    task_scores: TaskScores = "level_scores"
+    k_values: tuple[int, ...] = DEFAULT_K_VALUES
+    ignore_identical_ids: bool = False
+    languages: tuple[str, ...] = ("eng-Latn",)
+    dataset_revision: str = "custom"
+    hf_subset: str = "default"
+    description: str = ""
+    source: str = ""
+    type: str = "InstructionRetrieval"
+
+    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
+        """Retrieve with each query's instruction appended, and add the task's scores."""
+        from embedscope.tasks.retrieval import RetrievalTask, evaluate_retrieval_split
+
+        t0 = time.perf_counter()
+        given = self.load_split(split)
+        data = given.data
+        if not isinstance(data, RetrievalData):
+            raise DataFormatError(f"{self.name}: instruction retrieval needs corpus, queries and qrels")
+        data = RetrievalData(data.corpus, with_instructions(data.queries, given.instructions), data.qrels,
+                             data.name, data.split, data.source, data.revision)
+        load_seconds = time.perf_counter() - t0
+        spec = RetrievalTask(self.name, lambda s: data, k_values=self.k_values,
+                             ignore_identical_ids=self.ignore_identical_ids)
+        outcome = evaluate_retrieval_split(spec, data, encoder, options)
+        t1 = time.perf_counter()
+        extra = task_specific_scores(self.task_scores, _judged(data.qrels), outcome, given.changed_qrels,
+                                     self.k_values)
+        outcome.scores.update(extra)
+        outcome.timings.update(load_data=load_seconds, task_scores=time.perf_counter() - t1)
+        return outcome
+
+
+__all__ = ["InstructionData", "InstructionRerankingTask", "InstructionRetrievalTask", "followir_scores",
+           "level_scores", "p_mrr", "rank_score", "robustness_at_10", "with_instructions"]
