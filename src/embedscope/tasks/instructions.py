@@ -15,8 +15,8 @@ Protocol, as mteb 2.26 runs it for one split:
    - ``p-MRR`` (FollowIR): queries come in pairs ``{id}-og`` (original instruction) and ``{id}-changed``
      (the changed instruction, which made the documents in ``qrel_diff[id]`` non-relevant). For each such
      document its rank in the ``-og`` run and in the ``-changed`` run (ties by doc id descending; absent:
-     one past the end); ``p-MRR`` of a document is ``(1/og)/(1/new) − 1`` when it did not move down,
-     else ``1 − (1/new)/(1/og)``; mean per query, then over queries (pandas, as mteb). Also ``og`` and
+     one past the end); ``p-MRR`` of a document is ``(1/og)/(1/new) − 1`` when it rose or stayed (≤ 0),
+     else ``1 − (1/new)/(1/og)`` (> 0); mean per query, then over queries (pandas, as mteb). Also ``og`` and
      ``changed``: the full retrieval score dicts of the ``-og`` and of the other queries alone.
    - ``level_scores`` (IFIR): mean ``ndcg@20`` of the queries whose id contains ``v1`` / ``v2`` / ``v3``.
    - ``robustness_at_10`` (InstructIR): queries grouped by the id part before ``_``; mean over groups of
@@ -255,3 +255,83 @@ class InstructionRetrievalTask:
 
 __all__ = ["InstructionData", "InstructionRerankingTask", "InstructionRetrievalTask", "followir_scores",
            "level_scores", "p_mrr", "rank_score", "robustness_at_10", "with_instructions"]
+
+
+# --------------------------------------------------------------------------------------------
+# Loading (a local copy in the hub's layout, or the hub id)
+# --------------------------------------------------------------------------------------------
+
+
+def config_rows(repo: str, config: str, split: str, revision: str | None = None) -> list[tuple[str, dict]] | None:
+    """Rows of one subset (config) of a dataset repository, local copy or hub id; None when it has none.
+
+    The split is ``split`` or, when the subset has one split only (``qrel_diff``, ``instruction``), that one.
+    """
+    from pathlib import Path
+
+    from embedscope.data.hf import _dataset_rows, _datasets, _file_rows, _hub_failure, _pick_split, local_subsets
+    from embedscope.errors import EmbedscopeError
+
+    if Path(repo).is_dir():
+        subsets = local_subsets(Path(repo))
+        if config not in subsets:
+            return None
+        return list(_file_rows(_pick_split(subsets[config], split, f"{repo} (subset {config!r})", strict=False)))
+    datasets = _datasets()
+    try:
+        if config not in datasets.get_dataset_config_names(repo, revision=revision):
+            return None
+        splits = list(datasets.get_dataset_split_names(repo, config_name=config, revision=revision))
+        chosen = _pick_split({s: s for s in splits}, split, f"{repo} (subset {config!r})", strict=False)
+        return list(_dataset_rows(datasets.load_dataset(repo, config, split=chosen, revision=revision), repo))
+    except EmbedscopeError:
+        raise
+    except Exception as e:  # network, offline mode, missing repository, …
+        raise _hub_failure(repo, e) from e
+
+
+def _instructions(repo: str, prefix: str, split: str, revision: str | None) -> dict[str, str | None] | None:
+    rows = config_rows(repo, f"{prefix}instruction", split, revision)
+    if rows is None:
+        return None
+    out: dict[str, str | None] = {}
+    for where, row in rows:
+        if "query-id" not in row or "instruction" not in row:
+            raise DataFormatError(f"{where}: instruction rows need 'query-id' and 'instruction'")
+        value = row["instruction"]
+        out[str(row["query-id"])] = None if value is None else str(value)
+    return out
+
+
+def _qrel_diff(repo: str, prefix: str, revision: str | None) -> dict[str, list[str]] | None:
+    rows = config_rows(repo, f"{prefix}qrel_diff", "qrel_diff", revision)
+    if rows is None:
+        return None
+    out: dict[str, list[str]] = {}
+    for where, row in rows:
+        ids = row.get("corpus-ids")
+        if "query-id" not in row or not isinstance(ids, (list, tuple)):
+            raise DataFormatError(f"{where}: qrel_diff rows need 'query-id' and a list 'corpus-ids'")
+        out[str(row["query-id"])] = [str(d) for d in ids]
+    return out
+
+
+def load_instruction_split(location: str, split: str = "test", *, subset: str | None = None,
+                           revision: str | None = None, reranking: bool = False) -> InstructionData:
+    """One split of an instruction dataset in the hub's layout (mteb's configs): ``corpus``, ``queries``,
+    qrels (``default``), and when present ``instruction``, ``top_ranked`` and ``qrel_diff``; a subset's
+    configs are prefixed ``{subset}-``. ``reranking`` requires ``top_ranked``."""
+    from embedscope.data.hf import load_hub_retrieval, load_top_ranked
+
+    sub = None if subset in (None, "default") else subset
+    prefix = f"{sub}-" if sub else ""
+    data = load_hub_retrieval(location, split=split, revision=revision, subset=sub)
+    instructions = _instructions(location, prefix, split, revision)
+    changed = _qrel_diff(location, prefix, revision)
+    if not reranking:
+        return InstructionData(data, instructions, changed)
+    top = load_top_ranked(location, split=split, revision=revision, subset=sub)
+    if top is None:
+        raise DataFormatError(f"{location}: no '{prefix}top_ranked' subset, which instruction reranking needs")
+    return InstructionData(RerankingData(data.queries, data.corpus, data.qrels, {q: tuple(d) for q, d in top.items()}),
+                           instructions, changed)
