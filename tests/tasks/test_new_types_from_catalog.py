@@ -72,7 +72,14 @@ def test_summeval_v2_from_a_local_copy(tmp_path, monkeypatch):
                                 "dot_spearman"]
 
 
-def _followir_copy(folder):
+def _followir_copy(folder, lang: str = ""):
+    """FollowIR's layout (configs corpus, queries, …); with ``lang`` mFollowIR's (corpus-LANG, queries-LANG, …)."""
+    if lang:
+        _followir_copy(folder / "_plain")
+        for sub in sorted((folder / "_plain").iterdir()):
+            sub.rename(folder / f"{sub.name}-{lang}")
+        (folder / "_plain").rmdir()
+        return
     _jsonl(folder / "corpus" / "corpus.jsonl",
            [{"_id": f"d{i}", "title": "", "text": f"{WORDS[i % 6]} report {i}"} for i in range(12)])
     ids = [f"q{q}-{kind}" for q in range(3) for kind in ("og", "changed")]
@@ -96,6 +103,14 @@ def test_followir_instruction_reranking_from_a_local_copy(tmp_path, monkeypatch)
                         tmp_path, monkeypatch, KeywordEncoder(WORDS))
     assert (task.type, task.task_scores, task.main_score) == ("InstructionReranking", "p-MRR", "p-MRR")
     assert scores["main_score"] == scores["p-MRR"] and "ndcg_at_10" in scores["og"] and "ndcg_at_10" in scores["changed"]
+
+
+@pytest.mark.parametrize("name,subset", [("mFollowIR", "fas"), ("mFollowIRCrossLingual", "eng-fas")])
+def test_mfollowir_reads_language_suffixed_configs(tmp_path, monkeypatch, name, subset):
+    _followir_copy(tmp_path / "data" / name, lang="fas")
+    task, scores = _run(_entry(name), f"{name}:{subset}", tmp_path / "data", tmp_path, monkeypatch,
+                        KeywordEncoder(WORDS))
+    assert task.hf_subset == subset and scores["main_score"] == scores["p-MRR"]
 
 
 def test_instruction_reranking_route_from_a_folder(tmp_path):

@@ -317,7 +317,10 @@ def _instruction(entry: CatalogEntry, subset: str, location: str) -> Task:
 
     def load(split: str):
         revision = None if Path(location).exists() else entry.dataset_revision
-        return load_instruction_split(location, split, subset=subset, revision=revision, reranking=reranking)
+        # mFollowIR's own load_data reads configs named corpus-LANG, queries-LANG, … (mteb 2.26)
+        suffixed = bool(entry.params.get("suffixed_configs", entry.name.startswith("mFollowIR")))
+        return load_instruction_split(location, split, subset=subset, revision=revision, reranking=reranking,
+                                      suffixed=suffixed)
 
     kind = InstructionRerankingTask if reranking else InstructionRetrievalTask
     return kind(load_split=load, task_scores=_instruction_task_scores(entry),  # type: ignore[arg-type]

@@ -290,8 +290,8 @@ def config_rows(repo: str, config: str, split: str, revision: str | None = None)
         raise _hub_failure(repo, e) from e
 
 
-def _instructions(repo: str, prefix: str, split: str, revision: str | None) -> dict[str, str | None] | None:
-    rows = config_rows(repo, f"{prefix}instruction", split, revision)
+def _instructions(repo: str, config: str, split: str, revision: str | None) -> dict[str, str | None] | None:
+    rows = config_rows(repo, config, split, revision)
     if rows is None:
         return None
     out: dict[str, str | None] = {}
@@ -303,35 +303,66 @@ def _instructions(repo: str, prefix: str, split: str, revision: str | None) -> d
     return out
 
 
-def _qrel_diff(repo: str, prefix: str, revision: str | None) -> dict[str, list[str]] | None:
-    rows = config_rows(repo, f"{prefix}qrel_diff", "qrel_diff", revision)
+def _id_lists(repo: str, config: str, split: str, revision: str | None) -> dict[str, list[str]] | None:
+    """``query-id`` → ``corpus-ids`` rows (``top_ranked``, ``qrel_diff``)."""
+    rows = config_rows(repo, config, split, revision)
     if rows is None:
         return None
     out: dict[str, list[str]] = {}
     for where, row in rows:
         ids = row.get("corpus-ids")
         if "query-id" not in row or not isinstance(ids, (list, tuple)):
-            raise DataFormatError(f"{where}: qrel_diff rows need 'query-id' and a list 'corpus-ids'")
+            raise DataFormatError(f"{where}: {config} rows need 'query-id' and a list 'corpus-ids'")
         out[str(row["query-id"])] = [str(d) for d in ids]
     return out
 
 
+def _required(rows: list[tuple[str, dict]] | None, repo: str, config: str) -> list[tuple[str, dict]]:
+    if rows is None:
+        raise DataFormatError(f"{repo}: no subset {config!r}")
+    return rows
+
+
+def _suffixed_retrieval(repo: str, lang: str, split: str, revision: str | None) -> RetrievalData:
+    """mFollowIR's layout: configs ``corpus-{lang}``, ``queries-{lang}``, ``default-{lang}`` (qrels)."""
+    from embedscope.data.tabular import build_split, qrels_from_rows, texts_from_rows
+
+    corpus = texts_from_rows(_required(config_rows(repo, f"corpus-{lang}", split, revision), repo, f"corpus-{lang}"),
+                             f"{repo} corpus-{lang}", "corpus", allow_empty=True)
+    queries = texts_from_rows(_required(config_rows(repo, f"queries-{lang}", split, revision), repo,
+                                        f"queries-{lang}"), f"{repo} queries-{lang}", "queries", allow_empty=True)
+    qrels, places = qrels_from_rows(_required(config_rows(repo, f"default-{lang}", split, revision), repo,
+                                              f"default-{lang}"))
+    return build_split(corpus, queries, qrels, places, f"{repo} default-{lang}", name=repo.rsplit("/", 1)[-1],
+                       split=split, source=repo, revision=revision or "local")
+
+
 def load_instruction_split(location: str, split: str = "test", *, subset: str | None = None,
-                           revision: str | None = None, reranking: bool = False) -> InstructionData:
+                           revision: str | None = None, reranking: bool = False,
+                           suffixed: bool = False) -> InstructionData:
     """One split of an instruction dataset in the hub's layout (mteb's configs): ``corpus``, ``queries``,
     qrels (``default``), and when present ``instruction``, ``top_ranked`` and ``qrel_diff``; a subset's
-    configs are prefixed ``{subset}-``. ``reranking`` requires ``top_ranked``."""
-    from embedscope.data.hf import load_hub_retrieval, load_top_ranked
+    configs are ``{subset}-corpus`` …, or with ``suffixed`` (mFollowIR) ``corpus-{lang}`` … where ``lang`` is
+    the subset's last part (``eng-fas`` → ``fas``, as mteb loads the cross-lingual task). ``reranking``
+    requires ``top_ranked``."""
+    from embedscope.data.hf import load_hub_retrieval
 
     sub = None if subset in (None, "default") else subset
-    prefix = f"{sub}-" if sub else ""
-    data = load_hub_retrieval(location, split=split, revision=revision, subset=sub)
-    instructions = _instructions(location, prefix, split, revision)
-    changed = _qrel_diff(location, prefix, revision)
+    if suffixed:
+        if sub is None:
+            raise DataFormatError(f"{location}: a language subset is needed (configs are named corpus-LANG, …)")
+        lang = sub.split("-")[-1]
+        data = _suffixed_retrieval(location, lang, split, revision)
+        names = {kind: f"{kind}-{lang}" for kind in ("instruction", "top_ranked", "qrel_diff")}
+    else:
+        data = load_hub_retrieval(location, split=split, revision=revision, subset=sub)
+        names = {kind: f"{sub}-{kind}" if sub else kind for kind in ("instruction", "top_ranked", "qrel_diff")}
+    instructions = _instructions(location, names["instruction"], split, revision)
+    changed = _id_lists(location, names["qrel_diff"], "qrel_diff", revision)
     if not reranking:
         return InstructionData(data, instructions, changed)
-    top = load_top_ranked(location, split=split, revision=revision, subset=sub)
+    top = _id_lists(location, names["top_ranked"], split, revision)
     if top is None:
-        raise DataFormatError(f"{location}: no '{prefix}top_ranked' subset, which instruction reranking needs")
+        raise DataFormatError(f"{location}: no {names['top_ranked']!r} subset, which instruction reranking needs")
     return InstructionData(RerankingData(data.queries, data.corpus, data.qrels, {q: tuple(d) for q, d in top.items()}),
                            instructions, changed)
