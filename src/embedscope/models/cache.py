@@ -56,7 +56,8 @@ def default_cache_dir() -> Path:
 
 
 def text_key(role: str, prompt: str, text: str) -> bytes:
-    """The cache key of one text; role and prompt are part of it.
+    """A text's identity with its role and prompt (the key of caches written before vectors were keyed by
+    batch; vectors are now served by :func:`call_key` and :func:`batch_vector_keys`).
 
     >>> text_key("query", "", "x") != text_key("document", "", "x")
     True
