@@ -9,6 +9,7 @@ import pytest
 
 from embedscope.evaluation.runner import evaluate
 from embedscope.tasks import from_catalog
+from embedscope.tasks.base import SearchOptions
 from embedscope.tasks.catalog import CatalogEntry
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
@@ -123,14 +124,19 @@ def test_instruction_reranking_route_from_a_folder(tmp_path):
         "p-MRR"]
 
 
-def test_ifir_instruction_retrieval_from_a_local_copy(tmp_path, monkeypatch):
-    folder = tmp_path / "data" / "IFIRAila"
+def _ifir_copy(folder):
     _jsonl(folder / "corpus" / "corpus.jsonl", [{"_id": f"d{i}", "text": f"{WORDS[i % 6]} law {i}"} for i in range(20)])
     ids = [f"q{i}_v{1 + i % 3}" for i in range(9)]
     _jsonl(folder / "queries" / "queries.jsonl", [{"_id": q, "text": f"case on {WORDS[i % 6]}"}
                                                   for i, q in enumerate(ids)])
     _jsonl(folder / "default" / "test.jsonl", [{"query-id": q, "corpus-id": f"d{i}", "score": 1}
                                                for i, q in enumerate(ids)])
+    _jsonl(folder / "instruction" / "test.jsonl", [{"query-id": q, "instruction": f"about {WORDS[(i + 1) % 6]}"}
+                                                   for i, q in enumerate(ids)])
+
+
+def test_ifir_instruction_retrieval_from_a_local_copy(tmp_path, monkeypatch):
+    _ifir_copy(tmp_path / "data" / "IFIRAila")
     task, scores = _run(_entry("IFIRAila"), "IFIRAila", tmp_path / "data", tmp_path, monkeypatch)
     assert (task.type, task.task_scores) == ("InstructionRetrieval", "level_scores")
     assert set(scores["level_scores"]) == {"level_1", "level_2", "level_3"}
@@ -141,15 +147,22 @@ def test_bitext_and_summarization_routes_from_files(tmp_path):
 
     (tmp_path / "b.csv").write_text("sentence1,sentence2\nhello,bonjour\ncat,chat\nstorm,orage\n")
     task = resolve_task(f"bitextmining:{tmp_path / 'b.csv'}")
-    assert task.type == "BitextMining" and task.evaluate_split("test", HashEncoder(), from_catalog_options()).scores
+    assert task.type == "BitextMining" and task.evaluate_split("test", HashEncoder(), SearchOptions()).scores
     _jsonl(tmp_path / "s.jsonl", [{"text": "t", "human_summaries": ["storm city"],
                                    "machine_summaries": ["storm", "city vote", "rain"], "relevance": [1, 3, 5]}])
     task = resolve_task(f"summarization:{tmp_path / 's.jsonl'}")
     assert task.type == "Summarization" and "cosine_spearman" in task.evaluate_split(
-        "test", HashEncoder(), from_catalog_options()).scores
+        "test", HashEncoder(), SearchOptions()).scores
 
 
-def from_catalog_options():
-    from embedscope.tasks.base import SearchOptions
+def test_instruction_retrieval_route_from_a_folder(tmp_path):
+    from embedscope.tasks.registry import resolve_task
 
-    return SearchOptions()
+    _ifir_copy(tmp_path / "ifir")
+    task = resolve_task(f"instructionretrieval:{tmp_path / 'ifir'}")
+    assert (task.type, task.task_scores, task.main_score) == ("InstructionRetrieval", "none", "ndcg_at_10")
+    from embedscope.tasks.instructions import with_instructions
+
+    given = task.load_split("test")
+    assert with_instructions(given.data.queries, given.instructions).texts[0] == "case on flood about court"
+    assert task.evaluate_split("test", HashEncoder(), SearchOptions()).scores["ndcg_at_10"] >= 0
