@@ -66,27 +66,37 @@ def test_a_killed_worker_is_restarted_and_the_result_is_unchanged(cluster, tiny_
 
 
 def test_only_cache_misses_are_sent_and_vectors_stream_into_the_cache(cluster, tiny_st, tmp_path, monkeypatch):
+    from embedscope.engines.planned import LocalPlanned
     from embedscope.engines.ray_cluster import RayEncoder
     from embedscope.models import cache as cache_module
     from embedscope.models.cache import CachedEncoder, EmbeddingCache
     from embedscope.models.specs import load_encoder
 
-    store = EmbeddingCache(tmp_path / "cache")
-    local = CachedEncoder(load_encoder(str(tiny_st), device="cpu"), store)
-    local.encode(TEXTS[:100], role="document")  # the cache now holds the first 100
-
     monkeypatch.setattr(cache_module, "FLUSH_EVERY", 1)
+    store = EmbeddingCache(tmp_path / "cache")
+
+    class Interrupted(LocalPlanned):  # an in-process run of the same call, stopped after 12 batches of 8
+        def _run(self, batches, role):
+            for n, vectors in enumerate(super()._run(batches, role)):
+                if n == 12:
+                    raise KeyboardInterrupt
+                yield vectors
+
+    with pytest.raises(KeyboardInterrupt):
+        CachedEncoder(Interrupted(load_encoder(str(tiny_st), device="cpu")), store).encode(
+            TEXTS, role="document", batch_size=8)
+    assert store.count(load_encoder(str(tiny_st), device="cpu").fingerprint) == 96
+
     enc = RayEncoder(str(tiny_st), {"device": "cpu"}, workers=2)
     cached = CachedEncoder(enc, store)
-    assert cached.fingerprint == local.fingerprint
     stored_while_running = []
     enc.on_batch = lambda done: stored_while_running.append(store.count(enc.fingerprint))
     got = cached.encode(TEXTS, role="document", batch_size=8)
-    assert enc.texts_sent == 140 and cached.stats.hits == 100
-    assert stored_while_running[1] > 100  # batches reached the cache before the call ended
+    assert enc.texts_sent == 144 and cached.stats.hits == 96  # the call resumed with its stored batches
+    assert stored_while_running[1] > 96  # batches reached the cache before the call ended
     assert store.count(enc.fingerprint) == len(TEXTS)
-    assert got.tobytes() == CachedEncoder(load_encoder(str(tiny_st), device="cpu"), store).encode(
-        TEXTS, role="document").tobytes()
+    assert got.tobytes() == load_encoder(str(tiny_st), device="cpu").encode(TEXTS, role="document",
+                                                                           batch_size=8).tobytes()
     enc.close()
 
 

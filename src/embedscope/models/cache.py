@@ -1,14 +1,25 @@
 """Persistent embedding cache: a re-run of the same model on the same texts encodes nothing.
 
-The key of a vector is ``sha256(role, prompt, text)`` inside a store named by the encoder's
-``fingerprint`` (model identity and revision or file hash, backend, pooling, max length,
-normalisation). So a query vector is never served for an identical document text (mteb issue
-#5383), and a change of prompt, pooling or weights never serves a stale vector.
+A vector depends on the batch it was encoded in (padding, and the kernels a batch shape picks move the
+last float bits), so the cache serves a vector only in the batch context it was made in. An encode call
+is keyed by ``sha256(role, prompt, batch size, texts in order)``; its *plan* (the batches the uncached
+call forms: the encoder's ``batch_plan``, or the whole call as one batch for an encoder without one) is
+stored under that key, and each vector under ``sha256(batch key, position)``, where the batch key is
+``sha256(role, prompt, the batch's texts in order)``. A call is served from the cache only for the
+batches it holds whole; every other batch is encoded exactly as the uncached call batches it (an
+all-missing call goes through the encoder's own ``encode`` / ``encode_stream``). So what the cache holds
+never changes a number: a warm, a resumed and an uncached run give the same vectors, bit for bit (a
+text encoded by another call in another batch is encoded again). All of this lives inside a store named
+by the encoder's ``fingerprint`` (model identity and revision or file hash, backend, pooling, max
+length, normalisation); role and prompt are part of every key, so a query vector is never served for an
+identical document text (mteb issue #5383).
 
 Storage is one SQLite database per fingerprint, in WAL mode: every write is a transaction, so a
-crash mid-write loses at most the batch being written (a damaged database is quarantined, see
+crash mid-write loses at most the batches being written (a damaged database is quarantined, see
 :class:`EmbeddingCache`), and several processes can read and write
-the same cache at once (SQLite's locking; writers wait up to ``timeout`` seconds).
+the same cache at once (SQLite's locking; writers wait up to ``timeout`` seconds). Vectors are written
+every ``FLUSH_EVERY`` texts or ``FLUSH_SECONDS``, whole batches at a time, and a call's plan before its first vector: an
+interrupted call resumes with the batches already stored and encodes only the others.
 
 >>> import numpy as np, tempfile
 >>> from embedscope.testing.fakes import KeywordEncoder
@@ -35,7 +46,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from embedscope.models.base import Encoder, Similarity, check_finite
+from embedscope.models.base import Encoder, Similarity
 from embedscope.types import Role
 
 logger = logging.getLogger(__name__)
@@ -54,7 +65,8 @@ def default_cache_dir() -> Path:
 
 
 def text_key(role: str, prompt: str, text: str) -> bytes:
-    """The cache key of one text; role and prompt are part of it.
+    """A text's identity with its role and prompt (the key of caches written before vectors were keyed by
+    batch; vectors are now served by :func:`call_key` and :func:`batch_vector_keys`).
 
     >>> text_key("query", "", "x") != text_key("document", "", "x")
     True
@@ -65,6 +77,55 @@ def text_key(role: str, prompt: str, text: str) -> bytes:
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
     return h.digest()
+
+
+def _digest(*parts: str | bytes) -> bytes:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8") if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.digest()
+
+
+def call_key(role: str, prompt: str, batch_size: int, texts: Sequence[str]) -> bytes:
+    """The key of one encode call: what decides its batches (role, prompt, batch size, texts in order).
+
+    >>> call_key("query", "", 32, ["a", "b"]) != call_key("query", "", 32, ["b", "a"])
+    True
+    """
+    return _digest("call", role, prompt, str(batch_size), *texts)
+
+
+def batch_vector_keys(role: str, prompt: str, texts: Sequence[str]) -> list[bytes]:
+    """The keys of a batch's vectors: ``sha256(batch key, position)``; equal only for the same batch.
+
+    >>> a = batch_vector_keys("document", "", ["x", "y"])
+    >>> a == batch_vector_keys("document", "", ["x", "y"]), a[0] in batch_vector_keys("document", "", ["x", "z"])
+    (True, False)
+    """
+    batch = _digest("batch", role, prompt, *texts)
+    return [_digest(batch, str(i)) for i in range(len(texts))]
+
+
+def encode_plan(plan: Sequence[Sequence[int]]) -> bytes:
+    """A plan (batches of indices) as bytes: batch sizes, then the indices (int64)."""
+    sizes = [len(b) for b in plan]
+    flat = [i for b in plan for i in b]
+    return np.asarray([len(sizes), *sizes, *flat], dtype=np.int64).tobytes()
+
+
+def decode_plan(blob: bytes) -> list[list[int]]:
+    """The inverse of :func:`encode_plan`.
+
+    >>> decode_plan(encode_plan([[2, 0], [1]]))
+    [[2, 0], [1]]
+    """
+    values = np.frombuffer(blob, dtype=np.int64)
+    n = int(values[0])
+    sizes, flat = values[1 : 1 + n], values[1 + n :]
+    bounds = np.cumsum(sizes)[:-1]
+    return [part.tolist() for part in np.split(flat, bounds)] if n else []
 
 
 def is_corruption(error: BaseException) -> bool:
@@ -205,6 +266,20 @@ class EmbeddingCache:
         if vectors.ndim == 2 and vectors.shape[1] and self._dims.get(fingerprint) is None:
             self._dims.pop(fingerprint, None)  # read again: the store now records its width
 
+    def get_plan(self, fingerprint: str, key: bytes) -> list[list[int]] | None:
+        """The stored batch plan of an encode call, or None."""
+        row = self._guarded(fingerprint,
+                            lambda c: c.execute("SELECT plan FROM plans WHERE key = ?", (key,)).fetchone())
+        return decode_plan(bytes(row[0])) if row else None
+
+    def put_plan(self, fingerprint: str, key: bytes, plan: Sequence[Sequence[int]]) -> None:
+        """Store an encode call's batch plan (an existing one is kept: it is the same plan)."""
+        def write(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("INSERT OR IGNORE INTO plans VALUES (?, ?)", (key, encode_plan(plan)))
+
+        self._guarded(fingerprint, write)
+
     def count(self, fingerprint: str) -> int:
         return self._guarded(fingerprint, lambda c: int(c.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]))
 
@@ -217,6 +292,7 @@ def open_store(path: Path, timeout: float = 600.0) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
         conn.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
+        conn.execute("CREATE TABLE IF NOT EXISTS plans (key BLOB PRIMARY KEY, plan BLOB NOT NULL)")
         conn.commit()
     except sqlite3.DatabaseError:
         conn.close()
@@ -247,13 +323,11 @@ class CacheStats:
 
 
 class CachedEncoder:
-    """An :class:`Encoder` that serves vectors from an :class:`EmbeddingCache` and encodes the rest.
+    """An :class:`Encoder` that serves whole batches from an :class:`EmbeddingCache` and encodes the rest.
 
-    Missing texts are encoded as one call in their original order (duplicates included), so a
-    cold run batches exactly as the wrapped encoder would; duplicate texts then all get the first
-    occurrence's vector, which is the one stored, so a warm run returns exactly the cold run's
-    vectors. Vectors are stored as batches finish (see :meth:`_encode_missing`), so a run killed
-    mid-call resumes from the last ~1,000 texts in the same batches.
+    The numbers never depend on what the cache holds (see the module docstring): a call's vectors come
+    from the batches the uncached call forms, served when stored whole, else encoded as those batches.
+    Duplicate texts are encoded as often as they occur, as without the cache.
     """
 
     def __init__(self, encoder: Encoder, cache: EmbeddingCache) -> None:
@@ -288,54 +362,99 @@ class CachedEncoder:
     def encode(
         self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
     ) -> np.ndarray:
-        prompt = self.encoder.prompts.get(role, "")
-        keys = [text_key(role, prompt, t) for t in texts]
-        found = self.cache.get(self.encoder.fingerprint, keys)
-        missing = [i for i, k in enumerate(keys) if k not in found]
-        if missing:
-            self._encode_missing([texts[i] for i in missing], [keys[i] for i in missing], found,
-                                 role=role, batch_size=batch_size, show_progress=show_progress)
-        self.stats.hits += len(texts) - len(missing)
-        self.stats.encoded += len(missing)
+        texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return check_finite(np.stack([found[k] for k in keys]).astype(np.float32, copy=False), texts, self.name,
-                            f"the embedding cache ({self.cache.directory})")
+        fp, prompt = self.encoder.fingerprint, self.encoder.prompts.get(role, "")
+        key = call_key(role, prompt, self._batch_size(batch_size), texts)
+        plan = self.cache.get_plan(fp, key)  # a warm call needs no model, not even to plan its batches
+        if plan is None:
+            plan = self._plan(texts, batch_size)
+            self.cache.put_plan(fp, key, plan)
+        keys = [batch_vector_keys(role, prompt, [texts[i] for i in b]) for b in plan]
+        found = self.cache.get(fp, [k for ks in keys for k in ks])
+        missing = [n for n, ks in enumerate(keys) if not all(k in found for k in ks)]
+        if missing:
+            self._encode_batches(texts, plan, keys, missing, found, role=role, batch_size=batch_size,
+                                 show_progress=show_progress)
+        n_missing = sum(len(plan[n]) for n in missing)
+        self.stats.hits += len(texts) - n_missing
+        self.stats.encoded += n_missing
+        out: np.ndarray | None = None
+        for batch, ks in zip(plan, keys):
+            vectors = np.stack([found[k] for k in ks])
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[batch] = vectors
+        assert out is not None
+        return out
 
-    def _encode_missing(self, texts: list[str], keys: list[bytes], found: dict[bytes, np.ndarray], *, role: Role,
+    def _batch_size(self, batch_size: int | None) -> int:
+        """The batch size the wrapped encoder uses for ``batch_size`` (None: its device's default)."""
+        from embedscope.models.device import default_batch_size
+
+        return batch_size or default_batch_size(str(getattr(self.encoder, "device", "cpu")))
+
+    def _plan(self, texts: list[str], batch_size: int | None) -> list[list[int]]:
+        """The batches the wrapped encoder's own call forms (its ``batch_plan``); the whole call as one
+        batch for an encoder that cannot say (``exact_batch_plan = False``) or cannot encode a batch alone."""
+        planner = getattr(self.encoder, "batch_plan", None)
+        alone = (getattr(self.encoder, "encode_batches", None) is not None
+                 or getattr(self.encoder, "encode_batch", None) is not None)
+        if planner is None or not alone or not getattr(self.encoder, "exact_batch_plan", True):
+            return [list(range(len(texts)))]
+        return [list(b) for b in planner([len(t) for t in texts], self._batch_size(batch_size))]
+
+    def _encode_batches(self, texts: list[str], plan: list[list[int]], keys: list[list[bytes]],
+                        missing: list[int], found: dict[bytes, np.ndarray], *, role: Role,
                         batch_size: int | None, show_progress: bool) -> None:
-        """Encode ``texts`` as one call would and store each key's first occurrence.
-
-        Vectors are stored as batches finish, every ``FLUSH_EVERY`` texts, so an interrupted run
-        keeps them: an engine's (``encode_stream``) always, and an in-process encoder's when it
-        exposes its exact batch plan (``exact_batch_plan``) and more than ``FLUSH_EVERY`` texts are
-        missing; its planned batches are then encoded one by one, so the vectors are unchanged.
-        A slow model's vectors are stored at least every ``FLUSH_SECONDS``.
-        """
-        first: dict[bytes, int] = {}
-        for pos, k in enumerate(keys):
-            first.setdefault(k, pos)
-        stream = getattr(self.encoder, "encode_stream", None)
-        if stream is None and len(texts) > FLUSH_EVERY and getattr(self.encoder, "exact_batch_plan", False):
-            from embedscope.engines.planned import LocalPlanned
-
-            stream = LocalPlanned(self.encoder).encode_stream  # the same batches, stored as they finish
-        if stream is not None:
-            parts = stream(texts, role=role, batch_size=batch_size, show_progress=show_progress)
-        else:
-            fresh = self.encoder.encode(texts, role=role, batch_size=batch_size, show_progress=show_progress)
-            parts = iter([(list(range(len(texts))), np.asarray(fresh, dtype=np.float32))])
+        """Encode the ``missing`` batches of ``plan`` as the uncached call would, storing whole batches
+        every ``FLUSH_EVERY`` texts or ``FLUSH_SECONDS`` (a slow model), so an interrupted run keeps them."""
         pending: list[bytes] = []
+        pending_vectors: list[np.ndarray] = []
         flushed = time.monotonic()
-        for idx, vectors in parts:
-            check_finite(vectors, [texts[pos] for pos in idx], self.name)
-            for row, pos in enumerate(idx):
-                k = keys[pos]
-                if first[k] == pos:
-                    found[k] = vectors[row]
-                    pending.append(k)
-            if len(pending) >= FLUSH_EVERY or (pending and time.monotonic() - flushed >= FLUSH_SECONDS):
-                self.cache.put(self.encoder.fingerprint, pending, np.stack([found[k] for k in pending]))
-                pending, flushed = [], time.monotonic()
+        for n, vectors in self._batch_vectors(texts, plan, missing, role, batch_size, show_progress):
+            vectors = np.asarray(vectors, dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape[0] != len(plan[n]):
+                raise ValueError(f"{self.encoder.name}: got shape {vectors.shape} for a batch of {len(plan[n])}")
+            for k, v in zip(keys[n], vectors):
+                found[k] = v
+            pending.extend(keys[n])
+            pending_vectors.append(vectors)
+            if len(pending) >= FLUSH_EVERY or time.monotonic() - flushed >= FLUSH_SECONDS:
+                self.cache.put(self.encoder.fingerprint, pending, np.concatenate(pending_vectors))
+                pending, pending_vectors, flushed = [], [], time.monotonic()
         if pending:
-            self.cache.put(self.encoder.fingerprint, pending, np.stack([found[k] for k in pending]))
+            self.cache.put(self.encoder.fingerprint, pending, np.concatenate(pending_vectors))
+
+    def _batch_vectors(self, texts: list[str], plan: list[list[int]], missing: list[int], role: Role,
+                       batch_size: int | None, show_progress: bool):
+        """``(batch number, vectors)`` of each missing batch. A call missing every batch goes through the
+        encoder's own ``encode_stream`` / ``encode`` (exactly the uncached call); otherwise each missing
+        batch is encoded alone (``encode_batches`` of an engine, ``encode_batch`` of a backend)."""
+        if len(missing) == len(plan):
+            stream = getattr(self.encoder, "encode_stream", None)
+            if stream is None and len(texts) > FLUSH_EVERY and len(plan) > 1:
+                from embedscope.engines.planned import LocalPlanned
+
+                stream = LocalPlanned(self.encoder).encode_stream  # the same batches, stored as they finish
+                batch_size = self._batch_size(batch_size)
+            if stream is not None:
+                for n, (idx, vectors) in enumerate(stream(texts, role=role, batch_size=batch_size,
+                                                          show_progress=show_progress)):
+                    if list(idx) != plan[n]:
+                        raise RuntimeError(f"{self.encoder.name}: the engine's batches differ from its batch plan")
+                    yield n, vectors
+                return
+            out = np.asarray(self.encoder.encode(texts, role=role, batch_size=batch_size,
+                                                 show_progress=show_progress), dtype=np.float32)
+            for n, batch in enumerate(plan):
+                yield n, out[batch]
+            return
+        batches = [[texts[i] for i in plan[n]] for n in missing]
+        many = getattr(self.encoder, "encode_batches", None)
+        if many is not None:
+            yield from zip(missing, many(batches, role=role))
+            return
+        for n, batch in zip(missing, batches):
+            yield n, self.encoder.encode_batch(batch, role=role)

@@ -84,7 +84,7 @@ class CallableEncoder(BaseEncoder):
     """
 
     backend = "python-object"
-    exact_batch_plan = False  # the object batches inside its own encode(), in a way we cannot see
+    exact_batch_plan = False  # it batches inside its own encode(), unseen: the cache keys a call as one batch
 
     def __init__(self, obj: Any, *, name: str | None = None, revision: str | None = None,
                  fingerprint: str | None = None, similarity: Similarity = "cosine",

@@ -9,6 +9,8 @@ gzip-compressed JSON Lines, one object per evaluated item (keys in this order):
 - STS: each prediction (``cosine``, ``manhattan``, ``euclidean``, ``similarity``) and ``gold``, the
   normalised gold score; PairClassification: ``similarity``, ``cosine``, ``manhattan``, ``euclidean``
   (distances), ``dot`` and ``gold``, the 0/1 label.
+- BitextMining: ``predicted`` (the nearest second-column row), its ``score`` and ``gold``; Summarization (per
+  scored text): ``cosine``, ``dot``, ``similarity`` and ``gold``, one value per machine summary.
 
 Classification, multilabel classification and clustering have no such file: their per-experiment
 scores are in the result JSON (``scores_per_experiment``, ``v_measures``). Files are written atomically

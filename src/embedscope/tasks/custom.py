@@ -20,6 +20,10 @@ TYPE_ALIASES = {
     "pair-classification": "PairClassification", "classification": "Classification",
     "multilabelclassification": "MultilabelClassification", "multilabel": "MultilabelClassification",
     "clustering": "Clustering", "reranking": "Reranking",
+    "bitextmining": "BitextMining", "bitext-mining": "BitextMining", "bitext": "BitextMining",
+    "summarization": "Summarization",
+    "instructionretrieval": "InstructionRetrieval", "instruction-retrieval": "InstructionRetrieval",
+    "instructionreranking": "InstructionReranking", "instruction-reranking": "InstructionReranking",
 }
 
 
@@ -92,6 +96,16 @@ def custom_task(
             return _per_split(folder, lambda p: load_reranking_file(p, cols, split=split))(split)
 
         return RerankingTask(load_split=load_reranking, **common)
+    if kind == "BitextMining":
+        from embedscope.tasks.bitext_mining import BitextMiningTask, load_bitext_file
+
+        return BitextMiningTask(load_split=_per_split(folder, lambda p: load_bitext_file(p, cols)), **common)
+    if kind == "Summarization":
+        from embedscope.tasks.summarization import SummarizationTask, load_summarization_file
+
+        return SummarizationTask(load_split=_per_split(folder, lambda p: load_summarization_file(p, cols)), **common)
+    if kind in ("InstructionRetrieval", "InstructionReranking"):
+        return _instruction_task(folder, kind, common)
     if kind == "Classification":
         from embedscope.tasks.classification import ClassificationTask, labelled_file_splits
 
@@ -105,3 +119,22 @@ def custom_task(
     # mteb's v2 default embeds 4% of a large hub corpus; a user's own file is clustered whole unless asked
     common.setdefault("max_fraction_of_documents_to_embed", None)
     return ClusteringTask(load_split=lambda split: load_clustering_file(str(folder), split, cols), **common)
+
+
+def _instruction_task(folder: Path, kind: str, common: dict[str, Any]) -> Task:
+    """An instruction task over a folder in the hub's layout (corpus, queries, qrels, instruction, and
+    top_ranked / qrel_diff as the task needs): reranking scores p-MRR, retrieval ``task_scores`` as given."""
+    from embedscope.tasks.instructions import InstructionRerankingTask, InstructionRetrievalTask, load_instruction_split
+
+    reranking = kind == "InstructionReranking"
+
+    def load(split: str) -> Any:
+        return load_instruction_split(str(folder), split, reranking=reranking)
+
+    if reranking:
+        return InstructionRerankingTask(load_split=load, **common)
+    common.setdefault("task_scores", "none")
+    common.setdefault("main_score", "ndcg_at_10" if common["task_scores"] == "none" else
+                      {"level_scores": "ndcg_at_20", "robustness_at_10": "robustness_at_10", "p-MRR": "p-MRR"}[
+                          common["task_scores"]])
+    return InstructionRetrievalTask(load_split=load, **common)

@@ -100,7 +100,7 @@ def catalog_task(spec: str, *, data_dir: str | Path | None = None, path: str | P
     entry = catalog_entry(name)
     subset = choose_subset(entry, subset)
     location = locate_data(entry, data_dir=data_dir, path=path)
-    builder = _reranking if entry.type == "Reranking" else _BUILDERS.get(entry.protocol)
+    builder = _reranking if entry.type == "Reranking" else _BUILDERS.get(entry.type) or _BUILDERS.get(entry.protocol)
     if builder is None:
         raise ConfigError(f"{entry.name}: task protocol {entry.protocol!r} is not supported yet")
     return builder(entry, subset, location)
@@ -253,7 +253,86 @@ def _reranking(entry: CatalogEntry, subset: str, location: str) -> Task:
                          type=entry.type, **_common(entry, subset))
 
 
+def _subset_table(entry: CatalogEntry, subset: str, location: str, split: str):
+    """The subset's table: its own config, else (mteb's ``fast_loading`` and parallel datasets) the default
+    config, filtered to rows whose ``lang`` is the subset when it has that column (``lang`` dropped)."""
+    shared = bool(entry.params.get("fast_loading") or entry.params.get("parallel_subsets"))
+    if subset == "default" or not shared:
+        try:
+            return load_hf_table(location, entry, subset, split)
+        except (DataFormatError, ValueError, FileNotFoundError):
+            if subset == "default":
+                raise
+    ds = load_hf_table(location, entry, "default", split)
+    if "lang" in ds.column_names:
+        ds = ds.filter(lambda row: row["lang"] == subset).remove_columns("lang")
+    return ds
+
+
+def _bitext_mining(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.tasks.bitext_mining import BitextMiningTask, bitext_data_from_columns
+
+    def load(split: str):
+        ds = _subset_table(entry, subset, location, split)
+        pair = subset.split("-")
+        if len(pair) == 2 and all(c in ds.column_names for c in pair):  # parallel: one column per language
+            return bitext_data_from_columns(ds, pair[0], pair[1], where=f"{entry.name} {split}")
+        return bitext_data_from_columns(ds, where=f"{entry.name} {split}")
+
+    return BitextMiningTask(load_split=load, type=entry.type, **_common(entry, subset))
+
+
+def _summarization(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.tasks.summarization import SummarizationData, SummarizationTask
+
+    def load(split: str) -> SummarizationData:
+        ds = _subset_table(entry, subset, location, split)
+        text, human, machine, relevance = _columns(ds, "text", "human_summaries", "machine_summaries", "relevance",
+                                                   where=f"{entry.name} {split}")
+        return SummarizationData(tuple(map(str, text)), tuple(tuple(map(str, h)) for h in human),
+                                 tuple(tuple(map(str, m)) for m in machine),
+                                 tuple(tuple(float(x) for x in r) for r in relevance))
+
+    params = entry.params
+    # mteb 2.26: SummEval and SummEvalFr keep the deprecated evaluator (mteb #1156); their .v2 use the fixed one
+    protocol = params.get("summarization_protocol", "v2" if entry.name.endswith(".v2") else "v1")
+    return SummarizationTask(load_split=load, min_score=params.get("min_score", 0),
+                             max_score=params.get("max_score", 5), protocol=protocol, type=entry.type,
+                             **_common(entry, subset))
+
+
+def _instruction_task_scores(entry: CatalogEntry) -> str:
+    """Which ``task_specific_scores`` mteb's task adds: p-MRR (FollowIR), robustness@10 (InstructIR), IFIR levels."""
+    if "task_scores" in entry.params:
+        return str(entry.params["task_scores"])
+    if entry.main_score in ("p-MRR", "robustness_at_10"):
+        return entry.main_score
+    return "level_scores" if entry.name.startswith("IFIR") else "none"
+
+
+def _instruction(entry: CatalogEntry, subset: str, location: str) -> Task:
+    from embedscope.tasks.instructions import InstructionRerankingTask, InstructionRetrievalTask, load_instruction_split
+
+    reranking = entry.type == "InstructionReranking"
+
+    def load(split: str):
+        revision = None if Path(location).exists() else entry.dataset_revision
+        # mFollowIR's own load_data reads configs named corpus-LANG, queries-LANG, … (mteb 2.26)
+        suffixed = bool(entry.params.get("suffixed_configs", entry.name.startswith("mFollowIR")))
+        return load_instruction_split(location, split, subset=subset, revision=revision, reranking=reranking,
+                                      suffixed=suffixed)
+
+    kind = InstructionRerankingTask if reranking else InstructionRetrievalTask
+    return kind(load_split=load, task_scores=_instruction_task_scores(entry),  # type: ignore[arg-type]
+                k_values=tuple(entry.params.get("k_values", (1, 3, 5, 10, 20, 100, 1000))), type=entry.type,
+                **_common(entry, subset))
+
+
 _BUILDERS: dict[str, Any] = {
+    "BitextMining": _bitext_mining,
+    "Summarization": _summarization,
+    "InstructionRetrieval": _instruction,
+    "InstructionReranking": _instruction,
     "pair-classification": _pair_classification,
     "sts": _sts,
     "retrieval": _retrieval,

@@ -80,6 +80,29 @@ class HashEncoder(BaseEncoder):
         return out / np.linalg.norm(out, axis=1, keepdims=True).clip(1e-12)
 
 
+class PaddedHashEncoder(HashEncoder):
+    """:class:`HashEncoder` whose vectors depend on their batch, as a padded transformer's last bits do:
+    each vector is nudged by ``1e-3 ×`` the longest text of its batch (batches: :meth:`batch_plan`).
+
+    >>> enc = PaddedHashEncoder(dim=4)
+    >>> a = enc.encode(["x", "yy"], role="document", batch_size=2)[0]
+    >>> b = enc.encode(["x", "yy"], role="document", batch_size=1)[0]
+    >>> bool((a != b).any())
+    True
+    """
+
+    backend = "fake-padded-hash"
+
+    def __init__(self, dim: int = 16, name: str = "fake/padded-hash-encoder", similarity: Similarity = "cosine") -> None:
+        super().__init__(dim=dim, name=name, similarity=similarity)
+
+    def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
+        out = super()._encode(texts, role, batch_size, show_progress)
+        for batch in self.batch_plan([len(t) for t in texts], batch_size):
+            out[batch] += np.float32(1e-3 * max(len(texts[i]) for i in batch))
+        return out
+
+
 class WordTokenEncoder:
     """A token encoder with one unit vector per distinct word (hashed into ``dim`` dimensions).
 

@@ -1,0 +1,172 @@
+"""Bitext mining with MTEB v2's protocol (``AbsTaskBitextMining`` + ``BitextMiningEvaluator``).
+
+Protocol, exactly as mteb 2.26 runs it for one split of one subset:
+
+1. Encode each text column of the pair once, in dataset order, no prompt type (embedscope role
+   ``"document"``; duplicates encoded as often as they occur): ``sentence1`` then ``sentence2``, or for a
+   *parallel* dataset (one column per language, subsets named ``lang1-lang2``) the two language columns in
+   the dataset's column order.
+2. For each text of the first column, its nearest neighbour in the second by the model's similarity
+   (float32 torch, queries in chunks of 100, ``torch.topk(…, 1)``; among corpus chunks of 500,000 the first
+   best wins).
+3. The gold neighbour of row ``i`` is row ``i`` (or ``gold[i][1]`` when the data has a ``gold`` column, as
+   BUCC does); scikit-learn's weighted precision, recall and F1 (``zero_division=0``) of the predicted
+   against the gold indices, and accuracy. Keys ``precision``, ``recall``, ``f1``, ``accuracy``; main
+   score ``f1``.
+
+>>> import numpy as np
+>>> e = np.eye(3, dtype=np.float32)
+>>> bitext_scores(nearest_neighbours(e, e[[1, 0, 2]], "cosine"), [(i, i) for i in range(3)])["accuracy"]
+0.3333333333333333
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embedscope.errors import DataFormatError
+from embedscope.models.base import Encoder, Similarity
+from embedscope.tasks.base import SearchOptions, SplitOutcome
+
+QUERY_CHUNK = 100
+CORPUS_CHUNK = 500_000
+
+
+@dataclass(frozen=True)
+class BitextData:
+    """Two columns of texts; row ``i`` of ``sentence1`` translates row ``gold[i][1]`` of ``sentence2``
+    (row ``i`` when ``gold`` is None). The columns may differ in length only with ``gold``."""
+
+    sentence1: tuple[str, ...]
+    sentence2: tuple[str, ...]
+    gold: tuple[tuple[int, int], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.gold is None and len(self.sentence1) != len(self.sentence2):
+            raise ValueError(f"{len(self.sentence1)} first and {len(self.sentence2)} second sentences; without "
+                             "gold pairs both columns must have the same length")
+        if self.gold is not None and len(self.gold) < len(self.sentence1):
+            raise ValueError(f"{len(self.gold)} gold pairs for {len(self.sentence1)} first sentences")
+
+    def __len__(self) -> int:
+        return len(self.sentence1)
+
+    def gold_pairs(self) -> list[tuple[int, int]]:
+        return list(self.gold) if self.gold is not None else [(i, i) for i in range(len(self.sentence1))]
+
+    def head(self, n: int | None) -> BitextData:
+        """The first ``n`` rows (all when ``n`` is None)."""
+        if n is None or n >= len(self):
+            return self
+        if self.gold is not None:
+            return BitextData(self.sentence1[:n], self.sentence2, self.gold[:n])
+        return BitextData(self.sentence1[:n], self.sentence2[:n])
+
+
+def nearest_neighbours(queries: np.ndarray, corpus: np.ndarray, similarity: Similarity) -> list[tuple[int, float]]:
+    """``(corpus index, score)`` of each query's best match, searched as mteb's evaluator searches."""
+    import torch
+
+    from embedscope.retrieval.dense import similarity_matrix
+
+    q_all = np.asarray(queries, dtype=np.float32)
+    c_all = np.asarray(corpus, dtype=np.float32)
+    out: list[tuple[int, float]] = []
+    for q_start in range(0, len(q_all), QUERY_CHUNK):
+        q = torch.from_numpy(np.ascontiguousarray(q_all[q_start : q_start + QUERY_CHUNK]))
+        found: list[list[tuple[int, float]]] = [[] for _ in range(len(q))]
+        for c_start in range(0, len(c_all), CORPUS_CHUNK):
+            c = torch.from_numpy(np.ascontiguousarray(c_all[c_start : c_start + CORPUS_CHUNK]))
+            values, idx = torch.topk(similarity_matrix(q, c, similarity), 1, dim=1, largest=True, sorted=False)
+            for row, (j, v) in enumerate(zip(idx[:, 0].tolist(), values[:, 0].tolist())):
+                found[row].append((c_start + j, v))
+        out.extend(max(hits, key=lambda h: h[1]) for hits in found)  # first best chunk, as a stable sort
+    return out
+
+
+def bitext_scores(neighbours: Sequence[tuple[int, float]], gold: Sequence[Sequence[int]]) -> dict[str, float]:
+    """mteb's ``_compute_metrics``: weighted precision / recall / F1 and accuracy of predicted vs gold rows."""
+    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
+
+    predictions = [j for j, _ in neighbours]
+    labels = [gold[i][1] for i in range(len(neighbours))]
+    return {
+        "precision": float(precision_score(labels, predictions, zero_division=0, average="weighted")),
+        "recall": float(recall_score(labels, predictions, zero_division=0, average="weighted")),
+        "f1": float(f1_score(labels, predictions, zero_division=0, average="weighted")),
+        "accuracy": float(accuracy_score(labels, predictions)),
+    }
+
+
+@dataclass(frozen=True)
+class BitextMiningTask:
+    """A bitext-mining task as data (one subset: one language pair)."""
+
+    name: str
+    load_split: Callable[[str], BitextData] = field(repr=False, compare=False)
+    eval_splits: tuple[str, ...] = ("test",)
+    main_score: str = "f1"
+    languages: tuple[str, ...] = ("eng-Latn",)
+    dataset_revision: str = "custom"
+    hf_subset: str = "default"
+    description: str = ""
+    source: str = ""
+    type: str = "BitextMining"
+
+    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
+        """Load ``split`` (its first ``options.limits`` rows if set) and score it with mteb's protocol."""
+        t0 = time.perf_counter()
+        data = self.load_split(split).head(options.limits)
+        t1 = time.perf_counter()
+        kwargs: dict[str, Any] = {"role": "document", "batch_size": options.batch_size,
+                                  "show_progress": options.show_progress}
+        e1 = encoder.encode(list(data.sentence1), **kwargs)
+        e2 = encoder.encode(list(data.sentence2), **kwargs)
+        t2 = time.perf_counter()
+        neighbours = nearest_neighbours(e1, e2, encoder.similarity)
+        gold = data.gold_pairs()
+        scores = bitext_scores(neighbours, gold)
+        timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
+        per_item = {"id": [str(i) for i in range(len(data))], "predicted": [j for j, _ in neighbours],
+                    "score": [s for _, s in neighbours], "gold": [g[1] for g in gold[: len(data)]]}
+        return SplitOutcome(scores, timings=timings, n_queries=len(data), n_documents=len(data.sentence2),
+                            per_item=per_item)
+
+
+BITEXT_COLUMNS = {"sentence1": ["sentence1", "source", "src", "text1"],
+                  "sentence2": ["sentence2", "target", "tgt", "translation", "text2"]}
+
+
+def load_bitext_file(path: str | Path, columns: dict[str, str] | None = None) -> BitextData:
+    """Aligned pairs (row ``i`` of one column translates row ``i`` of the other) from JSONL / CSV / TSV /
+    Parquet; ``columns`` maps ``sentence1`` / ``sentence2`` to the file's names, e.g. ``{"sentence1": "en"}``."""
+    from embedscope.data.validate import pick, read_rows
+
+    path = Path(path)
+    names = {k: [columns[k]] if columns and k in columns else v for k, v in BITEXT_COLUMNS.items()}
+    s1, s2 = [], []
+    for where, row in read_rows(path):
+        s1.append(str(pick(row, names["sentence1"], where, "sentence1")))
+        s2.append(str(pick(row, names["sentence2"], where, "sentence2")))
+    if len(s1) < 2:
+        raise DataFormatError(f"{path}: a bitext-mining file needs at least two pairs, found {len(s1)}")
+    return BitextData(tuple(s1), tuple(s2))
+
+
+def bitext_data_from_columns(table: Any, first: str = "sentence1", second: str = "sentence2",
+                             where: str = "") -> BitextData:
+    """Aligned pairs from a hub table (a ``datasets.Dataset``): columns ``first`` and ``second``."""
+    missing = [c for c in (first, second) if c not in table.column_names]
+    if missing:
+        raise DataFormatError(f"{where}: column(s) {missing} not found; columns are {table.column_names}")
+    return BitextData(tuple(map(str, table[first])), tuple(map(str, table[second])))
+
+
+__all__ = ["BitextData", "BitextMiningTask", "bitext_data_from_columns", "bitext_scores", "load_bitext_file",
+           "nearest_neighbours"]
