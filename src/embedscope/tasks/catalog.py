@@ -13,6 +13,7 @@ regenerates the file from the installed ``mteb``; nothing here needs ``mteb`` at
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any
 
 from embedscope.errors import ConfigError, UnknownNameError
 
-CATALOG_FILE = Path(__file__).with_name("catalog.json")
+CATALOG_FILE = Path(__file__).with_name("catalog.json.gz")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class CatalogEntry:
     description: str = ""
     reference: str = ""
     suites: tuple[str, ...] = ()
+    concat_splits: dict[str, Any] | None = None
+    flatten_sets: bool = False
+    custom_load: str = ""
+    size: dict[str, int] = field(default_factory=dict)
+    superseded_by: str | None = None
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> CatalogEntry:
@@ -58,6 +64,9 @@ class CatalogEntry:
             stratified_subsample=raw.get("stratified_subsample"), rename_columns=dict(raw.get("rename_columns", {})),
             transform=raw.get("transform", ""), description=raw.get("description", ""),
             reference=raw.get("reference", ""), suites=tuple(raw.get("suites", ())),
+            concat_splits=raw.get("concat_splits"), flatten_sets=bool(raw.get("flatten_sets", False)),
+            custom_load=raw.get("custom_load", ""), size=dict(raw.get("size", {})),
+            superseded_by=raw.get("superseded_by"),
         )
 
     @property
@@ -67,10 +76,32 @@ class CatalogEntry:
 
 
 @lru_cache(maxsize=1)
+def _raw() -> dict[str, Any]:
+    return json.loads(gzip.decompress(CATALOG_FILE.read_bytes()).decode("utf-8"))
+
+
+@lru_cache(maxsize=1)
 def _load() -> tuple[dict[str, CatalogEntry], dict[str, str], dict[str, tuple[str, ...]]]:
-    raw = json.loads(CATALOG_FILE.read_text(encoding="utf-8"))
+    raw = _raw()
     entries = {t["name"]: CatalogEntry.from_json(t) for t in raw["tasks"]}
     return entries, dict(raw.get("aliases", {})), {k: tuple(v) for k, v in raw.get("suites", {}).items()}
+
+
+def benchmarks() -> dict[str, tuple[str, ...]]:
+    """mteb's named benchmarks (``MTEB(eng, v2)``, ``MTEB(rus, v1)``, …) → their task names (every modality)."""
+    return {k: tuple(v) for k, v in _raw().get("benchmarks", {}).items()}
+
+
+def benchmark_tasks(name: str) -> tuple[str, ...]:
+    """The task names of benchmark (or embedscope suite) ``name``; unknown names get suggestions."""
+    known = {**benchmarks(), **suites()}
+    if name not in known:
+        folded = {k.lower().replace(" ", ""): k for k in known}
+        key = name.lower().replace(" ", "")
+        if key not in folded:
+            raise UnknownNameError("benchmark", name, known, hint="`embedscope tasks --benchmarks` lists them.")
+        name = folded[key]
+    return known[name]
 
 
 def catalog_names() -> list[str]:
@@ -98,11 +129,15 @@ def catalog_entry(name: str) -> CatalogEntry:
 
 
 def find_entries(
-    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None
+    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None,
+    benchmark: str | None = None,
 ) -> list[CatalogEntry]:
-    """Catalog entries filtered by type (case-insensitive), language (``rus``, ``eng-Latn``), name substring, suite."""
+    """Catalog entries filtered by type (case-insensitive), language (``rus``, ``eng-Latn``), name substring,
+    suite, benchmark (mteb's, e.g. ``MTEB(eng, v2)``; in the benchmark's order)."""
     entries, _, suite_map = _load()
     out = list(entries.values())
+    if benchmark is not None:
+        out = [entries[n] for n in benchmark_tasks(benchmark) if n in entries]
     if suite is not None:
         if suite not in suite_map:
             raise UnknownNameError("suite", suite, suite_map)
