@@ -176,6 +176,17 @@ def benchmarks() -> dict[str, list[str]]:
     return {b.name: [t.metadata.name for t in b.tasks] for b in mteb.get_benchmarks()}
 
 
+def benchmark_subsets() -> dict[str, dict[str, list[str]]]:
+    """Per benchmark, the subsets it keeps of each multi-subset text task, where mteb filters them by language."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for b in mteb.get_benchmarks():
+        for t in b.tasks:
+            langs = t.metadata.eval_langs
+            if is_text_task(t) and isinstance(langs, dict) and len(langs) > 1 and set(t.hf_subsets) != set(langs):
+                out.setdefault(b.name, {})[t.metadata.name] = list(t.hf_subsets)
+    return out
+
+
 def main() -> None:
     suite_names = C_MTEB + RU_MTEB + RU_MTEB_MULTILINGUAL + ENGLISH
     current = sorted(t.metadata.name for t in mteb.get_tasks() if is_text_task(t))
@@ -184,7 +195,7 @@ def main() -> None:
     extra = sorted(n for n in named - set(current) - set(suite_names) if is_text_task(mteb.get_task(n)))
     names = list(dict.fromkeys(suite_names + current + extra))
     catalog = {"generated_from": f"mteb {mteb.__version__}", "aliases": ALIASES, "suites": SUITES,
-               "benchmarks": bench, "tasks": [entry(n) for n in names]}
+               "benchmarks": bench, "benchmark_subsets": benchmark_subsets(), "tasks": [entry(n) for n in names]}
     out = Path(__file__).resolve().parents[1] / "src" / "embedscope" / "tasks" / "catalog.json.gz"
     data = json.dumps(catalog, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     out.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))

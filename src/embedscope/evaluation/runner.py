@@ -256,6 +256,8 @@ def evaluate(
     ray_workers: int | None = None,
     ray_gpus_per_worker: float | None = None,
     fingerprint: str | None = None,
+    task_params: Mapping[str, Any] | None = None,
+    splits: Sequence[str] | None = None,
 ) -> EvaluationReport:
     """Evaluate one model on retrieval tasks and write MTEB-format results.
 
@@ -285,6 +287,10 @@ def evaluate(
             ``ray_workers``, ``ray_gpus_per_worker``).
         fingerprint: for a model object embedscope cannot fingerprint itself: what identifies its
             vectors in the embedding cache (without one, the cache is off for it).
+        task_params: protocol parameters (``samples_per_label``, ``n_experiments``, ``max_document_to_embed``,
+            ``max_fraction_of_documents_to_embed``, ``k``, ``top_k``, …), each set on the tasks whose type has it
+            (:mod:`embedscope.tasks.params`); a name no task's type has is an error listing the valid ones.
+        splits: evaluate these splits instead of each task's own (e.g. ``["validation"]``).
     """
     started = time.perf_counter()
     strategy = check_strategy(overwrite)
@@ -295,6 +301,10 @@ def evaluate(
     if tasks is None:
         tasks = DEFAULT_TASKS if not isinstance(encoder, Pipeline) else DEFAULT_RETRIEVAL_TASKS
     resolved = [resolve_task(t, data_dir=data_dir) for t in tasks]
+    if task_params or splits:
+        from embedscope.tasks.params import apply_task_options
+
+        resolved = apply_task_options(resolved, task_params, splits)
     if isinstance(encoder, Pipeline):
         _check_pipeline_tasks(encoder, resolved)
     store = ResultStore(output_folder, encoder.name, encoder.revision)

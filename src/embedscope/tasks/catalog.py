@@ -92,6 +92,26 @@ def benchmarks() -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in _raw().get("benchmarks", {}).items()}
 
 
+def benchmark_specs(name: str) -> tuple[list[str], list[str]]:
+    """What running benchmark ``name`` evaluates: catalog specs (``Task`` or ``Task:subset`` for each subset the
+    benchmark keeps of a multi-subset task), and the benchmark's tasks outside the text catalog."""
+    names = benchmark_tasks(name)
+    canonical = next(k for k in {**benchmarks(), **suites()} if {**benchmarks(), **suites()}[k] == names)
+    subsets = _raw().get("benchmark_subsets", {}).get(canonical, {})
+    entries = _load()[0]
+    specs: list[str] = []
+    missing: list[str] = []
+    for task in names:
+        entry = entries.get(task)
+        if entry is None:
+            missing.append(task)
+        elif len(entry.hf_subsets) == 1:
+            specs.append(task)
+        else:
+            specs.extend(f"{task}:{s}" for s in subsets.get(task, entry.hf_subsets))
+    return specs, missing
+
+
 def benchmark_tasks(name: str) -> tuple[str, ...]:
     """The task names of benchmark (or embedscope suite) ``name``; unknown names get suggestions."""
     known = {**benchmarks(), **suites()}
@@ -189,3 +209,18 @@ def locate_data(entry: CatalogEntry, data_dir: str | Path | None = None, path: s
         f"--local-dir DATA/{entry.name}\n"
         f"then copy DATA here and pass --data-dir DATA (or set EMBEDSCOPE_DATA_DIR)."
     )
+
+
+def download_task_data(names: list[str], to: str | Path) -> list[Path]:
+    """Fetch each catalog task's dataset at its pinned revision into ``<to>/<Task>`` (the layout the hub has),
+    where ``--data-dir <to>`` finds it. Needs the network and ``huggingface_hub``."""
+    from huggingface_hub import snapshot_download
+
+    folders: list[Path] = []
+    for spec in names:
+        entry = catalog_entry(spec.partition(":")[0])
+        target = Path(to) / entry.name
+        snapshot_download(repo_id=entry.dataset_path, repo_type="dataset", revision=entry.dataset_revision,
+                          local_dir=str(target))
+        folders.append(target)
+    return folders

@@ -125,6 +125,10 @@ def apply_task_options(tasks: Sequence[Any], params: Mapping[str, Any] | None = 
         if "group_sets" in changes:
             raise ConfigError(f"--task-param group_sets: {task.name} is not custom clustering data; set it in the "
                               "task's custom_tasks entry (or clustering:PATH with a config)")
+        cutoff = task.main_score.rpartition("_at_")[2]
+        if "k_values" in changes and cutoff.isdigit() and int(cutoff) not in changes["k_values"]:
+            raise ConfigError(f"--task-param k: {task.name}'s main score {task.main_score} needs k {cutoff} among "
+                              f"the cutoffs (got {','.join(map(str, changes['k_values']))})")
         if splits:
             changes["eval_splits"] = tuple(splits)
         out.append(dataclasses.replace(task, **changes) if changes else task)
