@@ -303,6 +303,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("markdown", "csv"), default="markdown")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the tables as CSV to FILE")
     p.add_argument("--digits", type=int, default=3)
+    p.add_argument("--benchmark", "-b", default=None, metavar="NAME",
+                   help="only the tasks of one of mteb's benchmarks, e.g. \"MTEB(eng, v2)\"")
     p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report (sortable "
                    "leaderboard, per-task charts with intervals and significance, run metadata) to FILE")
     p.add_argument("--baseline", default=None, help="model (name or folder) the HTML report tests others against "
@@ -315,9 +317,12 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from embedscope.results.report import build_report, collect_results
+    from embedscope.results.report import build_report, collect_results, restrict_to_benchmark
 
-    tables = build_report(collect_results(args.folders), digits=args.digits)
+    rows = collect_results(args.folders)
+    if args.benchmark:
+        rows = restrict_to_benchmark(rows, args.benchmark)
+    tables = build_report(rows, digits=args.digits, borda=bool(args.benchmark))
     print(tables.csv() if args.format == "csv" else tables.markdown())
     if args.csv:
         from embedscope.results.store import atomic_write_text
