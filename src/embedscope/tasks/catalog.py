@@ -1,14 +1,19 @@
-"""The task catalog: MTEB, C-MTEB and ruMTEB tasks as declarative data (``catalog.json``).
+"""The task catalog: every MTEB text task, as declarative data (``catalog.json.gz``).
 
 Each entry names the task type, the Hugging Face dataset (path and pinned revision), splits,
-languages, main score and the protocol parameters mteb uses. ``scripts/build_catalog.py``
-regenerates the file from the installed ``mteb``; nothing here needs ``mteb`` at run time.
+languages, main score, the protocol parameters mteb uses, its size (from mteb's descriptive
+statistics) and mteb's ``dataset_transform`` where it is simple data (renames, subsampling,
+concatenated splits, flattened clustering sets). ``benchmarks`` are mteb's named benchmarks.
+``scripts/build_catalog.py`` regenerates the file from the installed ``mteb``; nothing here needs
+``mteb`` at run time.
 
 >>> entry = catalog_entry("SciFact")
 >>> entry.type, entry.dataset_path, entry.main_score
 ('Retrieval', 'mteb/scifact', 'ndcg_at_10')
->>> [e.name for e in find_entries(language="rus", type="STS")]
+>>> [e.name for e in find_entries(language="rus", type="STS")][:3]
 ['RuSTSBenchmarkSTS', 'STS22', 'RUParaPhraserSTS']
+>>> "SICKNLPairClassification" in benchmark_tasks("MTEB(nld, v1)")
+True
 """
 
 from __future__ import annotations
