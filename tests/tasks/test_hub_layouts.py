@@ -47,8 +47,8 @@ def _sib200(folder, languages=("eng_Latn",)):
     _hub_clutter(folder)
 
 
-def _run(task, tmp_path):
-    report = evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
+def _run(task, tmp_path, encoder=None):
+    report = evaluate(encoder or HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
     return report.outcomes[0].result
 
 
@@ -127,3 +127,28 @@ def test_unsupported_type_fails_with_one_line():
             catalog_task("SciFact")
         finally:
             from_catalog.catalog_entry = original
+
+
+def test_sib200_by_name_equals_mteb_with_its_own_transform(tmp_path, monkeypatch):
+    """mteb's real SIB200ClusteringS2S (its load_data and dataset_transform) on the same hub files."""
+    pytest.importorskip("mteb")
+    import datasets
+    import mteb
+    import mteb.abstasks.abstask as abstask
+
+    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_label_scores
+
+    folder = tmp_path / "mteb" / "sib200"
+    _sib200(folder, languages=("eng_Latn", "fra_Latn"))
+
+    def local_load_dataset(*, name, path, revision, **kwargs):
+        assert path == "mteb/sib200" and revision.startswith("a74d735")
+        return datasets.DatasetDict({split: datasets.Dataset.from_parquet(str(folder / split / f"{name}.parquet"))
+                                     for split in ("train", "validation", "test")})
+
+    monkeypatch.setattr(abstask, "load_dataset", local_load_dataset)
+    theirs = mteb_label_scores(HashEncoder(), mteb.get_task("SIB200ClusteringS2S", hf_subsets=["eng_Latn"]))["test"][0]
+    ours = _run(catalog_task("SIB200ClusteringS2S:eng_Latn", data_dir=tmp_path), tmp_path, HashEncoder())
+    ours = ours.scores["test"][0]
+    assert_same_scores({k: v for k, v in ours.items() if k not in ("hf_subset", "languages", "main_score")},
+                       theirs, "v_measure")
