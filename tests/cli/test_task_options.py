@@ -161,3 +161,18 @@ def test_download_fetches_the_pinned_revision(tmp_path, monkeypatch, capsys):
     assert main(["tasks", "--name", "SICKNL", "--data-dir", str(tmp_path / "data")]) == 0
     assert "1 with a local copy" in capsys.readouterr().out
     assert main(["download", "NoSuchTask", "--to", str(tmp_path)]) == 2 and not calls[1:]
+
+
+def test_native_config_task_params_splits_and_benchmark(tmp_path):
+    from embedscope.config import load_config
+
+    _emotion(tmp_path)
+    cfg = {"model": "static-64", "tasks": ["EmotionClassification"], "benchmark": "MTEB(rus, v1)",
+           "task_params": {"samples_per_label": 4}, "splits": ["validation"], "data_dir": str(tmp_path)}
+    [run] = load_config(cfg).runs()
+    assert run["tasks"][:2] == ["EmotionClassification", "GeoreviewClassification"]
+    assert len(run["tasks"]) == 1 + len(benchmark_specs("MTEB(rus, v1)")[0])
+    assert (run["task_params"], run["splits"], run["data_dir"]) == ({"samples_per_label": 4}, ["validation"], str(tmp_path))
+    report = evaluate(HashEncoder(), ["EmotionClassification"], output_folder=tmp_path / "out", cache=False,
+                      show_progress=False, data_dir=tmp_path, task_params=run["task_params"], splits=run["splits"])
+    assert list(report.outcomes[0].result.scores) == ["validation"]

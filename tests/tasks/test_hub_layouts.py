@@ -152,3 +152,39 @@ def test_sib200_by_name_equals_mteb_with_its_own_transform(tmp_path, monkeypatch
     ours = ours.scores["test"][0]
     assert_same_scores({k: v for k, v in ours.items() if k not in ("hf_subset", "languages", "main_score")},
                        theirs, "v_measure")
+
+
+def _mteb_on_local_files(monkeypatch, files_of):
+    """mteb's load_dataset answered from local files: ``files_of(name) -> {split: parquet path}``."""
+    import datasets
+    import mteb.abstasks.abstask as abstask
+
+    def local_load_dataset(*, path, revision, name=None, **kwargs):
+        return datasets.DatasetDict({split: datasets.Dataset.from_parquet(str(file))
+                                     for split, file in files_of(name).items()})
+
+    monkeypatch.setattr(abstask, "load_dataset", local_load_dataset)
+
+
+def test_sick_nl_and_masakhanews_by_name_equal_mteb(tmp_path, monkeypatch):
+    pytest.importorskip("mteb")
+    import mteb
+
+    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_label_scores
+
+    sick = tmp_path / "clips" / "mteb-nl-sick-pcls-pr"
+    _sick_nl(sick, readme_configs=True)
+    masakha = tmp_path / "MasakhaNEWSClusteringS2S"
+    _parquet(masakha / "eng" / "test-00000-of-00001.parquet",
+             [{"sentences": [f"eng headline {s} {j}" for j in range(15)], "labels": [j % 3 for j in range(15)]}
+              for s in range(2)])
+    files = {None: {"test": sick / "data" / "test-00000-of-00001.parquet"},
+             "eng": {"test": masakha / "eng" / "test-00000-of-00001.parquet"}}
+    _mteb_on_local_files(monkeypatch, lambda name: files[name])
+    for name, spec, kwargs in (("SICKNLPairClassification", "SICKNLPairClassification", {}),
+                               ("MasakhaNEWSClusteringS2S", "MasakhaNEWSClusteringS2S:eng", {"hf_subsets": ["eng"]})):
+        task = mteb.get_task(name, **kwargs)
+        theirs = mteb_label_scores(HashEncoder(), task)["test"][0]
+        ours = _run(catalog_task(spec, data_dir=tmp_path), tmp_path / name, HashEncoder()).scores["test"][0]
+        assert_same_scores({k: v for k, v in ours.items() if k not in ("hf_subset", "languages", "main_score")},
+                           theirs, task.metadata.main_score)
