@@ -188,3 +188,15 @@ def test_sick_nl_and_masakhanews_by_name_equal_mteb(tmp_path, monkeypatch):
         ours = _run(catalog_task(spec, data_dir=tmp_path), tmp_path / name, HashEncoder()).scores["test"][0]
         assert_same_scores({k: v for k, v in ours.items() if k not in ("hf_subset", "languages", "main_score")},
                            theirs, task.metadata.main_score)
+
+
+def test_two_subsets_of_a_task_share_its_result_file(tmp_path):
+    """``Task:a`` then ``Task:b`` (as a benchmark runs them): both subsets stay in Task.json, neither is reused."""
+    _sib200(tmp_path / "mteb" / "sib200", languages=("eng_Latn", "fra_Latn"))
+    out = tmp_path / "out"
+    for spec in ("SIB200ClusteringS2S:eng_Latn", "SIB200ClusteringS2S:fra_Latn", "SIB200ClusteringS2S:eng_Latn"):
+        report = evaluate(HashEncoder(), [spec], output_folder=out, cache=False, show_progress=False,
+                          data_dir=tmp_path)
+    assert report.outcomes[0].reused
+    result = report.outcomes[0].result
+    assert [e["hf_subset"] for e in result.scores["test"]] == ["eng_Latn", "fra_Latn"]

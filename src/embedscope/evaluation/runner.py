@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -161,6 +162,19 @@ def run_placement(model: Any) -> dict[str, Any]:
             "engine": str(describe.get("engine", getattr(inner, "engine", "local")))}
 
 
+def _split_by_subset(stored: TaskResult | None, subset: str
+                     ) -> tuple[TaskResult | None, dict[str, list[dict[str, Any]]]]:
+    """A stored result's entries of ``subset`` (None when it has none) and, per split, those of other subsets."""
+    if stored is None:
+        return None, {}
+    mine = {s: [e for e in entries if e.get("hf_subset", subset) == subset] for s, entries in stored.scores.items()}
+    others = {s: [e for e in entries if e.get("hf_subset", subset) != subset] for s, entries in stored.scores.items()}
+    mine = {s: entries for s, entries in mine.items() if entries}
+    if not any(others.values()):
+        return stored, {}
+    return (dataclasses.replace(stored, scores=mine) if mine else None), {s: e for s, e in others.items() if e}
+
+
 def _run_task(
     task: Task,
     encoder: Encoder,
@@ -170,11 +184,12 @@ def _run_task(
     save_predictions: bool,
     placement: dict[str, Any] | None = None,
 ) -> TaskOutcome:
-    stored = store.load(task.name)
+    stored_all = store.load(task.name)
+    stored, other_subsets = _split_by_subset(stored_all, task.hf_subset)
     splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
     if not splits and stored is not None:
         logger.info("%s: reusing stored result %s", task.name, store.path(task.name))
-        return TaskOutcome(task, stored, store.path(task.name), reused=True)
+        return TaskOutcome(task, stored_all, store.path(task.name), reused=True)
     started = time.perf_counter()
     scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and strategy != "always" else {}
     predictions: dict[str, dict[str, dict[str, float]]] = {}
@@ -206,6 +221,8 @@ def _run_task(
     if stage_records:
         extra["pipeline_stages"] = stage_records
     elapsed = time.perf_counter() - started
+    for split, entries in other_subsets.items():  # the task's other subsets (Task:subset runs) stay in its file
+        scores[split] = entries + scores.get(split, [])
     result = TaskResult(
         task_name=task.name,
         dataset_revision=task.dataset_revision,
