@@ -100,8 +100,8 @@ def benchmarks() -> dict[str, tuple[str, ...]]:
 def benchmark_specs(name: str) -> tuple[list[str], list[str]]:
     """What running benchmark ``name`` evaluates: catalog specs (``Task`` or ``Task:subset`` for each subset the
     benchmark keeps of a multi-subset task), and the benchmark's tasks outside the text catalog."""
-    names = benchmark_tasks(name)
-    canonical = next(k for k in {**benchmarks(), **suites()} if {**benchmarks(), **suites()}[k] == names)
+    canonical = benchmark_name(name)
+    names = benchmark_tasks(canonical)
     subsets = _raw().get("benchmark_subsets", {}).get(canonical, {})
     entries = _load()[0]
     specs: list[str] = []
@@ -117,16 +117,21 @@ def benchmark_specs(name: str) -> tuple[list[str], list[str]]:
     return specs, missing
 
 
+def benchmark_name(name: str) -> str:
+    """The benchmark's (or suite's) own spelling of ``name`` (case and spaces ignored); unknown names get suggestions."""
+    known = {**benchmarks(), **suites()}
+    if name in known:
+        return name
+    folded = {k.lower().replace(" ", ""): k for k in known}
+    key = name.lower().replace(" ", "")
+    if key not in folded:
+        raise UnknownNameError("benchmark", name, known, hint="`embedscope tasks --benchmarks` lists them.")
+    return folded[key]
+
+
 def benchmark_tasks(name: str) -> tuple[str, ...]:
     """The task names of benchmark (or embedscope suite) ``name``; unknown names get suggestions."""
-    known = {**benchmarks(), **suites()}
-    if name not in known:
-        folded = {k.lower().replace(" ", ""): k for k in known}
-        key = name.lower().replace(" ", "")
-        if key not in folded:
-            raise UnknownNameError("benchmark", name, known, hint="`embedscope tasks --benchmarks` lists them.")
-        name = folded[key]
-    return known[name]
+    return {**benchmarks(), **suites()}[benchmark_name(name)]
 
 
 def catalog_names() -> list[str]:

@@ -185,6 +185,8 @@ def task_listing(
             "name": e.name, "type": e.type, "languages": list(e.languages), "main_score": e.main_score,
             "data": f"{e.dataset_path}@{e.dataset_revision[:7]}", "description": e.description,
             "suites": list(e.suites), "size": dict(e.size)}
+        if e.transform or e.custom_load:  # mteb prepares this task's data in code the catalog does not reproduce
+            row["note"] = e.transform or f"mteb loads this task with its own code ({e.custom_load}.load_data)"
         if data_dir is not None:
             row["local"] = next((str(c) for c in local_data_candidates(e, data_dir) if c.exists()), None)
         rows.append(row)
