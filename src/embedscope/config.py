@@ -47,6 +47,21 @@ class CustomTask(BaseModel):
     ignore_identical_ids: bool = False
     columns: dict[str, str] | None = None
     type: str = "Retrieval"  # embedscope extension: STS, PairClassification, Classification, ...
+    # protocol parameters, checked per type (embedscope.tasks.params)
+    samples_per_label: int | None = None
+    n_experiments: int | None = None
+    max_document_to_embed: int | str | None = None
+    max_fraction_of_documents_to_embed: float | str | None = None
+    group_sets: str | None = None  # clustering: the column grouping rows into mteb's legacy sets
+    legacy: bool | None = None
+    k: list[int] | int | str | None = None
+    top_k: int | None = None
+
+    def task_params(self) -> dict[str, Any]:
+        """The protocol parameters this entry sets."""
+        names = ("samples_per_label", "n_experiments", "max_document_to_embed", "max_fraction_of_documents_to_embed",
+                 "group_sets", "legacy", "k", "top_k")
+        return {n: getattr(self, n) for n in names if n in self.model_fields_set}
 
     @field_validator("name")
     @classmethod
@@ -94,7 +109,11 @@ class NativeConfig(BaseModel):
     pipelines: list[PipelineConfig] = Field(default_factory=list)
     model_options: dict[str, Any] = Field(default_factory=dict)
     tasks: list[str] = Field(default_factory=list)
+    benchmark: str | None = None  # one of mteb's benchmarks, e.g. "MTEB(eng, v2)": its text tasks
     custom_tasks: list[CustomTask] = Field(default_factory=list)
+    task_params: dict[str, Any] = Field(default_factory=dict)  # as --task-param, on every task whose type has it
+    splits: list[str] | None = None  # evaluation splits instead of each task's own
+    data_dir: str | None = None
     output_folder: str = "results"
     batch_size: int | None = None
     top_k: int = 1000
@@ -218,10 +237,12 @@ class Plan:
 
 def _custom_task_objects(custom: list[CustomTask]) -> list[Any]:
     from embedscope.tasks.custom import custom_task, task_type_of
+    from embedscope.tasks.params import task_param_fields
 
     tasks = []
     for c in custom:
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = task_param_fields(task_type_of(c.type), c.task_params(),
+                                                  where=f"custom task {c.name!r}: parameter")
         if task_type_of(c.type) == "Retrieval":
             extra["ignore_identical_ids"] = c.ignore_identical_ids
         elif c.ignore_identical_ids:
@@ -237,8 +258,12 @@ def _native_plan(cfg: NativeConfig) -> Plan:
     if not models:
         models = ["minilm"]
     tasks: list[Any] = list(cfg.tasks) + _custom_task_objects(cfg.custom_tasks)
+    if cfg.benchmark:
+        from embedscope.tasks.catalog import benchmark_specs
+
+        tasks += benchmark_specs(cfg.benchmark)[0]
     common = cfg.model_dump(exclude={"model", "models", "pipeline", "pipelines", "tasks", "custom_tasks",
-                                     "model_options"})
+                                     "model_options", "benchmark"})
     entries = [_model_entry(m, cfg.model_options) for m in models]
     if tasks:
         common["tasks"] = tasks

@@ -177,18 +177,23 @@ def test_nan_vectors_from_a_model_are_an_error(tmp_path):
 
 
 def test_nan_vectors_from_the_cache_are_an_error(tmp_path):
+    import sqlite3
+
     import embedscope
-    from embedscope.models.cache import EmbeddingCache, text_key
+    from embedscope.errors import NonFiniteError
+    from embedscope.models.cache import EmbeddingCache
     from embedscope.testing.fakes import KeywordEncoder
 
     encoder = KeywordEncoder(["cats", "stock", "rain"])
     cache = EmbeddingCache(tmp_path / "cache")
-    cache.put(encoder.fingerprint, [text_key("document", "", "rain is expected")], np.full((1, 3), np.inf))
-    from embedscope.errors import NonFiniteError
-
-    with pytest.raises(NonFiniteError, match=r"the embedding cache .* \('rain is expected'\)"):
-        embedscope.evaluate(encoder, [str(_beir(tmp_path / "d"))], output_folder=tmp_path / "o", cache=cache,
-                            show_progress=False)
+    data = str(_beir(tmp_path / "d"))
+    embedscope.evaluate(encoder, [data], output_folder=tmp_path / "o", cache=cache, show_progress=False)
+    with sqlite3.connect(cache.path(encoder.fingerprint)) as conn:  # every stored vector becomes infinite
+        conn.execute("UPDATE vectors SET vec = ?", (np.full(3, np.inf, np.float32).tobytes(),))
+    conn.close()
+    with pytest.raises(NonFiniteError, match=r"the embedding cache .* \('"):
+        embedscope.evaluate(encoder, [data], output_folder=tmp_path / "o", cache=EmbeddingCache(tmp_path / "cache"),
+                            show_progress=False, overwrite="always")
 
 
 def test_nan_vectors_from_an_engine_are_an_error():

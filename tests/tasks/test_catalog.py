@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from embedscope.errors import ConfigError, UnknownNameError
-from embedscope.tasks.catalog import catalog_entry, catalog_names, find_entries, locate_data, suites
+from embedscope.tasks.catalog import (
+    CATALOG_FILE,
+    benchmark_tasks,
+    benchmarks,
+    catalog_entry,
+    catalog_names,
+    find_entries,
+    locate_data,
+    suites,
+)
 
 RU_MTEB_17 = ["GeoreviewClassification", "GeoreviewClusteringP2P", "HeadlineClassification",
               "InappropriatenessClassification", "KinopoiskClassification", "RiaNewsRetrieval", "RuBQRetrieval",
@@ -41,7 +50,8 @@ def test_filters_by_language_type_and_name():
     assert set(RU_MTEB_17) <= rus
     assert "SciFact" not in rus
     assert all(e.type == "Clustering" for e in find_entries(type="clustering"))
-    assert [e.name for e in find_entries(name="scifact")] == ["SciFact"]
+    found = [e.name for e in find_entries(name="scifact")]
+    assert found[0] == "SciFact" and "SciFact-PL" in found and all("scifact" in n.lower() for n in found)
     assert {e.name for e in find_entries(language="cmn", type="Reranking")} >= {"T2Reranking", "MMarcoReranking"}
 
 
@@ -64,3 +74,37 @@ def test_local_copy_is_found_under_data_dir(tmp_path):
     assert locate_data(catalog_entry("SciFact"), data_dir=tmp_path) == str(tmp_path / "mteb" / "scifact")
     (tmp_path / "SciFact").mkdir()
     assert locate_data(catalog_entry("SciFact"), data_dir=tmp_path) == str(tmp_path / "SciFact")
+
+
+def test_the_whole_text_catalog_is_there():
+    names = set(catalog_names())
+    assert len(names) >= 1100
+    for name in ["SICKNLPairClassification", "SIB200ClusteringS2S", "MasakhaNEWSClusteringS2S", "Tatoeba", "BUCC.v2",
+                 "SummEvalSummarization.v2", "EmotionClassification.v2"]:
+        assert name in names
+    types = {e.type for e in find_entries()}
+    assert types == {"Retrieval", "Classification", "Clustering", "Reranking", "PairClassification", "STS",
+                     "MultilabelClassification", "BitextMining", "Summarization", "InstructionRetrieval",
+                     "InstructionReranking"}
+    assert CATALOG_FILE.stat().st_size < 1_000_000
+
+
+def test_transforms_and_sizes_as_data():
+    sib = catalog_entry("SIB200ClusteringS2S")
+    assert sib.concat_splits == {"splits": ["train", "validation", "test"], "into": "test",
+                                 "columns": {"category": "labels", "text": "sentences"}}
+    assert sib.params["max_document_to_embed"] == 1004
+    assert catalog_entry("SICKNLPairClassification").size == {"samples": 2115}
+    assert catalog_entry("SprintDuplicateQuestions").rename_columns == {"sent1": "sentence1", "sent2": "sentence2"}
+    assert catalog_entry("MedrxivClusteringS2S.v2").flatten_sets
+
+
+def test_benchmarks_match_mteb():
+    mteb = pytest.importorskip("mteb")
+    for name in ("MTEB(eng, v2)", "MTEB(rus, v1)", "MTEB(cmn, v1)", "MTEB(Multilingual, v2)"):
+        assert list(benchmark_tasks(name)) == [t.metadata.name for t in mteb.get_benchmark(name).tasks]
+    assert len(benchmarks()) == len(mteb.get_benchmarks())
+    assert benchmark_tasks("mteb(eng,v2)") == benchmark_tasks("MTEB(eng, v2)")
+    assert [e.name for e in find_entries(benchmark="MTEB(eng, v2)")] == list(benchmark_tasks("MTEB(eng, v2)"))
+    with pytest.raises(UnknownNameError, match="MTEB\\(eng, v2\\)"):
+        benchmark_tasks("MTEB(eng, v3)")

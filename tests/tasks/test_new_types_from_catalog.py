@@ -1,5 +1,5 @@
 """The task types added last (bitext mining, summarization, instruction retrieval/reranking) from local copies
-in the hub's layout, through the catalog builders and the runner; mteb reads the result files."""
+in the hub's layout, through the shipped catalog's entries, its builders and the runner; mteb reads the result files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from embedscope.evaluation.runner import evaluate
 from embedscope.tasks import from_catalog
 from embedscope.tasks.base import SearchOptions
-from embedscope.tasks.catalog import CatalogEntry
+from embedscope.tasks.catalog import CatalogEntry, catalog_entry
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
 WORDS = ["flood", "court", "election", "virus", "market", "storm"]
@@ -21,19 +21,12 @@ def _jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def _entry(name: str, **params) -> CatalogEntry:
-    """A catalog entry made from mteb's own metadata of ``name`` (as scripts/build_catalog.py makes them)."""
-    mteb = pytest.importorskip("mteb")
-    m = mteb.get_task(name).metadata
-    langs = m.eval_langs
-    return CatalogEntry.from_json({
-        "name": m.name, "type": m.type, "protocol": "", "dataset": dict(m.dataset), "eval_splits": list(m.eval_splits),
-        "hf_subsets": langs if isinstance(langs, dict) else {"default": list(langs)},
-        "languages": [], "main_score": m.main_score, "params": params})
+def _entry(name: str) -> CatalogEntry:
+    """The shipped catalog's entry of ``name`` (scripts/build_catalog.py made it from mteb's metadata)."""
+    return catalog_entry(name)
 
 
 def _run(entry: CatalogEntry, spec: str, data_dir, tmp_path, monkeypatch, encoder=None):
-    monkeypatch.setattr(from_catalog, "catalog_entry", lambda name: entry)
     task = from_catalog.catalog_task(spec, data_dir=data_dir)
     report = evaluate(encoder or HashEncoder(), [task], output_folder=tmp_path / "out", cache=False,
                       show_progress=False)

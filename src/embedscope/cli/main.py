@@ -27,6 +27,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     _add_pipeline_options(p)
     p.add_argument("--tasks", "-t", nargs="+", default=None, help="task names (see 'embedscope tasks'), folders of "
                    "custom retrieval data, or TYPE:PATH (sts:pairs.csv …); default: the 4 built-in tasks")
+    p.add_argument("--benchmark", "-b", default=None, metavar="NAME",
+                   help="run one of mteb's benchmarks, e.g. \"MTEB(eng, v2)\" (see 'embedscope tasks --benchmarks')")
+    p.add_argument("--task-param", action="append", default=None, metavar="NAME=VALUE",
+                   help="protocol parameter, repeatable: samples_per_label, n_experiments (classification); "
+                   "max_document_to_embed, max_fraction_of_documents_to_embed, n_experiments, legacy (clustering); "
+                   "k (retrieval/reranking cutoffs, e.g. 1,10; multilabel neighbours), top_k (retrieval)")
+    p.add_argument("--splits", nargs="+", default=None, metavar="SPLIT",
+                   help="evaluate these splits instead of each task's own (e.g. validation)")
     p.add_argument("--config", "-c", default=None, help="YAML/JSON config (embedscope or EvalScope eval_config schema)")
     p.add_argument("--output-folder", default="results", help="where results go: <folder>/<org__model>/<revision>/<Task>.json; runs with other "
                    "settings (--pooling, --query-prompt, --max-seq-length, --dtype, --top-k, --limits …) go to "
@@ -121,10 +129,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     pipeline = _pipeline_spec(args)
     if args.cache_dir and not args.no_cache and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
         raise ConfigError(f"--cache-dir {args.cache_dir} is a file: give a folder for the embedding cache")
+    from embedscope.tasks.params import parse_task_params
+
+    task_params = parse_task_params(args.task_param)
     if args.config:
-        if args.model or args.tasks or pipeline:
-            raise EmbedscopeError("--config already names models and tasks: do not combine it with "
-                                  "--model/--tasks/--retriever/--reranker")
+        if args.model or args.tasks or pipeline or args.benchmark or task_params or args.splits:
+            raise EmbedscopeError("--config already names models and tasks: do not combine it with --model/--tasks/"
+                                  "--benchmark/--task-param/--splits/--retriever/--reranker")
         reports = embedscope.evaluate_config(args.config)
     else:
         kwargs = dict(
@@ -135,9 +146,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             model_options=_model_options(args) or None, data_dir=args.data_dir,
             device=args.devices or args.device, dtype=args.dtype, engine=args.engine, ray_address=args.ray_address,
             ray_workers=args.ray_workers, ray_gpus_per_worker=args.ray_gpus_per_worker,
+            task_params=task_params or None, splits=args.splits,
         )
-        if args.tasks:
-            kwargs["tasks"] = args.tasks
+        tasks = list(args.tasks or []) + _benchmark_specs(args.benchmark)
+        if tasks:
+            kwargs["tasks"] = tasks
         reports = [embedscope.evaluate(pipeline or args.model or "minilm", **kwargs)]
     for report in reports:
         if args.json:
@@ -149,6 +162,45 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 print(stages)
             for o in report.outcomes:
                 print(f"{'reused' if o.reused else 'wrote'} {o.path}")
+    return 0
+
+
+def _benchmark_specs(name: str | None) -> list[str]:
+    """The catalog tasks of benchmark ``name`` (none for None); its tasks outside the text catalog are named."""
+    if not name:
+        return []
+    from embedscope.tasks.catalog import benchmark_specs
+
+    specs, missing = benchmark_specs(name)
+    if missing:
+        print(f"embedscope: {name}: {len(missing)} task(s) are not text tasks embedscope runs, left out: "
+              f"{', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}", file=sys.stderr)
+    if not specs:
+        raise ConfigError(f"{name}: none of its tasks is a text task embedscope runs")
+    return specs
+
+
+def _add_download(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("download", help="fetch catalog tasks' datasets (pinned revision) for offline runs",
+                       description="Download each task's Hugging Face dataset at the revision mteb pins, into "
+                       "DIR/<Task> as the hub lays it out; then run offline with --data-dir DIR.")
+    p.add_argument("tasks", nargs="*", help="catalog task names")
+    p.add_argument("--benchmark", "-b", default=None, metavar="NAME", help="also every text task of this benchmark")
+    p.add_argument("--to", required=True, metavar="DIR", help="folder to download into")
+    p.set_defaults(func=_cmd_download)
+
+
+def _cmd_download(args: argparse.Namespace) -> int:
+    from embedscope.tasks.catalog import catalog_entry, download_task_data
+
+    names = list(dict.fromkeys(s.partition(":")[0] for s in [*args.tasks, *_benchmark_specs(args.benchmark)]))
+    if not names:
+        raise ConfigError("name the tasks to download (or --benchmark NAME)")
+    for name in names:
+        catalog_entry(name)  # every name checked before anything is fetched
+    for folder in download_task_data(names, args.to):
+        print(f"downloaded {folder}")
+    print(f"run offline with --data-dir {args.to}")
     return 0
 
 
@@ -202,31 +254,64 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _add_tasks(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tasks", help="list tasks: built-in (offline) and the MTEB / C-MTEB / ruMTEB catalog",
+    p = sub.add_parser("tasks", help="list tasks: built-in (offline) and every MTEB text task (the catalog)",
                        description="List tasks. Built-in tasks run offline; catalog tasks need their Hugging Face "
-                       "dataset (online, or a local copy passed with --data-dir).")
+                       "dataset (online, or a local copy passed with --data-dir; 'embedscope download' fetches it).")
     p.add_argument("--type", default=None, help="Retrieval | Reranking | STS | Classification | PairClassification | "
-                   "MultilabelClassification | Clustering")
+                   "MultilabelClassification | Clustering | BitextMining | Summarization | InstructionRetrieval | "
+                   "InstructionReranking")
     p.add_argument("--language", "-l", default=None, help="ISO 639-3 code such as rus, cmn, eng")
     p.add_argument("--name", default=None, help="substring of the task name")
     p.add_argument("--suite", default=None, help="C-MTEB | ruMTEB | MTEB(eng)")
+    p.add_argument("--benchmark", "-b", default=None, metavar="NAME", help="tasks of one of mteb's benchmarks, "
+                   "e.g. \"MTEB(eng, v2)\"")
+    p.add_argument("--benchmarks", action="store_true", help="list mteb's benchmarks instead of tasks")
+    p.add_argument("--data-dir", default=None, help="also say which tasks have a local copy in this folder")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(func=_cmd_tasks)
 
 
+def _size(size: object) -> str:
+    if not isinstance(size, dict) or not size:
+        return ""
+    if "documents" in size:
+        return f"{size.get('queries', 0):,} q / {size['documents']:,} docs"
+    return f"{size.get('samples', 0):,}"
+
+
 def _cmd_tasks(args: argparse.Namespace) -> int:
+    from embedscope.results.table import markdown_table
+
+    if args.benchmarks:
+        from embedscope.tasks.catalog import benchmark_specs, benchmarks
+
+        listing = [[name, str(len(names)), str(len(benchmark_specs(name)[1]))] for name, names in benchmarks().items()]
+        print(markdown_table(["benchmark", "tasks", "not text (left out)"], listing))
+        return 0
     from embedscope.tasks.registry import task_listing
 
-    rows = task_listing(type=args.type, language=args.language, name=args.name, suite=args.suite)
+    rows = task_listing(type=args.type, language=args.language, name=args.name, suite=args.suite,
+                        benchmark=args.benchmark, data_dir=args.data_dir)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
-    from embedscope.results.table import markdown_table
+    headers = ["task", "type", "languages", "main score", "size", "data"] + (["local copy"] if args.data_dir else [])
+    table = [[r["name"], r["type"], _languages(r["languages"]), r["main_score"], _size(r.get("size")), r["data"]]
+             + ([r.get("local") or "-"] if args.data_dir else []) for r in rows]
+    print(markdown_table(headers, table))
+    held = f", {sum(1 for r in rows if r.get('local'))} with a local copy in {args.data_dir}" if args.data_dir else ""
+    print(f"{len(rows)} tasks{held}")
+    if args.benchmark:
+        from embedscope.tasks.catalog import benchmark_specs
 
-    print(markdown_table(["task", "type", "languages", "main score", "data"],
-                         [[r["name"], r["type"], ",".join(r["languages"]), r["main_score"], r["data"]] for r in rows]))
-    print(f"{len(rows)} tasks")
+        missing = benchmark_specs(args.benchmark)[1]
+        if missing:
+            print(f"not text tasks embedscope runs ({len(missing)}): {', '.join(missing)}")
     return 0
+
+
+def _languages(languages: list[str]) -> str:
+    return ",".join(languages) if len(languages) <= 6 else f"{','.join(languages[:5])},… ({len(languages)})"
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -235,6 +320,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("markdown", "csv"), default="markdown", help="table format printed")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the tables as CSV to FILE")
     p.add_argument("--digits", type=int, default=3, help="decimals shown (default 3)")
+    p.add_argument("--benchmark", "-b", default=None, metavar="NAME",
+                   help="only the tasks of one of mteb's benchmarks, e.g. \"MTEB(eng, v2)\"")
     p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report (sortable "
                    "leaderboard, per-task charts with intervals and significance, run metadata) to FILE")
     p.add_argument("--baseline", default=None, help="model (name or folder) the HTML report tests others against "
@@ -247,9 +334,12 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from embedscope.results.report import build_report, collect_results
+    from embedscope.results.report import build_report, collect_results, restrict_to_benchmark
 
-    tables = build_report(collect_results(args.folders), digits=args.digits)
+    rows = collect_results(args.folders)
+    if args.benchmark:
+        rows = restrict_to_benchmark(rows, args.benchmark)
+    tables = build_report(rows, digits=args.digits, borda=bool(args.benchmark))
     print(tables.csv() if args.format == "csv" else tables.markdown())
     if args.csv:
         from embedscope.results.store import atomic_write_text
@@ -561,8 +651,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", "-v", action="count", default=0,
                         help="more log output (-vv: debug); give it before the command: embedscope -v run …")
     sub = parser.add_subparsers(dest="command")
-    for add in (_add_run, _add_score, _add_eval, _add_models, _add_tasks, _add_report, _add_compare, _add_chunk,
-                _add_fastbook, _add_cache):
+    for add in (_add_run, _add_score, _add_eval, _add_models, _add_tasks, _add_download, _add_report, _add_compare,
+                _add_chunk, _add_fastbook, _add_cache):
         add(sub)
     return parser
 

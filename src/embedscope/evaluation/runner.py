@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -168,6 +169,19 @@ def run_placement(model: Any) -> dict[str, Any]:
             "engine": str(describe.get("engine", getattr(inner, "engine", "local")))}
 
 
+def _split_by_subset(stored: TaskResult | None, subset: str
+                     ) -> tuple[TaskResult | None, dict[str, list[dict[str, Any]]]]:
+    """A stored result's entries of ``subset`` (None when it has none) and, per split, those of other subsets."""
+    if stored is None:
+        return None, {}
+    mine = {s: [e for e in entries if e.get("hf_subset", subset) == subset] for s, entries in stored.scores.items()}
+    others = {s: [e for e in entries if e.get("hf_subset", subset) != subset] for s, entries in stored.scores.items()}
+    mine = {s: entries for s, entries in mine.items() if entries}
+    if not any(others.values()):
+        return stored, {}
+    return (dataclasses.replace(stored, scores=mine) if mine else None), {s: e for s, e in others.items() if e}
+
+
 def _run_task(
     task: Task,
     encoder: Encoder,
@@ -181,12 +195,14 @@ def _run_task(
     record = json.loads(json.dumps(  # as the result file will hold it
         {"run_settings": settings or {}, "task_settings": task_settings(task), "data": data_fingerprint(task)},
         default=str))
-    stored = _matching(_load_stored(store, task.name, strategy), record, strategy, task.name, store.path(task.name))
+    stored_all = _matching(_load_stored(store, task.name, strategy), record, strategy, task.name,
+                           store.path(task.name))
+    stored, other_subsets = _split_by_subset(stored_all, task.hf_subset)
     fresh = stored is None or strategy == "always"
     splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
     if not splits and stored is not None:
         logger.info("%s: reusing stored result %s", task.name, store.path(task.name))
-        return TaskOutcome(task, stored, store.path(task.name), reused=True)
+        return TaskOutcome(task, stored_all, store.path(task.name), reused=True)
     started = time.perf_counter()
     scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and not fresh else {}
     predictions: dict[str, dict[str, dict[str, float]]] = {}
@@ -219,6 +235,8 @@ def _run_task(
     if stage_records:
         extra["pipeline_stages"] = stage_records
     elapsed = time.perf_counter() - started
+    for split, entries in other_subsets.items():  # the task's other subsets (Task:subset runs) stay in its file
+        scores[split] = entries + scores.get(split, [])
     result = TaskResult(
         task_name=task.name,
         dataset_revision=task.dataset_revision,
@@ -316,6 +334,8 @@ def evaluate(
     ray_workers: int | None = None,
     ray_gpus_per_worker: float | None = None,
     fingerprint: str | None = None,
+    task_params: Mapping[str, Any] | None = None,
+    splits: Sequence[str] | None = None,
 ) -> EvaluationReport:
     """Evaluate one model on retrieval tasks and write MTEB-format results.
 
@@ -348,6 +368,10 @@ def evaluate(
             ``ray_workers``, ``ray_gpus_per_worker``).
         fingerprint: for a model object embedscope cannot fingerprint itself: what identifies its
             vectors in the embedding cache (without one, the cache is off for it).
+        task_params: protocol parameters (``samples_per_label``, ``n_experiments``, ``max_document_to_embed``,
+            ``max_fraction_of_documents_to_embed``, ``k``, ``top_k``, …), each set on the tasks whose type has it
+            (:mod:`embedscope.tasks.params`); a name no task's type has is an error listing the valid ones.
+        splits: evaluate these splits instead of each task's own (e.g. ``["validation"]``).
     """
     started = time.perf_counter()
     strategy = check_strategy(overwrite)
@@ -362,11 +386,17 @@ def evaluate(
         resolved = [resolve_task(t, data_dir=data_dir) for t in (DEFAULT_TASKS if not isinstance(encoder, Pipeline)
                                                                  else DEFAULT_RETRIEVAL_TASKS)]
     _check_task_names(resolved)
+    if task_params or splits:
+        from embedscope.tasks.params import apply_task_options
+
+        resolved = apply_task_options(resolved, task_params, splits)
     if isinstance(encoder, Pipeline):
         _check_pipeline_tasks(encoder, resolved)
     # a pipeline's top_k (its rerank depth) is checked per result, as its other settings, not a folder of its own
     kwargs = experiment_kwargs(model_options if isinstance(model, (str, Mapping)) else None, dtype,
                                1000 if isinstance(encoder, Pipeline) else top_k, limits, corpus_chunk_size)
+    if task_params:
+        kwargs["task_params"] = dict(task_params)  # another protocol: its own folder, as mteb's experiment_kwargs
     store = ResultStore(output_folder, encoder.name, encoder.revision, experiment_name(kwargs))
     placement = run_placement(encoder)
     settings = run_settings(encoder, top_k, limits, corpus_chunk_size, isinstance(encoder, Pipeline))

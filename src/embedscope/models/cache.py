@@ -46,7 +46,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from embedscope.models.base import Encoder, Similarity
+from embedscope.models.base import Encoder, Similarity, check_finite
 from embedscope.types import Role
 
 logger = logging.getLogger(__name__)
@@ -387,7 +387,7 @@ class CachedEncoder:
                 out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
             out[batch] = vectors
         assert out is not None
-        return out
+        return check_finite(out, texts, self.name, f"the embedding cache ({self.cache.directory})")
 
     def _batch_size(self, batch_size: int | None) -> int:
         """The batch size the wrapped encoder uses for ``batch_size`` (None: its device's default)."""
@@ -417,6 +417,7 @@ class CachedEncoder:
             vectors = np.asarray(vectors, dtype=np.float32)
             if vectors.ndim != 2 or vectors.shape[0] != len(plan[n]):
                 raise ValueError(f"{self.encoder.name}: got shape {vectors.shape} for a batch of {len(plan[n])}")
+            check_finite(vectors, [texts[i] for i in plan[n]], self.name)  # never stored, never scored
             for k, v in zip(keys[n], vectors):
                 found[k] = v
             pending.extend(keys[n])

@@ -5,7 +5,9 @@ overall mean over tasks, several models side by side. Task scores follow MTEB's 
 the plain mean of ``main_score`` over every (split, subset) entry. The type mean is the mean of
 task scores of that type; "Mean (Task)" is the mean over all tasks and "Mean (TaskType)" the mean
 of the type means (MTEB's two benchmark aggregates). A model missing a task gets an empty cell and
-no aggregate over a set it does not fully cover.
+no aggregate over a set it does not fully cover. "Rank (Borda)" (shown for a benchmark) is mteb's leaderboard rank: in each task a
+model earns ``n_models - rank`` points (ties share the average rank; a missing task earns nothing), and models
+are ranked by their total (ties share the best rank). ``benchmark=`` keeps the tasks of one of mteb's benchmarks.
 """
 
 from __future__ import annotations
@@ -189,8 +191,38 @@ def _mean(values: list[float | None]) -> float | None:
     return float(sum(values) / len(values))  # type: ignore[arg-type]
 
 
-def build_report(rows: list[ResultRow], digits: int = 3) -> ReportTables:
-    """Per-task and per-type tables with models as columns.
+def borda_ranks(scores: dict[tuple[str, str], float], models: list[str], tasks: list[str]) -> dict[str, int]:
+    """mteb's ``Rank (Borda)`` (``mteb.benchmarks._create_table._borda_rank_from_long``) for ``models``."""
+    points = {m: 0.0 for m in models}
+    for task in tasks:
+        ran = sorted((scores[(m, task)], m) for m in models if scores.get((m, task)) is not None
+                     and not math.isnan(scores[(m, task)]))
+        ran.reverse()  # best first
+        i = 0
+        while i < len(ran):
+            j = i
+            while j + 1 < len(ran) and ran[j + 1][0] == ran[i][0]:
+                j += 1
+            average_rank = (i + 1 + j + 1) / 2
+            for _, m in ran[i: j + 1]:
+                points[m] += len(models) - average_rank
+            i = j + 1
+    return {m: 1 + sum(1 for other in models if points[other] > points[m]) for m in models}
+
+
+def restrict_to_benchmark(rows: list[ResultRow], benchmark: str) -> list[ResultRow]:
+    """The rows of ``benchmark``'s tasks (mteb's benchmarks, e.g. ``MTEB(eng, v2)``), in its task order."""
+    from embedscope.tasks.catalog import benchmark_tasks
+
+    order = {name: i for i, name in enumerate(benchmark_tasks(benchmark))}
+    kept = sorted((r for r in rows if r.task in order), key=lambda r: order[r.task])
+    if not kept:
+        raise DataFormatError(f"No results for a task of {benchmark} in these folders")
+    return kept
+
+
+def build_report(rows: list[ResultRow], digits: int = 3, borda: bool = False) -> ReportTables:
+    """Per-task and per-type tables with models as columns (with ``borda``, also mteb's ``Rank (Borda)``).
 
     >>> from pathlib import Path
     >>> rows = [ResultRow("m1", "A", "STS", "cosine_spearman", 0.5, Path()),
@@ -218,6 +250,9 @@ def build_report(rows: list[ResultRow], digits: int = 3) -> ReportTables:
         per_type.append([f"{kind} ({len(names)})", ", ".join(metrics), *[fmt(type_means[(m, kind)]) for m in models]])
     per_type.append(["Mean (Task)", "", *[fmt(_mean([score.get((m, t)) for _, t in tasks])) for m in models]])
     per_type.append(["Mean (TaskType)", "", *[fmt(_mean([type_means[(m, k)] for k in types])) for m in models]])
+    if borda:
+        ranks = borda_ranks(score, models, [t for _, t in tasks])
+        per_type.append(["Rank (Borda)", "", *[str(ranks[m]) for m in models]])
     return ReportTables(per_task, per_type, _blank_notes(models, tasks, score))
 
 

@@ -62,8 +62,8 @@ def experiment_name(kwargs: dict[str, Any]) -> str | None:
 
 def task_settings(task: Any) -> dict[str, Any]:
     """The task's protocol parameters: its dataclass fields that are plain values (not the splits to run,
-    the description or the data location, which :func:`data_fingerprint` covers)."""
-    skip = {"eval_splits", "description", "source", "name"}
+    the description, the subset and its languages, or the data location, which :func:`data_fingerprint` covers)."""
+    skip = {"eval_splits", "description", "source", "name", "hf_subset", "languages"}  # per subset: one file, as mteb
     fields = ([f.name for f in dataclasses.fields(task)] if dataclasses.is_dataclass(task)
               else ["type", "main_score", "dataset_revision", "hf_subset"])
     out: dict[str, Any] = {}

@@ -1,18 +1,24 @@
-"""The task catalog: MTEB, C-MTEB and ruMTEB tasks as declarative data (``catalog.json``).
+"""The task catalog: every MTEB text task, as declarative data (``catalog.json.gz``).
 
 Each entry names the task type, the Hugging Face dataset (path and pinned revision), splits,
-languages, main score and the protocol parameters mteb uses. ``scripts/build_catalog.py``
-regenerates the file from the installed ``mteb``; nothing here needs ``mteb`` at run time.
+languages, main score, the protocol parameters mteb uses, its size (from mteb's descriptive
+statistics) and mteb's ``dataset_transform`` where it is simple data (renames, subsampling,
+concatenated splits, flattened clustering sets). ``benchmarks`` are mteb's named benchmarks.
+``scripts/build_catalog.py`` regenerates the file from the installed ``mteb``; nothing here needs
+``mteb`` at run time.
 
 >>> entry = catalog_entry("SciFact")
 >>> entry.type, entry.dataset_path, entry.main_score
 ('Retrieval', 'mteb/scifact', 'ndcg_at_10')
->>> [e.name for e in find_entries(language="rus", type="STS")]
+>>> [e.name for e in find_entries(language="rus", type="STS")][:3]
 ['RuSTSBenchmarkSTS', 'STS22', 'RUParaPhraserSTS']
+>>> "SICKNLPairClassification" in benchmark_tasks("MTEB(nld, v1)")
+True
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from dataclasses import dataclass, field
@@ -22,7 +28,7 @@ from typing import Any
 
 from embedscope.errors import ConfigError, UnknownNameError
 
-CATALOG_FILE = Path(__file__).with_name("catalog.json")
+CATALOG_FILE = Path(__file__).with_name("catalog.json.gz")
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,11 @@ class CatalogEntry:
     description: str = ""
     reference: str = ""
     suites: tuple[str, ...] = ()
+    concat_splits: dict[str, Any] | None = None
+    flatten_sets: bool = False
+    custom_load: str = ""
+    size: dict[str, int] = field(default_factory=dict)
+    superseded_by: str | None = None
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> CatalogEntry:
@@ -58,6 +69,9 @@ class CatalogEntry:
             stratified_subsample=raw.get("stratified_subsample"), rename_columns=dict(raw.get("rename_columns", {})),
             transform=raw.get("transform", ""), description=raw.get("description", ""),
             reference=raw.get("reference", ""), suites=tuple(raw.get("suites", ())),
+            concat_splits=raw.get("concat_splits"), flatten_sets=bool(raw.get("flatten_sets", False)),
+            custom_load=raw.get("custom_load", ""), size=dict(raw.get("size", {})),
+            superseded_by=raw.get("superseded_by"),
         )
 
     @property
@@ -67,10 +81,57 @@ class CatalogEntry:
 
 
 @lru_cache(maxsize=1)
+def _raw() -> dict[str, Any]:
+    return json.loads(gzip.decompress(CATALOG_FILE.read_bytes()).decode("utf-8"))
+
+
+@lru_cache(maxsize=1)
 def _load() -> tuple[dict[str, CatalogEntry], dict[str, str], dict[str, tuple[str, ...]]]:
-    raw = json.loads(CATALOG_FILE.read_text(encoding="utf-8"))
+    raw = _raw()
     entries = {t["name"]: CatalogEntry.from_json(t) for t in raw["tasks"]}
     return entries, dict(raw.get("aliases", {})), {k: tuple(v) for k, v in raw.get("suites", {}).items()}
+
+
+def benchmarks() -> dict[str, tuple[str, ...]]:
+    """mteb's named benchmarks (``MTEB(eng, v2)``, ``MTEB(rus, v1)``, …) → their task names (every modality)."""
+    return {k: tuple(v) for k, v in _raw().get("benchmarks", {}).items()}
+
+
+def benchmark_specs(name: str) -> tuple[list[str], list[str]]:
+    """What running benchmark ``name`` evaluates: catalog specs (``Task`` or ``Task:subset`` for each subset the
+    benchmark keeps of a multi-subset task), and the benchmark's tasks outside the text catalog."""
+    canonical = benchmark_name(name)
+    names = benchmark_tasks(canonical)
+    subsets = _raw().get("benchmark_subsets", {}).get(canonical, {})
+    entries = _load()[0]
+    specs: list[str] = []
+    missing: list[str] = []
+    for task in names:
+        entry = entries.get(task)
+        if entry is None:
+            missing.append(task)
+        elif len(entry.hf_subsets) == 1:
+            specs.append(task)
+        else:
+            specs.extend(f"{task}:{s}" for s in subsets.get(task, entry.hf_subsets))
+    return specs, missing
+
+
+def benchmark_name(name: str) -> str:
+    """The benchmark's (or suite's) own spelling of ``name`` (case and spaces ignored); unknown names get suggestions."""
+    known = {**benchmarks(), **suites()}
+    if name in known:
+        return name
+    folded = {k.lower().replace(" ", ""): k for k in known}
+    key = name.lower().replace(" ", "")
+    if key not in folded:
+        raise UnknownNameError("benchmark", name, known, hint="`embedscope tasks --benchmarks` lists them.")
+    return folded[key]
+
+
+def benchmark_tasks(name: str) -> tuple[str, ...]:
+    """The task names of benchmark (or embedscope suite) ``name``; unknown names get suggestions."""
+    return {**benchmarks(), **suites()}[benchmark_name(name)]
 
 
 def catalog_names() -> list[str]:
@@ -98,11 +159,15 @@ def catalog_entry(name: str) -> CatalogEntry:
 
 
 def find_entries(
-    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None
+    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None,
+    benchmark: str | None = None,
 ) -> list[CatalogEntry]:
-    """Catalog entries filtered by type (case-insensitive), language (``rus``, ``eng-Latn``), name substring, suite."""
+    """Catalog entries filtered by type (case-insensitive), language (``rus``, ``eng-Latn``), name substring,
+    suite, benchmark (mteb's, e.g. ``MTEB(eng, v2)``; in the benchmark's order)."""
     entries, _, suite_map = _load()
     out = list(entries.values())
+    if benchmark is not None:
+        out = [entries[n] for n in benchmark_tasks(benchmark) if n in entries]
     if suite is not None:
         if suite not in suite_map:
             raise UnknownNameError("suite", suite, suite_map)
@@ -156,3 +221,18 @@ def locate_data(entry: CatalogEntry, data_dir: str | Path | None = None, path: s
         f"with: huggingface-cli download {entry.dataset_path} --repo-type dataset --revision "
         f"{entry.dataset_revision} --local-dir DIR/{entry.name}"
     )
+
+
+def download_task_data(names: list[str], to: str | Path) -> list[Path]:
+    """Fetch each catalog task's dataset at its pinned revision into ``<to>/<Task>`` (the layout the hub has),
+    where ``--data-dir <to>`` finds it. Needs the network and ``huggingface_hub``."""
+    from huggingface_hub import snapshot_download
+
+    folders: list[Path] = []
+    for spec in names:
+        entry = catalog_entry(spec.partition(":")[0])
+        target = Path(to) / entry.name
+        snapshot_download(repo_id=entry.dataset_path, repo_type="dataset", revision=entry.dataset_revision,
+                          local_dir=str(target))
+        folders.append(target)
+    return folders

@@ -320,11 +320,17 @@ def split_rows(path: str | Path, split: str | None, split_column: str) -> list[t
     path = Path(path)
     if path.is_dir():
         found = [path / f"{split}{s}" for s in _SUFFIXES if (path / f"{split}{s}").is_file()]
-        if not found:
-            raise DataFormatError(
-                f"{path}: no file for split {split!r}; add {split}.csv, {split}.jsonl or {split}.parquet "
-                "(one file per split), or pass one file with a 'split' column"
-            )
+        if not found:  # a hub download: data/<split>-*.parquet, <split>/<subset>.parquet, README configs …
+            from embedscope.data.hub_files import split_files
+
+            try:
+                found = split_files(path, str(split))
+            except DataFormatError as e:
+                raise DataFormatError(
+                    f"{e}; or add {split}.csv, {split}.jsonl or {split}.parquet (one file per split), or pass one "
+                    "file with a 'split' column"
+                ) from None
+            return [row for file in found for row in read_table(file)]
         return read_table(found[0])
     if not path.is_file():
         raise DataFormatError(f"{path}: no such file or folder")

@@ -43,14 +43,27 @@ def split_type_prefix(spec: str) -> tuple[str, str] | None:
     return task_type_of(prefix), rest
 
 
+def _concat(parts: list[Any]) -> Any:
+    """Several shards' loaded data (dataclasses of equal-length tuples) as one."""
+    if len(parts) == 1:
+        return parts[0]
+    import dataclasses
+
+    return dataclasses.replace(parts[0], **{f.name: tuple(x for part in parts for x in getattr(part, f.name))
+                                            for f in dataclasses.fields(parts[0])})
+
+
 def _per_split(path: Path, loader: Callable[[Path], Any]) -> Callable[[str], Any]:
-    """A file serves every split asked for; a folder holds one file per split (``test.csv``, …)."""
+    """A file serves every split asked for; a folder holds one file per split (``test.csv``, …) or is a hub
+    download (``data/test-00000-of-00001.parquet``, README configs, …; see :mod:`embedscope.data.hub_files`)."""
     def load(split: str) -> Any:
         if path.is_dir():
-            matches = sorted(p for p in path.iterdir() if p.is_file() and p.name.split(".")[0] == split)
+            matches = sorted(p for p in path.iterdir() if p.is_file() and p.name.split(".")[0] == split
+                             and not p.name.startswith("."))
             if not matches:
-                found = sorted({p.name.split(".")[0] for p in path.iterdir() if p.is_file()})
-                raise ConfigError(f"{path}: no file for split {split!r} (found splits: {', '.join(found) or 'none'})")
+                from embedscope.data.hub_files import split_files
+
+                return _concat([loader(p) for p in split_files(path, split)])
             return loader(matches[0])
         return loader(path)
     return load
@@ -118,6 +131,10 @@ def custom_task(
 
     # mteb's v2 default embeds 4% of a large hub corpus; a user's own file is clustered whole unless asked
     common.setdefault("max_fraction_of_documents_to_embed", None)
+    set_column = common.pop("group_sets", None)
+    if set_column:  # legacy layout: rows grouped into sets by a column
+        common["protocol"] = "legacy"
+        return ClusteringTask(load_split=_grouped_sets(folder, str(set_column), cols), **common)
     return ClusteringTask(load_split=lambda split: load_clustering_file(str(folder), split, cols), **common)
 
 
@@ -138,3 +155,16 @@ def _instruction_task(folder: Path, kind: str, common: dict[str, Any]) -> Task:
                       {"level_scores": "ndcg_at_20", "robustness_at_10": "robustness_at_10", "p-MRR": "p-MRR"}[
                           common["task_scores"]])
     return InstructionRetrievalTask(load_split=load, **common)
+
+
+def _grouped_sets(folder: Path, set_column: str, cols: dict[str, str] | None) -> Callable[[str], Any]:
+    """Legacy clustering sets: the rows of a split grouped by ``set_column`` (mteb's legacy layout)."""
+    from embedscope.tasks.classification import field_value, split_rows
+    from embedscope.tasks.clustering import group_sets, load_clustering_file
+
+    def load(split: str) -> Any:
+        data = load_clustering_file(str(folder), split, cols)
+        rows = split_rows(folder, split, (cols or {}).get("split", "split"))
+        return group_sets(data, [field_value(loc, row, set_column, "set id") for loc, row in rows])
+
+    return load

@@ -44,8 +44,24 @@ def load_hf_table(location: str, entry: CatalogEntry, subset: str, split: str):
     """One split of a tabular dataset (STS, classification, …) as a ``datasets.Dataset``.
 
     ``location`` is a local folder (a downloaded dataset repository or a ``save_to_disk`` folder)
-    or the hub id. Column renames that mteb's ``dataset_transform`` does are applied.
+    or the hub id. mteb's ``dataset_transform`` renames and split concatenations (SIB-200's
+    train + validation + test) are applied.
     """
+    concat = entry.concat_splits
+    if concat and split == concat.get("into", "test"):
+        import datasets
+
+        parts = []
+        for part in concat["splits"]:
+            ds = _load_split_table(location, entry, subset, part)
+            renames = {old: new for old, new in concat.get("columns", {}).items() if old in ds.column_names}
+            ds = ds.select_columns(list(renames)).rename_columns(renames) if renames else ds
+            parts.append(ds)
+        return datasets.concatenate_datasets(parts)
+    return _load_split_table(location, entry, subset, split)
+
+
+def _load_split_table(location: str, entry: CatalogEntry, subset: str, split: str):
     import datasets
 
     from embedscope.data.hf import is_saved_dataset
@@ -74,9 +90,16 @@ def load_hf_table(location: str, entry: CatalogEntry, subset: str, split: str):
 
 
 def _load_local_repo(folder: Path, config: str | None, split: str):
-    """A downloaded dataset repository: honour its README configs, else guess data files by split name."""
+    """A downloaded dataset repository, read as downloaded (:mod:`embedscope.data.hub_files`), else through
+    ``datasets`` (which honours its README configs)."""
     import datasets
 
+    from embedscope.data.hub_files import read_dataset, split_files
+
+    try:
+        return read_dataset(split_files(folder, split, config))
+    except DataFormatError:
+        pass
     try:
         if config and (folder / config).is_dir() and not (folder / "README.md").is_file():
             return datasets.load_dataset(str(folder / config), split=split)
@@ -99,10 +122,10 @@ def catalog_task(spec: str, *, data_dir: str | Path | None = None, path: str | P
     name, subset = split_name_and_subset(spec)
     entry = catalog_entry(name)
     subset = choose_subset(entry, subset)
-    location = locate_data(entry, data_dir=data_dir, path=path)
-    builder = _reranking if entry.type == "Reranking" else _BUILDERS.get(entry.type) or _BUILDERS.get(entry.protocol)
+    builder = _BUILDERS.get(entry.type)
     if builder is None:
-        raise ConfigError(f"{entry.name}: task protocol {entry.protocol!r} is not supported yet")
+        raise ConfigError(f"{entry.name}: task type {entry.type} is not supported yet")
+    location = locate_data(entry, data_dir=data_dir, path=path)
     return builder(entry, subset, location)
 
 
@@ -185,6 +208,9 @@ def _clustering(entry: CatalogEntry, subset: str, location: str) -> Task:
     def load(split: str):
         ds = load_hf_table(location, entry, subset, split)
         texts, labels = _columns(ds, text_col, label_col, where=f"{entry.name} {split}")
+        if entry.flatten_sets:  # mteb's transform: the sets' rows chained into one list (v2 protocol)
+            texts = [t for row in texts for t in row]
+            labels = [lab for row in labels for lab in row]
         if legacy:  # one row per set: a list of sentences and a list of labels
             return [LabelledTexts(tuple(map(str, t)), tuple(lab)) for t, lab in zip(texts, labels)]
         return LabelledTexts(tuple(map(str, texts)), tuple(labels))
@@ -328,16 +354,18 @@ def _instruction(entry: CatalogEntry, subset: str, location: str) -> Task:
                 **_common(entry, subset))
 
 
+# Task type → builder (entry, subset, data location) → Task. A new type is one entry here; catalog tasks of
+# a type without one fail with "task type X is not supported yet".
 _BUILDERS: dict[str, Any] = {
+    "PairClassification": _pair_classification,
+    "STS": _sts,
+    "Retrieval": _retrieval,
+    "Classification": _classification,
+    "MultilabelClassification": _multilabel,
+    "Clustering": _clustering,
+    "Reranking": _reranking,
     "BitextMining": _bitext_mining,
     "Summarization": _summarization,
     "InstructionRetrieval": _instruction,
     "InstructionReranking": _instruction,
-    "pair-classification": _pair_classification,
-    "sts": _sts,
-    "retrieval": _retrieval,
-    "classification": _classification,
-    "multilabel": _multilabel,
-    "clustering-v2": _clustering,
-    "clustering-legacy": _clustering,
 }

@@ -190,13 +190,15 @@ def list_tasks() -> list[Task]:
 
 
 def task_listing(
-    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None
+    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None,
+    benchmark: str | None = None, data_dir: str | Path | None = None,
 ) -> list[dict[str, object]]:
-    """Rows describing built-in and catalog tasks, filtered like :func:`catalog.find_entries`."""
-    from embedscope.tasks.catalog import find_entries
+    """Rows describing built-in and catalog tasks, filtered like :func:`catalog.find_entries`; with ``data_dir``,
+    each catalog row's ``local`` is the folder holding its copy there (or None)."""
+    from embedscope.tasks.catalog import find_entries, local_data_candidates
 
     rows: list[dict[str, object]] = []
-    if suite is None:
+    if suite is None and benchmark is None:
         for t in list_tasks():
             langs = sorted({lang.split("-")[0] for lang in t.languages})
             if type is not None and t.type.lower() != type.lower():
@@ -207,8 +209,14 @@ def task_listing(
                 continue
             rows.append({"name": t.name, "type": t.type, "languages": langs, "main_score": t.main_score,
                          "data": f"built-in ({t.source})", "description": t.description})
-    for e in find_entries(type=type, language=language, name=name, suite=suite):
-        rows.append({"name": e.name, "type": e.type, "languages": list(e.languages), "main_score": e.main_score,
-                     "data": f"{e.dataset_path}@{e.dataset_revision[:7]}", "description": e.description,
-                     "suites": list(e.suites)})
+    for e in find_entries(type=type, language=language, name=name, suite=suite, benchmark=benchmark):
+        row: dict[str, object] = {
+            "name": e.name, "type": e.type, "languages": list(e.languages), "main_score": e.main_score,
+            "data": f"{e.dataset_path}@{e.dataset_revision[:7]}", "description": e.description,
+            "suites": list(e.suites), "size": dict(e.size)}
+        if e.transform or e.custom_load:  # mteb prepares this task's data in code the catalog does not reproduce
+            row["note"] = e.transform or f"mteb loads this task with its own code ({e.custom_load}.load_data)"
+        if data_dir is not None:
+            row["local"] = next((str(c) for c in local_data_candidates(e, data_dir) if c.exists()), None)
+        rows.append(row)
     return rows

@@ -12,7 +12,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.ranking import RankingScores
@@ -35,6 +35,7 @@ class RetrievalTask:
     main_score: str = "ndcg_at_10"
     ignore_identical_ids: bool = False
     k_values: tuple[int, ...] = DEFAULT_K_VALUES
+    top_k: int | None = None  # documents kept per query; None: the run's top_k (MTEB's 1000)
     languages: tuple[str, ...] = ("eng-Latn",)
     dataset_revision: str = "custom"
     hf_subset: str = "default"
@@ -47,6 +48,8 @@ class RetrievalTask:
         t0 = time.perf_counter()
         data = self.load_split(split)
         load_seconds = time.perf_counter() - t0
+        if self.top_k is not None:  # the task's own cutoff (task parameter top_k) over the run's
+            options = replace(options, top_k=self.top_k)
         outcome = evaluate_retrieval_split(self, data, encoder, options)
         outcome.timings["load_data"] = load_seconds
         return outcome
