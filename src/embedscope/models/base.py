@@ -37,11 +37,20 @@ class Encoder(Protocol):
         prompts: prompt (instruction) prepended per role; a missing role has no prompt.
     """
 
-    name: str
-    revision: str
-    fingerprint: str
-    similarity: Similarity
-    prompts: dict[str, str]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def revision(self) -> str: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def similarity(self) -> Similarity: ...
+
+    @property
+    def prompts(self) -> dict[str, str]: ...
 
     def encode(
         self,
