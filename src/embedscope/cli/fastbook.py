@@ -92,8 +92,8 @@ def _passages(args: argparse.Namespace):
 
 
 def _cmd_fastbook_stats(args: argparse.Namespace) -> int:
-    from embedscope.data.fastbook import STAT_COLUMNS, benchmark_stats, load_benchmark
     from embedscope.results.table import markdown_table
+    from embedscope.studies.fastbook.data import STAT_COLUMNS, benchmark_stats, load_benchmark
 
     stats = benchmark_stats(load_benchmark(args.benchmark))
     print(markdown_table(["chapter", *STAT_COLUMNS], [[name, *[f"{row[c]:g}" for c in STAT_COLUMNS]]
@@ -102,9 +102,9 @@ def _cmd_fastbook_stats(args: argparse.Namespace) -> int:
 
 
 def _cmd_fastbook_run(args: argparse.Namespace) -> int:
-    from embedscope.data.fastbook import load_benchmark, read_keyword_queries
-    from embedscope.evaluation.fastbook import run_fastbook
     from embedscope.models.cache import EmbeddingCache
+    from embedscope.studies.fastbook.data import load_benchmark, read_keyword_queries
+    from embedscope.studies.fastbook.run import run_fastbook
 
     spec = pipeline_spec(args)
     benchmark = load_benchmark(args.benchmark)
@@ -131,7 +131,8 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_fastbook_export(args: argparse.Namespace) -> int:
-    from embedscope.data.fastbook import export_beir, load_benchmark
+    from embedscope.studies.fastbook.corpus import export_beir
+    from embedscope.studies.fastbook.data import load_benchmark
 
     folder = export_beir(load_benchmark(args.benchmark), _passages(args), args.output, scope=args.scope)
     print(f"wrote BEIR folder {folder} (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
