@@ -58,7 +58,7 @@ def test_unknown_names_list_at_most_a_few_known_ones():
 
 
 def test_the_cli_caps_any_message(capsys, monkeypatch):
-    import embedscope.cli.main as cli
+    import embedscope.cli.catalog as cli
 
     def boom(args):
         raise EmbedscopeError("x" * 3_000_000)

@@ -17,13 +17,13 @@ from embedscope.data.documents import (
     read_passages,
     write_passages,
 )
-from embedscope.data.fastbook import benchmark_stats, load_benchmark, parse_benchmark, read_keyword_queries
 from embedscope.errors import ConfigError, DataFormatError, ResultExistsError
-from embedscope.evaluation.fastbook import run_fastbook
-from embedscope.metrics.fastbook import modified_mrr, modified_recall
 from embedscope.retrieval.dense import DenseRetriever
 from embedscope.retrieval.late_interaction import LateInteraction
 from embedscope.retrieval.pipeline import Pipeline
+from embedscope.studies.fastbook.data import benchmark_stats, load_benchmark, parse_benchmark, read_keyword_queries
+from embedscope.studies.fastbook.metrics import modified_mrr, modified_recall
+from embedscope.studies.fastbook.run import run_fastbook
 from embedscope.testing.fakes import KeywordEncoder, WordTokenEncoder
 
 
@@ -138,7 +138,7 @@ def test_benchmark_loading_validation_and_stats(study, tmp_path):
 
 
 def test_metrics_by_hand():
-    from embedscope.data.fastbook import AnswerComponent
+    from embedscope.studies.fastbook.data import AnswerComponent
 
     a = AnswerComponent("a", "simple", ("alpha",), True, False)
     b = AnswerComponent("b", "simple", ("beta", "gamma"), True, False)

@@ -357,7 +357,7 @@ question = st.one_of(json_values, st.fixed_dictionaries(
 @given(data=st.one_of(st.fixed_dictionaries({"questions": st.lists(question, max_size=3)}), json_values),
        raw=st.one_of(st.none(), text))
 def test_fastbook_json(box, data, raw):
-    from embedscope.data.fastbook import benchmark_stats, load_benchmark
+    from embedscope.studies.fastbook.data import benchmark_stats, load_benchmark
 
     path = box.write("benchmark.json", raw if raw is not None and raw.strip() else dumps(data))
     box.run(lambda: benchmark_stats(load_benchmark(path)))

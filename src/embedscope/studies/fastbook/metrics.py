@@ -10,7 +10,7 @@ substring). A component without contexts is never found.
 Components can be left out (extraneous ones, implicit ones); a question left with no component is
 left out of the averages.
 
->>> from embedscope.data.fastbook import AnswerComponent
+>>> from embedscope.studies.fastbook.data import AnswerComponent
 >>> comps = [AnswerComponent("a", "simple", ("cats purr",), True, False),
 ...          AnswerComponent("b", "simple", ("dogs",), True, False)]
 >>> passages = ["nothing", "dogs bark", "cats purr loudly"]
@@ -21,8 +21,17 @@ left out of the averages.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
-from embedscope.data.fastbook import AnswerComponent, Question, fixed
+from embedscope.studies.fastbook.data import AnswerComponent, Question
+
+
+@lru_cache(maxsize=200_000)
+def fixed(text: str) -> str:
+    """``ftfy.fix_text``, memoised (passages are compared with many contexts)."""
+    from ftfy import fix_text
+
+    return fix_text(text)
 
 
 def found_ranks(components: Sequence[AnswerComponent], passages: Sequence[str], k: int,

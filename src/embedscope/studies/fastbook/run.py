@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.data.documents import Passage, passages_corpus
-from embedscope.data.fastbook import Benchmark, Question
 from embedscope.errors import ConfigError, DataFormatError, ResultExistsError
-from embedscope.metrics.fastbook import modified_mrr, modified_recall, scored_components
 from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.pipeline import Pipeline, parse_stage
+from embedscope.studies.fastbook.data import Benchmark, Question
+from embedscope.studies.fastbook.metrics import modified_mrr, modified_recall, scored_components
 from embedscope.types import Queries
 
 TASK_NAME = "FastbookBenchmark"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -266,41 +265,3 @@ def read_keyword_queries(path: str | Path, benchmark: Benchmark | None = None) -
         if unknown:
             raise DataFormatError(f"{path}: keywords for questions not in the benchmark: {unknown[:5]}")
     return out
-
-
-@lru_cache(maxsize=200_000)
-def fixed(text: str) -> str:
-    """``ftfy.fix_text``, memoised (passages are compared with many contexts)."""
-    from ftfy import fix_text
-
-    return fix_text(text)
-
-
-def relevant_passages(question: Question, passages: Sequence[Any]) -> list[str]:
-    """Ids of the passages holding (after ftfy) any context string of any of the question's components."""
-    contexts = [fixed(c) for comp in question.components for c in comp.context]
-    return [p.id for p in passages if any(c in fixed(p.text) for c in contexts)]
-
-
-def export_beir(benchmark: Benchmark, passages: Sequence[Any], folder: str | Path, *, scope: str = "all") -> Path:
-    """The benchmark as a BEIR folder: passages → corpus.jsonl, questions → queries.jsonl, and qrels
-    (``qrels/test.tsv``) marking a passage relevant (1) when it holds any context of any component.
-    With ``scope="chapter"`` only passages of the question's own chapter can be relevant."""
-    from embedscope.results.store import atomic_write_text
-
-    folder = Path(folder)
-    atomic_write_text(folder / "corpus.jsonl", "".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n"
-                                                       for p in passages))
-    atomic_write_text(folder / "queries.jsonl", "".join(
-        json.dumps({"_id": q.qid, "text": q.query_text, "chapter": q.chapter}, ensure_ascii=False) + "\n"
-        for q in benchmark.questions))
-    rows = ["query-id\tcorpus-id\tscore"]
-    for q in benchmark.questions:
-        pool = [p for p in passages if scope == "all" or p.chapter == q.chapter]
-        rows += [f"{q.qid}\t{pid}\t1" for pid in relevant_passages(q, pool)]
-    atomic_write_text(folder / "qrels" / "test.tsv", "\n".join(rows) + "\n")
-    return folder
-
-
-def questions_of(benchmark: Benchmark, chapters: Sequence[int] | None = None) -> list[Question]:
-    return [q for q in benchmark.questions if chapters is None or q.chapter in chapters]

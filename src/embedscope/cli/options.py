@@ -1,0 +1,62 @@
+"""Command-line options shared by several commands: retrieval pipelines and mteb benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from embedscope.errors import ConfigError, EmbedscopeError
+
+
+def add_pipeline_options(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """--retriever (repeatable), --fusion, --rrf-k, --weights, --reranker, --pipeline-name; see :func:`pipeline_spec`."""
+    p.add_argument("--retriever", action="append", default=None, metavar="SPEC", required=required,
+                   help="first-stage retriever (repeat to fuse several): bm25[:k1=..,b=..,method=..], "
+                   "fts5[:match=all], MODEL or dense:MODEL, colbert:MODEL")
+    p.add_argument("--fusion", default=None, help="how to fuse several retrievers: rrf (default), wsum-min-max, "
+                   "wsum-zmuv, wsum-none")
+    p.add_argument("--rrf-k", type=int, default=None, help="RRF constant k (default 60)")
+    p.add_argument("--weights", type=float, nargs="+", default=None, help="wsum weights, one per retriever")
+    p.add_argument("--reranker", action="append", default=None, metavar="SPEC",
+                   help="rerank the top --top-k candidates: a cross-encoder folder (or cross-encoder:PATH), "
+                   "colbert:MODEL, or an embedding model; repeat for more stages")
+    p.add_argument("--pipeline-name", default=None, help="name results are filed under (default: from the stages)")
+
+
+def pipeline_spec(args: argparse.Namespace) -> dict | None:
+    """The ``Pipeline.build`` arguments given by --retriever/--reranker/--fusion, or None."""
+    if not (args.retriever or args.reranker):
+        if args.fusion or args.rrf_k is not None or args.weights or args.pipeline_name:
+            raise EmbedscopeError("--fusion/--rrf-k/--weights/--pipeline-name need --retriever (two or more to fuse)")
+        return None
+    if args.model and args.retriever:
+        raise EmbedscopeError("give the first stage with --model or with --retriever, not both")
+    if args.pipeline_name is not None:
+        from embedscope.results.store import check_path_name
+
+        check_path_name(args.pipeline_name, "--pipeline-name")
+    fusion = None
+    if args.fusion or args.rrf_k is not None or args.weights:
+        from dataclasses import replace
+
+        from embedscope.retrieval.pipeline import parse_fusion
+
+        overrides = {"k": args.rrf_k, "weights": tuple(args.weights) if args.weights else None}
+        fusion = replace(parse_fusion(args.fusion or "rrf"), **{k: v for k, v in overrides.items() if v is not None})
+    return {"retrievers": args.retriever or [args.model or "minilm"], "fusion": fusion,
+            "rerankers": args.reranker or [], "name": args.pipeline_name}
+
+
+def benchmark_tasks(name: str | None) -> list[str]:
+    """The catalog tasks of benchmark ``name`` (none for None); its tasks outside the text catalog are named."""
+    if not name:
+        return []
+    from embedscope.tasks.catalog import benchmark_specs
+
+    specs, missing = benchmark_specs(name)
+    if missing:
+        print(f"embedscope: {name}: {len(missing)} task(s) are not text tasks embedscope runs, left out: "
+              f"{', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}", file=sys.stderr)
+    if not specs:
+        raise ConfigError(f"{name}: none of its tasks is a text task embedscope runs")
+    return specs

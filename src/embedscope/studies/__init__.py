@@ -1,0 +1,1 @@
+"""Studies built on embedscope's parts: their own data, metrics and runs (``fastbook``)."""
