@@ -4,7 +4,7 @@ BEIR: ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id`
 ``qrels/{split}.tsv`` (header ``query-id corpus-id score``, tab-separated). Corpus, queries and qrels
 may also be ``.jsonl.gz``, ``.csv``, ``.tsv`` or ``.parquet`` tables read with a column mapping (see
 :mod:`embedscope.data.tabular`), and the qrels may be one split-less file ``qrels.<ext>`` (EvalScope's
-current layout, see :mod:`embedscope.data.evalscope`), which is the split ``test``.
+current layout; the config side is :func:`embedscope.config.load_config`), which is the split ``test``.
 
 Document texts are ``merge_title(title, text)``, exactly what BEIR's ``GenericDataLoader`` + MTEB build.
 Unlike BEIR's loader, a header-less qrels file loses no line, and a duplicate id is an error rather than
@@ -79,9 +79,3 @@ def load_text_folder(folder: Path, *, split: str = DEFAULT_SPLIT, columns: Mappi
     qrels, places = read_qrels_rows(qrels_path, columns)
     return assemble(corpus, queries, qrels, places, qrels_path, columns=columns, name=name or folder.name,
                     split=split)
-
-
-def load_beir(folder: str | Path, *, split: str = DEFAULT_SPLIT, columns: Mapping[str, str] | None = None
-              ) -> RetrievalData:
-    """One split of a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/{split}.tsv``)."""
-    return load_text_folder(Path(folder), split=split, columns=columns)

@@ -35,11 +35,6 @@ def suffix_of(path: Path) -> str:
     return ".jsonl.gz" if name.endswith(".jsonl.gz") else path.suffix.lower()
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line; malformed JSON names the file and line."""
-    return iter_jsonl(path)
-
-
 def _csv_field_limit() -> None:
     try:
         csv.field_size_limit(sys.maxsize)
