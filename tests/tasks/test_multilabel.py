@@ -94,7 +94,7 @@ def test_task_satisfies_protocol():
 @pytest.mark.parametrize(("max_eval", "spl"), [(3000, 8), (70, 4)])
 def test_matches_mteb_exactly_across_two_eval_splits(max_eval, spl):
     """Same HashEncoder; the second eval split checks the generator continuing like mteb's task rng."""
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_label_scores, mteb_multilabel_task
+    from support.mteb_reference_labels import assert_same_scores, mteb_label_scores, mteb_multilabel_task
 
     splits = {"train": _multilabel(5, "train"), "validation": _multilabel(20, "test"), "test": _multilabel(7, "test")}
     evals = ("validation", "test")
