@@ -121,10 +121,10 @@ def test_load_labelled_file_csv_jsonl_parquet_and_columns(tmp_path):
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        ('{"text": "a", "label": 1}\n{"txt": "b", "label": 2}\n', "data.jsonl:2: missing field 'text'"),
-        ('{"text": "a", "label": 1}\n{"text": "b", "label": "x"}\n', "data.jsonl:2: label 'x' is a str"),
+        ('{"text": "a", "label": 1}\n{"txt": "b", "label": 2}\n', "data.jsonl, line 2: missing field 'text'"),
+        ('{"text": "a", "label": 1}\n{"text": "b", "label": "x"}\n', "data.jsonl, line 2: label 'x' is a str"),
         ('{"text": "a", "label": [1, 2]}\n', "one label per row"),
-        ("{not json\n", "data.jsonl:1: not valid JSON"),
+        ("{not json\n", "data.jsonl, line 1: malformed JSON"),
     ],
 )
 def test_load_labelled_file_errors_name_the_place_and_fix(tmp_path, content, needle):

@@ -69,7 +69,7 @@ def test_load_clustering_file_levels_and_sets(tmp_path):
     assert load_clustering_file(str(tmp_path / "c.csv"), level_delimiter="/").labels == (("x", "y"), ("z",))
     assert [s.texts for s in group_sets(data, [2, 1])] == [("a",), ("b",)]
     (tmp_path / "bad.csv").write_text("text,label\na,\n")
-    with pytest.raises(DataFormatError, match=r"bad.csv:2: field 'label' \(the label\) is empty"):
+    with pytest.raises(DataFormatError, match=r"bad.csv, line 2: field 'label' \(the label\) is empty"):
         load_clustering_file(str(tmp_path / "bad.csv"))
 
 

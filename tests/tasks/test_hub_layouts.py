@@ -77,7 +77,7 @@ def test_sib200_clustering_by_name_concatenates_every_split(tmp_path):
 
 def test_clustering_route_on_sib200_split_folders(tmp_path):
     _sib200(tmp_path / "sib200")
-    with pytest.raises(DataFormatError, match="eng_Latn.parquet row 0: missing field 'label'"):
+    with pytest.raises(DataFormatError, match="eng_Latn.parquet, row 1: missing field 'label'"):
         resolve_task(f"clustering:{tmp_path / 'sib200'}").load_split("test")  # the file is found; its column named
     from embedscope.tasks.custom import custom_task
 

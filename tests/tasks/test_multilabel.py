@@ -73,7 +73,7 @@ def test_load_multilabel_file_lists_and_delimited(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"text": "x", "label": ["p", "q"]}\n')
     assert multilabel_file_splits(str(tmp_path))("train").labels == (("p", "q"),)
     (tmp_path / "bad.jsonl").write_text('{"text": "x", "label": {"p": 1}}\n')
-    with pytest.raises(DataFormatError, match=r"bad.jsonl:1: field 'label' must be a list of labels"):
+    with pytest.raises(DataFormatError, match=r"bad.jsonl, line 1: field 'label' must be a list of labels"):
         load_multilabel_file(str(tmp_path / "bad.jsonl"))
 
 

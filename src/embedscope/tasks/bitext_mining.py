@@ -146,7 +146,8 @@ BITEXT_COLUMNS = {"sentence1": ["sentence1", "source", "src", "text1"],
 def load_bitext_file(path: str | Path, columns: dict[str, str] | None = None) -> BitextData:
     """Aligned pairs (row ``i`` of one column translates row ``i`` of the other) from JSONL / CSV / TSV /
     Parquet; ``columns`` maps ``sentence1`` / ``sentence2`` to the file's names, e.g. ``{"sentence1": "en"}``."""
-    from embedscope.data.validate import pick, read_rows
+    from embedscope.data.tables import read_rows
+    from embedscope.data.validate import pick
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in BITEXT_COLUMNS.items()}

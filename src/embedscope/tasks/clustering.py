@@ -32,17 +32,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from embedscope.data.tables import field_value, split_rows
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome
-from embedscope.tasks.classification import (
-    _DEFAULT_COLUMNS,
-    LabelledTexts,
-    _limit,
-    bbc_news_texts,
-    field_value,
-    split_rows,
-)
+from embedscope.tasks.classification import _DEFAULT_COLUMNS, LabelledTexts, _limit, bbc_news_texts
 
 Protocol = Literal["v2", "legacy"]
 ClusteringData = LabelledTexts | Sequence[LabelledTexts]

@@ -33,7 +33,8 @@ import numpy as np
 from embedscope.errors import DataFormatError
 from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome
-from embedscope.tasks.classification import _DEFAULT_COLUMNS, _limit, field_value, split_rows
+from embedscope.data.tables import field_value, split_rows
+from embedscope.tasks.classification import _DEFAULT_COLUMNS, _limit
 
 Label = Hashable
 

@@ -248,7 +248,8 @@ def load_pair_file(path: str | Path, columns: Mapping[str, str] | None = None) -
     ``columns`` maps ``sentence1`` / ``sentence2`` / ``label`` to the file's names, e.g.
     ``{"label": "is_duplicate"}``.
     """
-    from embedscope.data.validate import pick, read_rows
+    from embedscope.data.tables import read_rows
+    from embedscope.data.validate import pick
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in PAIR_COLUMNS.items()}

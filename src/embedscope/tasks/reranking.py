@@ -404,7 +404,8 @@ def load_reranking_file(path: str | Path, columns: Mapping[str, str] | None = No
     ``columns`` maps those names to the file's, e.g. ``{"positive": "pos", "negative": "neg"}``.
     The rows are converted as mteb converts old-format reranking datasets.
     """
-    from embedscope.data.validate import pick, read_rows
+    from embedscope.data.tables import read_rows
+    from embedscope.data.validate import pick
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in RERANKING_COLUMNS.items()}

@@ -148,7 +148,8 @@ STS_COLUMNS = {"sentence1": ["sentence1", "text1", "s1"], "sentence2": ["sentenc
 
 def load_sts_file(path: str | Path, columns: Mapping[str, str] | None = None) -> STSData:
     """Pairs from a JSONL / CSV / TSV / Parquet file; ``columns`` maps sentence1 / sentence2 / score to names."""
-    from embedscope.data.validate import pick, read_rows
+    from embedscope.data.tables import read_rows
+    from embedscope.data.validate import pick
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in STS_COLUMNS.items()}

@@ -218,7 +218,7 @@ def summarization_data_from_rows(rows: Sequence[tuple[str, Any]], names: dict[st
 def load_summarization_file(path: str | Path, columns: dict[str, str] | None = None) -> SummarizationData:
     """Rows of ``text``, ``human_summaries`` (list), ``machine_summaries`` (list) and ``relevance`` (list of
     numbers, one per machine summary) from JSONL / CSV / TSV / Parquet; ``columns`` renames them."""
-    from embedscope.data.validate import read_rows
+    from embedscope.data.tables import read_rows
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in SUMMARIZATION_COLUMNS.items()}
