@@ -36,14 +36,13 @@ import numpy as np
 
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
+from embedscope.metrics.nauc import CONFIDENCE_FUNCTIONS, confidence_scores, legacy_nauc
 from embedscope.models.base import Encoder, Similarity
 from embedscope.retrieval.base import run_from_rows
 from embedscope.tasks.base import SearchOptions, SplitOutcome
 from embedscope.types import Corpus, Queries, RankedRun
 
 Protocol = Literal["v2", "v1"]
-CONFIDENCE_FUNCTIONS = ("max", "std", "diff1")
-_ABSTENTION_RATES = np.linspace(0, 1, 11)[:-1]
 
 
 @dataclass(frozen=True)
@@ -231,27 +230,6 @@ def unique_texts(texts: Sequence[str]) -> tuple[list[str], list[int]]:
     first: dict[str, int] = {}
     index = [first.setdefault(t, len(first)) for t in texts]
     return list(first), index
-
-
-def confidence_scores(scores: Sequence[float]) -> dict[str, float]:
-    """mteb's per-query confidence: top score, ``np.std`` of the scores, top-1 minus top-2."""
-    ordered = sorted(scores)[::-1]
-    return {"max": ordered[0], "std": float(np.std(scores)),
-            "diff1": ordered[0] - ordered[1] if len(ordered) > 1 else 0.0}
-
-
-def legacy_nauc(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray = _ABSTENTION_RATES) -> float:
-    """mteb 1.x ``nAUC``: abstention curves with a stable argsort and no tie handling (nan if degenerate)."""
-    from sklearn.metrics import auc
-
-    def curve(c: np.ndarray) -> np.ndarray:
-        order = np.argsort(c, kind="stable")
-        return np.array([metric[order[min(round(r * len(order)), len(c) - 1):]].mean() for r in rates])
-
-    raw, oracle = curve(conf), curve(metric)
-    raw_auc, oracle_auc = auc(rates, raw), auc(rates, oracle)
-    flat_auc = oracle[0] * (rates[-1] - rates[0])
-    return float("nan") if oracle_auc == flat_auc else float((raw_auc - flat_auc) / (oracle_auc - flat_auc))
 
 
 def mrr_at_k(is_relevant: Sequence[bool], ranking: Sequence[int], k: int = 10) -> float:
