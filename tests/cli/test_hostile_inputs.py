@@ -241,7 +241,7 @@ def test_constant_sts_gold_scores_are_explained(tmp_path, recwarn):
 
 def test_constant_gold_in_the_sts_scoring():
     from embedscope.errors import DataFormatError
-    from embedscope.tasks.sts import sts_scores
+    from embedscope.metrics.sts import sts_scores
 
     e = np.eye(3, dtype=np.float32)
     with pytest.raises(DataFormatError, match="gold scores do not vary"):

@@ -11,15 +11,8 @@ from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_d
 
 from embedscope.errors import DataFormatError
 from embedscope.tasks.base import SearchOptions
-from embedscope.tasks.pair_classification import (
-    PairClassificationTask,
-    PairData,
-    best_accuracy_threshold,
-    best_f1_threshold,
-    load_pair_file,
-    pair_classification_scores,
-    pair_scores,
-)
+from embedscope.metrics.pairs import best_accuracy_threshold, best_f1_threshold, pair_classification_scores, pair_scores
+from embedscope.tasks.pair_classification import PairClassificationTask, PairData, load_pair_file
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
 

@@ -7,7 +7,8 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 from embedscope.tasks.base import SearchOptions
-from embedscope.tasks.sts import STSData, STSTask, load_sts_file, sts_scores
+from embedscope.metrics.sts import sts_scores
+from embedscope.tasks.sts import STSData, STSTask, load_sts_file
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
 
