@@ -12,11 +12,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
 
 from embedscope.errors import DataFormatError
+from embedscope.metrics.classification import average_experiments
 from embedscope.tasks.base import SearchOptions, Task
 from embedscope.tasks.classification import (
     ClassificationTask,
     LabelledTexts,
-    average_experiments,
     bbc_news_classification_split,
     class_label_ids,
     classification_scores,

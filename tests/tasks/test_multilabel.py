@@ -12,10 +12,10 @@ from sklearn.neighbors import KNeighborsClassifier
 from embedscope.errors import DataFormatError
 from embedscope.tasks.base import SearchOptions, Task
 from embedscope.tasks.classification import bbc_news_classification_split
+from embedscope.metrics.classification import hamming_score
 from embedscope.tasks.multilabel import (
     MultilabelTask,
     MultilabelTexts,
-    hamming_score,
     iterative_stratified_sample,
     load_multilabel_file,
     multilabel_bootstrap,

@@ -32,6 +32,7 @@ import numpy as np
 
 from embedscope.data.tables import field_value, split_rows
 from embedscope.errors import DataFormatError
+from embedscope.metrics.classification import average_experiments, prediction_scores
 from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome
 
@@ -90,27 +91,6 @@ def undersample(
     return picks
 
 
-def prediction_scores(y_test: Sequence[Label], y_pred: Sequence[Label] | np.ndarray) -> dict[str, float | None]:
-    """mteb's per-experiment metrics of hard predictions (``ap`` only for binary eval labels)."""
-    from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
-
-    scores: dict[str, float | None] = {
-        "accuracy": float(accuracy_score(y_test, y_pred)),
-        "f1": float(f1_score(y_test, y_pred, average="macro")),
-        "f1_weighted": float(f1_score(y_test, y_pred, average="weighted")),
-        "precision": float(precision_score(y_test, y_pred, average="macro")),
-        "precision_weighted": float(precision_score(y_test, y_pred, average="weighted")),
-        "recall": float(recall_score(y_test, y_pred, average="macro")),
-        "recall_weighted": float(recall_score(y_test, y_pred, average="weighted")),
-        "ap": None,
-        "ap_weighted": None,
-    }
-    if len(np.unique(y_test)) == 2:
-        scores["ap"] = float(average_precision_score(y_test, y_pred, average="macro"))
-        scores["ap_weighted"] = float(average_precision_score(y_test, y_pred, average="weighted"))
-    return scores
-
-
 def classification_scores(
     X_train: np.ndarray,
     y_train: Sequence[Label],
@@ -125,15 +105,6 @@ def classification_scores(
     model = LogisticRegression(max_iter=max_iter, random_state=seed)
     model.fit(X_train, list(y_train))
     return prediction_scores(list(y_test), model.predict(X_test))
-
-
-def average_experiments(per_experiment: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean of each metric over experiments (``nan`` when a metric is None throughout), plus the list."""
-    averaged: dict[str, Any] = {"scores_per_experiment": per_experiment}
-    for key in per_experiment[0]:
-        values = [s[key] for s in per_experiment if s[key] is not None]
-        averaged[key] = float(np.mean(values)) if values else float("nan")
-    return averaged
 
 
 def class_label_ids(label_sets: Sequence[Sequence[Label]]) -> tuple[list[int], ...]:
@@ -377,13 +348,11 @@ def bbc_news_classification_split(split: str) -> LabelledTexts:
 __all__ = [
     "ClassificationTask",
     "LabelledTexts",
-    "average_experiments",
     "bbc_news_classification_split",
     "class_label_ids",
     "classification_scores",
     "labelled_file_splits",
     "load_labelled_file",
-    "prediction_scores",
     "run_classification",
     "stratified_subsample_indices",
     "undersample",
