@@ -15,6 +15,8 @@ Protocol, exactly as mteb 2.26 runs it for one eval split:
    predictions: accuracy, macro/weighted F1, precision, recall and, when the eval labels are
    binary, ``ap``/``ap_weighted`` (average precision of the hard predictions).
 5. Report the mean over experiments (``nan`` for ``ap`` when not binary) and ``scores_per_experiment``.
+
+The metrics are :mod:`embedscope.metrics.classification`.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ Protocol, exactly as mteb 2.26 runs it for one eval split:
    labels (labels unseen in the eval split are dropped) and score: ``accuracy`` (subset accuracy),
    ``lrap`` (on the hard predictions), macro ``f1`` and ``hamming`` (label-based accuracy).
 6. Report the mean over experiments and ``scores_per_experiment``.
+
+The metrics are :mod:`embedscope.metrics.classification`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ embedscope role ``"document"``; duplicate texts are encoded as often as they occ
 model's own pairwise similarity; gold scores are normalised ``(x − min) / (max − min)``; Pearson and
 Spearman (scipy) of each against the gold. Main score ``cosine_spearman``.
 
-The metrics themselves are :mod:`embedscope.metrics.sts`.
+The metrics are :mod:`embedscope.metrics.sts`.
 """
 
 from __future__ import annotations
