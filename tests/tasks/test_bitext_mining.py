@@ -7,10 +7,10 @@ import pytest
 
 from embedscope.errors import DataFormatError
 from embedscope.tasks.base import SearchOptions
+from embedscope.metrics.bitext import bitext_scores
 from embedscope.tasks.bitext_mining import (
     BitextData,
     BitextMiningTask,
-    bitext_scores,
     load_bitext_file,
     nearest_neighbours,
 )
