@@ -8,14 +8,9 @@ from sklearn.metrics import average_precision_score
 
 from embedscope.errors import DataFormatError
 from embedscope.tasks.base import SearchOptions
-from embedscope.tasks.reranking import (
-    RerankingData,
-    RerankingTask,
-    legacy_nauc,
-    load_reranking_file,
-    reranking_data_from_rows,
-    reranking_v1_scores,
-)
+from embedscope.metrics.nauc import legacy_nauc
+from embedscope.metrics.reranking import reranking_v1_scores
+from embedscope.tasks.reranking import RerankingData, RerankingTask, load_reranking_file, reranking_data_from_rows
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 from embedscope.types import Corpus, Queries
 
