@@ -26,7 +26,11 @@ def make_data(n_docs=100_000, n_queries=1_000, dim=384, seed=0):
 
 
 def main() -> None:
-    import faiss
+    try:
+        import faiss
+    except ImportError:
+        sys.exit("bench_dense.py compares against faiss, which is not installed: "
+                 "pip install -c constraints.txt -e '.[bench]' (or bash scripts/setup.sh --test)")
     import torch
 
     from embedscope.retrieval.dense import top_k_search

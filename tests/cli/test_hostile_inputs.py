@@ -241,7 +241,7 @@ def test_constant_sts_gold_scores_are_explained(tmp_path, recwarn):
 
 def test_constant_gold_in_the_sts_scoring():
     from embedscope.errors import DataFormatError
-    from embedscope.tasks.sts import sts_scores
+    from embedscope.metrics.sts import sts_scores
 
     e = np.eye(3, dtype=np.float32)
     with pytest.raises(DataFormatError, match="gold scores do not vary"):
@@ -342,7 +342,7 @@ def test_retrieval_parquet_binary_text_is_decoded(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from embedscope.testing.tiny_models import build_tiny_sentence_transformer
+    from support.tiny_models import build_tiny_sentence_transformer
 
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "model")
 

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from embedscope.data.detect import detect_layout, load_retrieval
-from embedscope.data.evalscope import evalscope_custom_tasks, is_evalscope_folder
 from embedscope.errors import ConfigError, DataFormatError
 
 CORPUS = [{"_id": "d1", "title": "Cats", "text": "A cat sat."}, {"_id": "d2", "title": "", "text": " Dogs bark. "},
@@ -101,7 +100,7 @@ def test_evalscope_qrels_jsonl(tmp_path):
     jsonl(folder / "qrels.jsonl", [{"query-id": "q1", "corpus-id": "d1", "score": 1},
                                    {"query_id": "q2", "corpus_id": "d2", "score": "2"},
                                    {"query_id": "q2", "doc_id": "d3", "score": 0.0}])
-    assert is_evalscope_folder(folder) and detect_layout(folder) == "beir"
+    assert detect_layout(folder) == "beir"
     data = load_retrieval(folder)
     assert data.qrels == QRELS and data.corpus.texts == TEXTS
     with pytest.raises(DataFormatError, match=r"no split 'dev'; available: test"):
@@ -113,15 +112,6 @@ def test_evalscope_qrels_in_both_places_is_ambiguous(tmp_path):
     jsonl(folder / "qrels.jsonl", [{"query-id": "q1", "corpus-id": "d1", "score": 1}])
     with pytest.raises(DataFormatError, match=r"qrels.jsonl and qrels/test.tsv"):
         load_retrieval(folder)
-
-
-def test_evalscope_config_tasks():
-    tasks = evalscope_custom_tasks({"custom_tasks": [{"name": "A", "data_path": "x", "eval_splits": ["dev"]}],
-                                    "tasks": ["CustomRetrieval"], "dataset_path": "legacy"})
-    assert [(t.name, t.data_path, t.eval_splits) for t in tasks] == [("A", "x", ("dev",)),
-                                                                    ("CustomRetrieval", "legacy", ("test",))]
-    with pytest.raises(ConfigError, match="dataset_path"):
-        evalscope_custom_tasks({"tasks": ["CustomRetrieval"]})
 
 
 def test_gzipped_jsonl_and_integer_ids(tmp_path):

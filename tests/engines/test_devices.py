@@ -22,7 +22,7 @@ TEXTS = [("word " * (i % 23 + 1)) + f"text {i}" for i in range(150)] + ["", "x"]
 
 @pytest.fixture(scope="module")
 def tiny_st(tmp_path_factory):
-    from embedscope.testing.tiny_models import build_tiny_sentence_transformer
+    from support.tiny_models import build_tiny_sentence_transformer
 
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "tiny-st")
 

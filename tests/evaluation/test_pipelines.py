@@ -14,7 +14,7 @@ from embedscope.errors import ConfigError
 from embedscope.retrieval.late_interaction import LateInteraction
 from embedscope.retrieval.pipeline import Pipeline, RerankStep
 from embedscope.testing.fakes import OverlapReranker, WordTokenEncoder
-from embedscope.testing.tiny_models import build_tiny_cross_encoder
+from support.tiny_models import build_tiny_cross_encoder
 
 DOCS = {
     "d1": "Cats purr and sleep all day in the sun.",

@@ -189,7 +189,7 @@ def test_two_processes_share_one_cache_and_one_output_folder(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_st(tmp_path_factory):
-    from embedscope.testing.tiny_models import build_tiny_sentence_transformer
+    from support.tiny_models import build_tiny_sentence_transformer
 
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "tiny-st")
 

@@ -86,7 +86,7 @@ def _assert_same_scores(ours: dict, theirs: dict) -> None:
                          ids=["hash-cosine", "keyword-dot-many-ties"])
 @pytest.mark.parametrize("ignore_identical_ids", [False, True])
 def test_same_numbers_as_mteb_on_the_same_data(tmp_path, make_encoder, ignore_identical_ids):
-    from embedscope.testing.mteb_reference import mteb_scores
+    from support.mteb_reference import mteb_scores
 
     data = bbc_news_retrieval(150)
     if ignore_identical_ids:  # give each query the id of another article's document

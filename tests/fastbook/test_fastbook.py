@@ -228,7 +228,7 @@ def test_passages_round_trip(tmp_path, study):
 
 def test_fastbook_results_load_with_mteb(study, tmp_path):
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_results import mteb_file_scores, mteb_folder_scores
+    from support.mteb_results import mteb_file_scores, mteb_folder_scores
 
     docs, bench, queries = study
     b = load_benchmark(bench)

@@ -178,12 +178,12 @@ def test_beir_folder(box, corpus, queries, qrels, qrels_name, split, drop):
 @given(corpus=corpus_lines, queries=query_lines, qrels=lines_of(records(["query-id", "corpus-id", "score"])),
        split=st.sampled_from(["test", "test", "dev"]))
 def test_evalscope_folder(box, corpus, queries, qrels, split):
-    from embedscope.data.evalscope import load_evalscope
+    from embedscope.data.beir import load_text_folder
 
     box.write("corpus.jsonl", corpus)
     box.write("queries.jsonl", queries)
     box.write("qrels.jsonl", qrels)
-    box.run(lambda: load_evalscope(box.inputs, split=split))
+    box.run(lambda: load_text_folder(box.inputs, split=split))
 
 
 # -- tables: CSV / TSV / JSONL / Parquet with column mappings ----------------------------------------

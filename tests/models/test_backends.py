@@ -57,7 +57,7 @@ def _mteb_encode(model, texts, prompt_type, model_prompts=None, batch_size=32):
     from mteb.abstasks.task_metadata import TaskMetadata
     from torch.utils.data import DataLoader
 
-    from embedscope.testing.mteb_reference import _GENERAL
+    from support.mteb_reference import _GENERAL
 
     wrapper = mteb_wrapper.SentenceTransformerEncoderWrapper(model, model_prompts=model_prompts)
     metadata = TaskMetadata(type="Retrieval", name="LocalCheck", main_score="ndcg_at_10",

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWa
 
 @pytest.fixture(scope="module")
 def tiny_st(tmp_path_factory):
-    from embedscope.testing.tiny_models import build_tiny_sentence_transformer
+    from support.tiny_models import build_tiny_sentence_transformer
 
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "tiny-st")
 

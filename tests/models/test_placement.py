@@ -19,7 +19,7 @@ TEXTS = ["a cat sat", "dogs bark loudly at night", "x", "the quick brown fox jum
 
 @pytest.fixture(scope="module")
 def tiny_st(tmp_path_factory):
-    from embedscope.testing.tiny_models import build_tiny_sentence_transformer
+    from support.tiny_models import build_tiny_sentence_transformer
 
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "tiny-st")
 
@@ -146,7 +146,7 @@ def test_held_cross_encoder_scores_like_its_folder(tmp_path):
     from sentence_transformers import CrossEncoder
 
     from embedscope.retrieval.cross_encoder import CrossEncoderReranker
-    from embedscope.testing.tiny_models import build_tiny_cross_encoder
+    from support.tiny_models import build_tiny_cross_encoder
 
     folder = build_tiny_cross_encoder(tmp_path / "ce")
     pairs = [("a cat", "cats sit"), ("dogs", "a dog barks"), ("x", "")]

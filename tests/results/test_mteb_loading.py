@@ -11,7 +11,7 @@ import embedscope
 from embedscope.retrieval.late_interaction import LateInteraction
 from embedscope.retrieval.pipeline import Pipeline, RerankStep
 from embedscope.testing.fakes import HashEncoder, OverlapReranker, WordTokenEncoder
-from embedscope.testing.mteb_results import mteb_file_scores, mteb_folder_scores, result_files
+from support.mteb_results import mteb_file_scores, mteb_folder_scores, result_files
 from embedscope.testing.tiny import tiny_retrieval_task, tiny_tasks_of_every_type
 
 pytest.importorskip("mteb")

@@ -10,7 +10,7 @@ from scipy.stats import spearmanr
 
 import embedscope
 from embedscope.results.per_item import encode_rows, item_rows, merge_rows, per_item_path, read_per_item
-from embedscope.tasks.pair_classification import HIGHER_IS_SIMILAR, threshold_metrics
+from embedscope.metrics.pairs import HIGHER_IS_SIMILAR, threshold_metrics
 from embedscope.testing.fakes import HashEncoder
 from embedscope.testing.tiny import tiny_tasks_of_every_type
 

@@ -40,7 +40,7 @@ def _files(root: Path) -> set[Path]:
 
 
 def test_other_pooling_and_prompt_get_their_own_result_and_score(tmp_path):
-    from embedscope.testing.tiny_models import build_tiny_sentence_transformer
+    from support.tiny_models import build_tiny_sentence_transformer
 
     model = build_tiny_sentence_transformer(tmp_path / "my-model")
     data = _bbc_folder(tmp_path / "bbc")

@@ -9,7 +9,7 @@ import torch
 from embedscope.errors import ConfigError
 from embedscope.retrieval.base import SearchOptions, rerank
 from embedscope.retrieval.cross_encoder import CrossEncoderReranker, is_cross_encoder_checkpoint
-from embedscope.testing.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
+from support.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
 from embedscope.types import Corpus, Queries, RankedRun
 
 

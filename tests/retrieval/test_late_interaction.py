@@ -18,7 +18,7 @@ from embedscope.retrieval.late_interaction import (
 )
 from embedscope.testing.fakes import WordTokenEncoder
 from embedscope.testing.tiny import tiny_retrieval_data
-from embedscope.testing.tiny_models import build_tiny_pylate_colbert
+from support.tiny_models import build_tiny_pylate_colbert
 from embedscope.types import Corpus, Queries
 
 

@@ -16,7 +16,7 @@ from embedscope.retrieval.fusion import reciprocal_rank_fusion
 from embedscope.retrieval.late_interaction import LateInteraction
 from embedscope.retrieval.pipeline import Pipeline, RerankStep, build_stage, is_pipeline_spec, parse_fusion, parse_stage
 from embedscope.testing.fakes import OverlapReranker
-from embedscope.testing.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
+from support.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
 from embedscope.types import Corpus, Queries
 
 CORPUS = Corpus(

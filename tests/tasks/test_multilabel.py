@@ -12,10 +12,10 @@ from sklearn.neighbors import KNeighborsClassifier
 from embedscope.errors import DataFormatError
 from embedscope.tasks.base import SearchOptions, Task
 from embedscope.tasks.classification import bbc_news_classification_split
+from embedscope.metrics.classification import hamming_score
 from embedscope.tasks.multilabel import (
     MultilabelTask,
     MultilabelTexts,
-    hamming_score,
     iterative_stratified_sample,
     load_multilabel_file,
     multilabel_bootstrap,
@@ -73,7 +73,7 @@ def test_load_multilabel_file_lists_and_delimited(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"text": "x", "label": ["p", "q"]}\n')
     assert multilabel_file_splits(str(tmp_path))("train").labels == (("p", "q"),)
     (tmp_path / "bad.jsonl").write_text('{"text": "x", "label": {"p": 1}}\n')
-    with pytest.raises(DataFormatError, match=r"bad.jsonl:1: field 'label' must be a list of labels"):
+    with pytest.raises(DataFormatError, match=r"bad.jsonl, line 1: field 'label' must be a list of labels"):
         load_multilabel_file(str(tmp_path / "bad.jsonl"))
 
 
@@ -94,7 +94,7 @@ def test_task_satisfies_protocol():
 @pytest.mark.parametrize(("max_eval", "spl"), [(3000, 8), (70, 4)])
 def test_matches_mteb_exactly_across_two_eval_splits(max_eval, spl):
     """Same HashEncoder; the second eval split checks the generator continuing like mteb's task rng."""
-    from embedscope.testing.mteb_reference_labels import assert_same_scores, mteb_label_scores, mteb_multilabel_task
+    from support.mteb_reference_labels import assert_same_scores, mteb_label_scores, mteb_multilabel_task
 
     splits = {"train": _multilabel(5, "train"), "validation": _multilabel(20, "test"), "test": _multilabel(7, "test")}
     evals = ("validation", "test")

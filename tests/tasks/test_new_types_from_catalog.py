@@ -30,7 +30,7 @@ def _run(entry: CatalogEntry, spec: str, data_dir, tmp_path, monkeypatch, encode
     task = from_catalog.catalog_task(spec, data_dir=data_dir)
     report = evaluate(encoder or HashEncoder(), [task], output_folder=tmp_path / "out", cache=False,
                       show_progress=False)
-    from embedscope.testing.mteb_results import mteb_file_scores
+    from support.mteb_results import mteb_file_scores
 
     files = mteb_file_scores(tmp_path / "out")
     assert list(files.values()) == [report.outcomes[0].result.main_score()]

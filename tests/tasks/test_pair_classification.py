@@ -11,15 +11,8 @@ from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_d
 
 from embedscope.errors import DataFormatError
 from embedscope.tasks.base import SearchOptions
-from embedscope.tasks.pair_classification import (
-    PairClassificationTask,
-    PairData,
-    best_accuracy_threshold,
-    best_f1_threshold,
-    load_pair_file,
-    pair_classification_scores,
-    pair_scores,
-)
+from embedscope.metrics.pairs import best_accuracy_threshold, best_f1_threshold, pair_classification_scores, pair_scores
+from embedscope.tasks.pair_classification import PairClassificationTask, PairData, load_pair_file
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
 
@@ -92,8 +85,8 @@ def _pairs_with_duplicates_and_ties(n: int = 40) -> PairData:
                          ids=["hash-cosine", "keyword-dot"])
 def test_same_scores_as_mteb(encoder):
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_pair_classification_task, mteb_split_scores
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_pair_classification_task, mteb_split_scores
 
     data = _pairs_with_duplicates_and_ties()
     ours = PairClassificationTask("LocalPairClassification", lambda split: data).evaluate_split(
@@ -128,9 +121,9 @@ def test_minilm_on_lee_pairs_matches_mteb():
 
     from embedscope.data.builtin import lee_similarity
     from embedscope.models.specs import load_encoder
-    from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_pair_classification_task, mteb_split_scores
+    from support.mteb_reference import mteb_sentence_transformer
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_pair_classification_task, mteb_split_scores
 
     lee = lee_similarity()
     n = 100  # keeps the test fast; label = "rated similar" (mean human rating above 0.5)
@@ -156,8 +149,8 @@ def test_a_cache_warm_from_the_first_column_gives_the_uncached_and_mteb_numbers(
     pytest.importorskip("mteb")
     from embedscope.models.cache import CachedEncoder, EmbeddingCache
     from embedscope.testing.fakes import PaddedHashEncoder
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_pair_classification_task, mteb_split_scores
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_pair_classification_task, mteb_split_scores
 
     data = _pairs_sharing_texts()
     task = PairClassificationTask("LocalPairClassification", lambda split: data)

@@ -8,14 +8,9 @@ from sklearn.metrics import average_precision_score
 
 from embedscope.errors import DataFormatError
 from embedscope.tasks.base import SearchOptions
-from embedscope.tasks.reranking import (
-    RerankingData,
-    RerankingTask,
-    legacy_nauc,
-    load_reranking_file,
-    reranking_data_from_rows,
-    reranking_v1_scores,
-)
+from embedscope.metrics.nauc import legacy_nauc
+from embedscope.metrics.reranking import reranking_v1_scores
+from embedscope.tasks.reranking import RerankingData, RerankingTask, load_reranking_file, reranking_data_from_rows
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 from embedscope.types import Corpus, Queries
 
@@ -39,7 +34,7 @@ def _rows(n: int = 14, seed: int = 5) -> list[dict]:
 
 def test_rows_convert_as_mteb_converts_them():
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_pairs import mteb_reranking_task_from_rows
+    from support.mteb_reference_pairs import mteb_reranking_task_from_rows
 
     rows = _rows()
     ours = reranking_data_from_rows(rows)
@@ -57,8 +52,8 @@ def test_rows_convert_as_mteb_converts_them():
 @pytest.mark.parametrize("encoder", ENCODERS, ids=ENCODER_IDS)
 def test_v2_same_scores_as_mteb_old_format_path(encoder):
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_reranking_task_from_rows, mteb_split_scores
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_reranking_task_from_rows, mteb_split_scores
 
     rows = _rows()
     data = reranking_data_from_rows(rows)
@@ -83,8 +78,8 @@ def _general_data() -> RerankingData:
 @pytest.mark.parametrize("encoder", ENCODERS, ids=ENCODER_IDS)
 def test_v2_same_scores_as_mteb_top_ranked_path(encoder):
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_reranking_task, mteb_split_scores
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_reranking_task, mteb_split_scores
 
     data = _general_data()
     k_values = (1, 3, 5, 7)  # top_k = 7 < 9 candidates: the cut matters
@@ -200,9 +195,9 @@ def test_minilm_v2_on_lee_documents_matches_mteb():
 
     from embedscope.data.builtin import lee_similarity
     from embedscope.models.specs import load_encoder
-    from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_reranking_task_from_rows, mteb_split_scores
+    from support.mteb_reference import mteb_sentence_transformer
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_reranking_task_from_rows, mteb_split_scores
 
     lee = lee_similarity()
     rows = []  # query = Lee document i (first 200 characters); candidates = 8 other documents by human rating

@@ -7,7 +7,8 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 from embedscope.tasks.base import SearchOptions
-from embedscope.tasks.sts import STSData, STSTask, load_sts_file, sts_scores
+from embedscope.metrics.sts import sts_scores
+from embedscope.tasks.sts import STSData, STSTask, load_sts_file
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
 
@@ -37,8 +38,8 @@ def _pairs_with_duplicates_and_ties(n: int = 40) -> STSData:
 @pytest.mark.parametrize("bounds", [(0, 1), (0, 5)])
 def test_same_scores_as_mteb(encoder, bounds):
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores, mteb_sts_task
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores, mteb_sts_task
 
     data = _pairs_with_duplicates_and_ties()
     ours = STSTask("LocalSTS", lambda split: data, min_score=bounds[0], max_score=bounds[1]).evaluate_split(
@@ -72,9 +73,9 @@ def test_builtin_lee_similarity_with_minilm_matches_mteb():
 
     from embedscope.models.specs import load_encoder
     from embedscope.tasks.sts import lee_sts_split
-    from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores, mteb_sts_task
+    from support.mteb_reference import mteb_sentence_transformer
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores, mteb_sts_task
 
     full = lee_sts_split("test")
     data = STSData(full.sentence1[:60], full.sentence2[:60], full.scores[:60])  # 60 pairs keep CI fast

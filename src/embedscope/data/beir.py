@@ -3,8 +3,8 @@
 BEIR: ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``, ``text``) and
 ``qrels/{split}.tsv`` (header ``query-id corpus-id score``, tab-separated). Corpus, queries and qrels
 may also be ``.jsonl.gz``, ``.csv``, ``.tsv`` or ``.parquet`` tables read with a column mapping (see
-:mod:`embedscope.data.tabular`), and the qrels may be one split-less file ``qrels.<ext>`` (EvalScope's
-current layout, see :mod:`embedscope.data.evalscope`), which is the split ``test``.
+:mod:`embedscope.data.tables`), and the qrels may be one split-less file ``qrels.<ext>`` (EvalScope's
+current layout; the config side is :func:`embedscope.config.load_config`), which is the split ``test``.
 
 Document texts are ``merge_title(title, text)``, exactly what BEIR's ``GenericDataLoader`` + MTEB build.
 Unlike BEIR's loader, a header-less qrels file loses no line, and a duplicate id is an error rather than
@@ -16,21 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from embedscope.data.tabular import assemble, normalize_columns, read_qrels_rows
-from embedscope.data.validate import TABLE_SUFFIXES, suffix_of, unknown_split
+from embedscope.data.tables import TABLE_SUFFIXES, find_table, normalize_columns, suffix_of
+from embedscope.data.tabular import assemble, read_qrels_rows
+from embedscope.data.validate import unknown_split
 from embedscope.errors import DataFormatError
 from embedscope.types import RetrievalData
 
 DEFAULT_SPLIT = "test"
 """The split a split-less qrels file (``qrels.jsonl``) stands for."""
-
-
-def find_table(folder: Path, stem: str) -> Path | None:
-    """``folder/stem.<jsonl|jsonl.gz|json|csv|tsv|parquet>``; two candidates at once is an error."""
-    found = [folder / f"{stem}{suffix}" for suffix in TABLE_SUFFIXES if (folder / f"{stem}{suffix}").is_file()]
-    if len(found) > 1:
-        raise DataFormatError(f"{folder}: both {found[0].name} and {found[1].name}; keep only one {stem} file")
-    return found[0] if found else None
 
 
 def is_text_folder(folder: Path) -> bool:
@@ -79,9 +72,3 @@ def load_text_folder(folder: Path, *, split: str = DEFAULT_SPLIT, columns: Mappi
     qrels, places = read_qrels_rows(qrels_path, columns)
     return assemble(corpus, queries, qrels, places, qrels_path, columns=columns, name=name or folder.name,
                     split=split)
-
-
-def load_beir(folder: str | Path, *, split: str = DEFAULT_SPLIT, columns: Mapping[str, str] | None = None
-              ) -> RetrievalData:
-    """One split of a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/{split}.tsv``)."""
-    return load_text_folder(Path(folder), split=split, columns=columns)

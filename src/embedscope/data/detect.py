@@ -12,7 +12,7 @@ Layouts, in the order they are recognised (:func:`detect_layout` names):
 4. ``pairs`` — a single table file of (query, relevant passage) rows;
 5. ``hub-id`` — otherwise a Hugging Face hub id such as ``mteb/scifact`` (online only).
 
-The column mapping (``columns=``) is documented in :mod:`embedscope.data.tabular`; in short,
+The column mapping (``columns=``) is documented in :mod:`embedscope.data.tables`; in short,
 ``{"id": "doc_id", "text": "body", "title": "headline", "query-id": "qid", "corpus-id": "pid",
 "score": "label"}``, with ``corpus.``/``queries.`` prefixes for keys that apply to one file only.
 
@@ -31,8 +31,8 @@ from pathlib import Path
 
 from embedscope.data.beir import is_text_folder, load_text_folder
 from embedscope.data.hf import is_hub_layout, is_saved_dataset, load_hub_retrieval, load_local_hub, load_saved_retrieval
-from embedscope.data.tabular import normalize_columns, load_pairs_file
-from embedscope.data.validate import TABLE_SUFFIXES, suffix_of
+from embedscope.data.tables import TABLE_SUFFIXES, normalize_columns, suffix_of
+from embedscope.data.tabular import load_pairs_file
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.hub import looks_like_hub_id
 from embedscope.messages import listing
@@ -115,7 +115,7 @@ def load_retrieval(
         split: the split to load; a layout without split information (``qrels.jsonl``, a pairs file)
             only has ``test``.
         columns: column mapping for tables, e.g. ``{"id": "doc_id", "text": "body", "title": "headline",
-            "query-id": "qid", "corpus-id": "pid", "score": "label"}`` (all keys: :mod:`embedscope.data.tabular`).
+            "query-id": "qid", "corpus-id": "pid", "score": "label"}`` (all keys: :mod:`embedscope.data.tables`).
         revision: the dataset revision (commit) for hub ids; ignored for local data.
         subset: the subset of a multilingual hub dataset (``<subset>-corpus`` …); None or ``default`` for none.
     """

@@ -23,19 +23,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from embedscope.data.tabular import (
-    Rows,
-    _qrels_tsv_rows,
-    build_split,
-    normalize_columns,
-    qrels_from_rows,
-    texts_from_rows,
-)
-from embedscope.data.validate import read_rows, suffix_of, unknown_split
+from embedscope.data.tables import TABLE_SUFFIXES, normalize_columns, read_rows, suffix_of
+from embedscope.data.tabular import Rows, _qrels_tsv_rows, build_split, qrels_from_rows, texts_from_rows
+from embedscope.data.validate import unknown_split
 from embedscope.errors import DataFormatError, EmbedscopeError, MissingDependencyError
 from embedscope.types import RetrievalData
 
-DATA_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv")
 _SHARD = re.compile(r"(-\d{5}-of-\d{5}|-\d+)$")
 
 
@@ -151,7 +144,7 @@ def _split_of(path: Path, config_dir: Path) -> str:
 
 
 def _data_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file() and suffix_of(p) in DATA_SUFFIXES
+    return sorted(p for p in directory.rglob("*") if p.is_file() and suffix_of(p) in TABLE_SUFFIXES
                   and not any(part.startswith(".") for part in p.relative_to(directory).parts))
 
 
@@ -177,7 +170,7 @@ def local_subsets(folder: Path) -> dict[str, dict[str, list[Path]]]:
             splits: dict[str, list[Path]] = {}
             for split, patterns in entries:
                 for pattern in [patterns] if isinstance(patterns, str) else list(patterns or []):
-                    matches = sorted(p for p in folder.glob(pattern) if p.is_file() and suffix_of(p) in DATA_SUFFIXES)
+                    matches = sorted(p for p in folder.glob(pattern) if p.is_file() and suffix_of(p) in TABLE_SUFFIXES)
                     splits.setdefault(str(split), []).extend(matches)
             out[str(cfg["config_name"])] = splits
         return out

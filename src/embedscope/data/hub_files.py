@@ -18,15 +18,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from embedscope.data.tables import TABLE_SUFFIXES, suffix_of
 from embedscope.errors import DataFormatError
 
-DATA_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv")
 _SHARD = re.compile(r"(-\d{5}-of-\d{5}|-\d+)$")
 
 
 def _suffix(path: Path) -> str:
-    name = path.name.lower()
-    return next((s for s in sorted(DATA_SUFFIXES, key=len, reverse=True) if name.endswith(s)), "")
+    """The table suffix of ``path`` (``.jsonl.gz``, ``.parquet`` …), or ``""`` for any other file."""
+    suffix = suffix_of(path)
+    return suffix if suffix in TABLE_SUFFIXES else ""
 
 
 def data_files(folder: Path) -> list[Path]:

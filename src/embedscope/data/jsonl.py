@@ -95,30 +95,3 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 )
             yield lineno, obj
 
-
-def read_json(path: str | Path) -> Any:
-    """A whole JSON document; a syntax error names the file, line and column."""
-    path = Path(path)
-    with reading(path), _open_binary(path) as f:
-        raw = f.read()
-    try:
-        return json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: not valid UTF-8 ({e.reason}); save the file as UTF-8") from None
-    except json.JSONDecodeError as e:
-        raise DataFormatError(f"{path}, line {e.lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
-
-
-def looks_like_jsonl(path: str | Path) -> bool:
-    """True when the first non-blank line is a complete JSON object (JSON lines rather than one document)."""
-    with reading(path), _open_binary(Path(path)) as f:
-        for line in f:
-            if line.strip():
-                stripped = line.strip().lstrip(b"\xef\xbb\xbf")
-                if not stripped.startswith(b"{"):
-                    return False
-                try:
-                    return isinstance(_loads(stripped), dict)
-                except _DECODE_ERRORS:
-                    return False
-    return False

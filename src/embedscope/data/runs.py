@@ -778,7 +778,7 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if first.lstrip().startswith("{"):  # EvalScope qrels.jsonl, whatever the file is called
         from embedscope.data.jsonl import iter_jsonl
-        from embedscope.data.tabular import DEFAULTS
+        from embedscope.data.tables import DEFAULTS
 
         for lineno, row in iter_jsonl(path):
             where = f"{path}, line {lineno}"

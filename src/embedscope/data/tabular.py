@@ -1,43 +1,10 @@
 """Corpus, queries and qrels from JSONL / CSV / TSV / Parquet tables, with a column mapping; pairs files.
 
-**Column mapping** (``columns=``): keys are the fields embedscope needs, values are your column names.
-
-===============================  =================================================  ===========================
-key                              used for                                           looked for when not mapped
-===============================  =================================================  ===========================
-``id``                           id column of corpus *and* queries                  ``_id``, ``id``
-``text``                         text column of corpus *and* queries                ``text``
-``title``                        title column of the corpus (optional)              ``title``
-``corpus.id`` ``corpus.text``    the corpus only (override ``id`` / ``text`` /
-``corpus.title``                 ``title``)
-``queries.id`` ``queries.text``  the queries only
-``query-id``                     query id column of qrels and pairs files           ``query-id``, ``query_id``,
-                                                                                    ``qid``
-``corpus-id``                    document id column of qrels and pairs files        ``corpus-id``, ``corpus_id``,
-                                                                                    ``doc-id``, ``doc_id``,
-                                                                                    ``docid``, ``pid``
-``score``                        relevance column of qrels                          ``score``, ``relevance``,
-                                                                                    ``rel``, ``label``
-``query``                        query text of a pairs file                         ``query``, ``question``,
-                                                                                    ``anchor``
-``positive``                     relevant passage(s) of a pairs file                ``positive``, ``pos``,
-                                                                                    ``passage``, ``answer``
-``negative``                     non-relevant passage(s) of a pairs file (become    ``negative``, ``neg``
-                                 unjudged corpus documents)
-===============================  =================================================  ===========================
-
-A per-file key (``corpus.text``) names the only column used for that file. A general key
-(``text``) is looked for first, then the defaults, so one mapping can serve a corpus with
-``body`` and queries with ``text``. ``qrels.query-id``, ``qrels.corpus-id`` and ``qrels.score`` are
-accepted as spellings of the qrels keys. Unknown keys are a :class:`~embedscope.errors.ConfigError`.
+The column mapping (``columns=``) is documented in :mod:`embedscope.data.tables`.
 
 Document text is ``merge_title(title, text)`` (MTEB's ``(title + " " + text).strip()``); query text is
 kept as given. Ids are strings; relevance scores are integers.
 
->>> column_names({"text": "body"}, "corpus", "text")
-['body', 'text']
->>> column_names({"corpus.text": "body"}, "corpus", "text")
-['body']
 """
 
 from __future__ import annotations
@@ -47,81 +14,23 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from embedscope.data.tables import column_names, normalize_columns, read_rows
 from embedscope.data.validate import (
     add_judgment,
     as_id,
     as_relevance,
     as_text,
-    check_columns,
     check_qrels_ids,
     check_texts,
     check_unique,
     pick,
-    read_rows,
 )
 from embedscope.data.jsonl import reading
 from embedscope.errors import DataFormatError
 from embedscope.types import Corpus, Queries, RetrievalData, merge_title
 
 Rows = Iterable[tuple[str, Mapping[str, Any]]]
-"""``(location, row)`` pairs, as :func:`embedscope.data.validate.read_rows` yields them."""
-
-DEFAULTS: dict[str, list[str]] = {
-    "id": ["_id", "id"],
-    "text": ["text"],
-    "title": ["title"],
-    "query-id": ["query-id", "query_id", "qid"],
-    "corpus-id": ["corpus-id", "corpus_id", "doc-id", "doc_id", "docid", "pid"],
-    "score": ["score", "relevance", "rel", "label"],
-    "query": ["query", "question", "anchor"],
-    "positive": ["positive", "pos", "passage", "answer"],
-    "negative": ["negative", "neg"],
-}
-
-COLUMN_KEYS: tuple[str, ...] = (
-    "id", "text", "title", "corpus.id", "corpus.text", "corpus.title", "queries.id", "queries.text",
-    "query-id", "corpus-id", "score", "qrels.query-id", "qrels.corpus-id", "qrels.score",
-    "query", "positive", "negative",
-)
-"""Every key a column mapping may use (see the module docstring)."""
-
-KEY_ALIASES: dict[str, str] = {"query_id": "query-id", "qid": "query-id", "corpus_id": "corpus-id",
-                               "doc_id": "corpus-id", "doc-id": "corpus-id", "docid": "corpus-id", "pid": "corpus-id",
-                               "relevance": "score", "label": "score", "_id": "id", "pos": "positive",
-                               "neg": "negative"}
-"""Other spellings accepted as mapping keys (``{"doc_id": "pid"}`` means ``{"corpus-id": "pid"}``)."""
-
-
-def normalize_columns(columns: Mapping[str, str] | None) -> dict[str, str] | None:
-    """Check a column mapping and rewrite key aliases; unknown keys are a ConfigError.
-
-    >>> normalize_columns({"doc_id": "pid", "qrels.qid": "q", "text": "body"})
-    {'corpus-id': 'pid', 'qrels.query-id': 'q', 'text': 'body'}
-    """
-    if columns is None:
-        return None
-    if not isinstance(columns, Mapping):
-        check_columns(columns, COLUMN_KEYS)  # raises
-    out: dict[str, str] = {}
-    for key, value in columns.items():
-        prefix, _, field = str(key).rpartition(".")
-        canonical = (f"{prefix}." if prefix else "") + KEY_ALIASES.get(field, field)
-        out[canonical] = value
-    check_columns(out, COLUMN_KEYS)
-    return out
-
-
-def column_names(columns: Mapping[str, str] | None, file_kind: str, field: str) -> list[str]:
-    """Column names to look for, in order: a per-file mapping alone, else a general mapping then the defaults."""
-    columns = columns or {}
-    specific = f"{file_kind}.{field}"
-    if specific in columns:
-        return [columns[specific]]
-    defaults = DEFAULTS[field]
-    if field in columns:
-        return [columns[field], *(d for d in defaults if d != columns[field])]
-    return list(defaults)
-
+"""``(location, row)`` pairs, as :func:`embedscope.data.tables.read_rows` yields them."""
 
 def texts_from_rows(rows: Rows, source: str | Path, kind: str, columns: Mapping[str, str] | None = None, *,
                     allow_empty: bool = False) -> tuple[list[str], list[str]]:

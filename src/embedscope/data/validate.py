@@ -11,92 +11,16 @@ way whatever the layout: ``<file>, line <n>: <what is wrong>; <how to fix it>``.
 
 from __future__ import annotations
 
-import csv
 import difflib
-import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from embedscope.data.jsonl import iter_jsonl, reading
 from embedscope.messages import listing
 from embedscope.errors import ConfigError, DataFormatError
 
-TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv", ".parquet")
-"""File types a corpus, queries, qrels or pairs table may have (JSON lines, delimited text, Parquet)."""
-
 SHOW = 5
 """How many offending items an error message lists before ``and N more``."""
-
-
-def suffix_of(path: Path) -> str:
-    """``.jsonl.gz`` for compressed JSON lines, else the last suffix (lower case)."""
-    name = path.name.lower()
-    return ".jsonl.gz" if name.endswith(".jsonl.gz") else path.suffix.lower()
-
-
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line; malformed JSON names the file and line."""
-    return iter_jsonl(path)
-
-
-def _csv_field_limit() -> None:
-    try:
-        csv.field_size_limit(sys.maxsize)
-    except OverflowError:  # pragma: no cover - 32-bit platforms
-        csv.field_size_limit(2**31 - 1)
-
-
-def _csv_rows(reader: csv.DictReader, path: Path) -> Iterator[dict[str, Any]]:
-    """The rows of ``reader``; a CSV syntax error (an unbalanced quote) names the line its row starts on."""
-    start = 1
-    try:
-        _ = reader.fieldnames  # the header line
-        while True:
-            start = reader.line_num + 1
-            try:
-                row = next(reader)
-            except StopIteration:
-                return
-            yield row
-    except csv.Error as e:
-        raise DataFormatError(f"{path}, line {start}: CSV parse error ({e}); a quoted cell needs its closing "
-                              "quote, and a quote inside it is written twice (\"\")") from None
-
-
-def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(location, row)`` for a JSONL / CSV / TSV / Parquet file; location is ``file, line N`` or ``file, row N``."""
-    path = Path(path)
-    kind = suffix_of(path)
-    if kind in (".jsonl", ".jsonl.gz", ".json"):
-        for lineno, obj in iter_jsonl(path):
-            yield f"{path}, line {lineno}", obj
-    elif kind in (".csv", ".tsv"):
-        _csv_field_limit()
-        with reading(path), open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f, delimiter="\t" if kind == ".tsv" else ",", strict=True)
-            for row in _csv_rows(reader, path):
-                if None in row:  # more cells than header names
-                    raise DataFormatError(
-                        f"{path}, line {reader.line_num}: {len(reader.fieldnames or []) + len(row[None])} cells but "
-                        f"the header has {len(reader.fieldnames or [])} ({listing(reader.fieldnames or [], 10)}); "
-                        "quote cells that contain the delimiter"
-                    )
-                yield f"{path}, line {reader.line_num}", row
-    elif kind == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            parquet = pq.ParquetFile(path)
-        except Exception as e:  # pyarrow raises several types for broken files
-            raise DataFormatError(f"{path}: not a readable Parquet file ({e})") from None
-        n = 0
-        for batch in parquet.iter_batches(batch_size=65536):
-            for row in batch.to_pylist():
-                n += 1
-                yield f"{path}, row {n}", row
-    else:
-        raise DataFormatError(f"{path}: unsupported file type {kind!r}; use one of {', '.join(TABLE_SUFFIXES)}")
 
 
 def pick(row: Mapping[str, Any], names: Sequence[str], where: str, field: str, *, required: bool = True) -> Any:

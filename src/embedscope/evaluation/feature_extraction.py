@@ -50,21 +50,22 @@ def parse_column_mapping(items: list[str] | None) -> dict[str, str]:
 
 
 def load_pairs(dataset: str, split: str, columns: Mapping[str, str]):
-    """A ``datasets.Dataset`` of the split: a local CSV/JSONL/Parquet file, a local dataset folder, or a hub id."""
+    """A ``datasets.Dataset`` of the split: a local table file (any of :data:`~embedscope.data.tables.TABLE_SUFFIXES`,
+    read whole), a local dataset folder, or a hub id."""
     import datasets
 
     from embedscope.data.hf import is_saved_dataset
+    from embedscope.data.hub_files import read_dataset
+    from embedscope.data.tables import TABLE_SUFFIXES, suffix_of
 
     datasets.disable_progress_bars()
     path = Path(dataset).expanduser()
-    suffix = path.suffix.lower()
     try:
         if path.is_file():
-            kind = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}.get(suffix)
-            if kind is None:
-                raise DataFormatError(f"{path}: unsupported file type {suffix!r}; use .csv, .tsv, .jsonl or .parquet")
-            extra = {"delimiter": "\t"} if suffix == ".tsv" else {}
-            ds = datasets.load_dataset(kind, data_files={split: str(path)}, split=split, **extra)
+            if suffix_of(path) not in TABLE_SUFFIXES:
+                raise DataFormatError(f"{path}: unsupported file type {suffix_of(path)!r}; use one of "
+                                      f"{', '.join(TABLE_SUFFIXES)}")
+            ds = read_dataset([path])
         elif is_saved_dataset(path):
             loaded = datasets.load_from_disk(str(path))
             ds = loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded

@@ -1,4 +1,5 @@
-"""Row-wise (paired) distances, exactly as scikit-learn 1.x computes them, in plain numpy.
+"""Row-wise (paired) distances, exactly as scikit-learn 1.x computes them, in plain numpy; and the model's paired
+similarity, as sentence-transformers computes it.
 
 MTEB's STS and pair-classification protocols call ``sklearn.metrics.pairwise.paired_*_distances``;
 importing scikit-learn costs seconds, which a warm run served from the cache cannot afford. These
@@ -15,9 +16,12 @@ scikit-learn in the tests.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from embedscope.models.base import Similarity
 
 
 def _paired(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -59,3 +63,17 @@ def paired_manhattan_distances(x: Any, y: Any) -> np.ndarray:
     """``Σ |x_j − y_j|`` per row."""
     x, y = _paired(x, y)
     return np.abs(x - y).sum(axis=-1)
+
+
+def pairwise_similarity(e1: np.ndarray, e2: np.ndarray, similarity: Similarity) -> np.ndarray:
+    """The model's pairwise similarity as sentence-transformers computes it (float32 torch).
+
+    ``cosine``: ``a_i·b_i / (‖a_i‖ ‖b_i‖)`` (each row L2-normalised first); ``dot``: ``a_i·b_i``.
+    """
+    import torch
+
+    a, b = torch.from_numpy(np.ascontiguousarray(e1, dtype=np.float32)), torch.from_numpy(
+        np.ascontiguousarray(e2, dtype=np.float32))
+    if similarity == "cosine":
+        a, b = torch.nn.functional.normalize(a, p=2, dim=-1), torch.nn.functional.normalize(b, p=2, dim=-1)
+    return (a * b).sum(dim=-1).numpy()

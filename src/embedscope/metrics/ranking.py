@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedscope.errors import ConfigError, DataFormatError
+from embedscope.metrics.nauc import ABSTENTION_RATES, CONFIDENCE_FUNCTIONS, TieGroups, abstention_curve, nauc
 from embedscope.types import KeyedRun, Qrels, RankedRun, RunDict, short_order
 
 DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10, 20, 100, 1000)
@@ -44,10 +45,6 @@ DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10, 20, 100, 1000)
 TREC_METRICS: tuple[str, ...] = ("ndcg", "map", "recall", "precision", "hit_rate")
 """Per-k metrics computed the trec_eval way (mteb key prefixes)."""
 
-CONFIDENCE_FUNCTIONS: tuple[str, ...] = ("max", "std", "diff1")
-"""MTEB's per-query confidence functions used for nAUC."""
-
-_ABSTENTION_RATES = np.linspace(0, 1, 11)[:-1]
 _CHUNK_ELEMENTS = 1 << 18  # rows per chunk × depth: keeps each working array near 2 MB, cache-sized
 
 
@@ -82,11 +79,11 @@ class RankingScores:
         out["accuracy"] = out.get("recall_at_1", float("nan"))
         out.update({f"precision_at_{k}": self._rounded_mean(f"precision_at_{k}") for k in ks})
         out.update({f"mrr_at_{k}": self.mean(f"mrr_at_{k}") for k in ks})
-        groups = {fct: _Groups(self.confidence[fct]) for fct in CONFIDENCE_FUNCTIONS}  # sorted once, not per metric
+        groups = {fct: TieGroups(self.confidence[fct]) for fct in CONFIDENCE_FUNCTIONS}  # sorted once, not per metric
         for metric in ("ndcg", "map", "recall", "precision", "mrr"):
             for k in ks:
                 values = self.per_query[f"{metric}_at_{k}"]
-                oracle = _abstention_curve(values, values, _ABSTENTION_RATES)
+                oracle = abstention_curve(values, values, ABSTENTION_RATES)
                 for fct in CONFIDENCE_FUNCTIONS:
                     out[f"nauc_{metric}_at_{k}_{fct}"] = nauc(self.confidence[fct], values, groups=groups[fct],
                                                               oracle=oracle)
@@ -433,7 +430,7 @@ def _mrr(first64: np.ndarray, ks: Sequence[int]) -> dict[str, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Confidence scores and nAUC (mteb.retrieval_metrics.confidence_scores / nauc)
+# Confidence scores (mteb.retrieval_metrics.confidence_scores), vectorized per chunk; nAUC: metrics/nauc.py
 
 
 def _chunk_confidence(index: np.ndarray, scores: np.ndarray, full: bool) -> dict[str, np.ndarray]:
@@ -464,49 +461,3 @@ def _row_confidence(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     block[rows, col] = -np.inf
     second = block.max(axis=1)
     return top, std, top - second
-
-
-class _Groups:
-    """A confidence vector's stable sort order and its runs of equal values."""
-
-    def __init__(self, conf: np.ndarray) -> None:
-        self.order = np.argsort(conf, stable=True)
-        sorted_conf = conf[self.order]
-        self.start = np.flatnonzero(np.r_[True, sorted_conf[1:] != sorted_conf[:-1]]) if conf.size else None
-        self.size = np.diff(np.r_[self.start, len(sorted_conf)]) if conf.size else None
-
-
-def _abstention_curve(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray,
-                      groups: _Groups | None = None) -> np.ndarray:
-    if conf.size == 0:
-        return np.full(len(rates), np.nan)
-    groups = groups or _Groups(conf)
-    order, group_start, group_size = groups.order, groups.start, groups.size
-    sorted_metric = metric[order]
-    group_mean = np.add.reduceat(sorted_metric, group_start) / group_size
-    sorted_metric = np.repeat(group_mean, group_size)
-    curve = np.zeros(len(rates))
-    for i, rate in enumerate(rates):
-        skipped = min(round(rate * order.shape[0]), len(conf) - 1)
-        curve[i] = sorted_metric[skipped:].mean()
-    return curve
-
-
-def nauc(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray = _ABSTENTION_RATES, *,
-         groups: _Groups | None = None, oracle: np.ndarray | None = None) -> float:
-    """Normalized area under the abstention curve (arXiv:2402.12997), exactly as MTEB computes it.
-
-    ``np.trapezoid`` is the same sum as the ``scipy.integrate.trapezoid`` mteb calls (bit for bit)
-    and spares a second of importing scipy.integrate. ``groups`` (of ``conf``) and ``oracle`` (the
-    metric's own curve) may be given when computed once for several calls.
-    """
-    trapezoid = np.trapezoid
-
-    raw = _abstention_curve(conf, metric, rates, groups)
-    oracle = _abstention_curve(metric, metric, rates) if oracle is None else oracle
-    raw_auc = float(trapezoid(raw, rates))
-    oracle_auc = float(trapezoid(oracle, rates))
-    flat_auc = oracle[0] * (rates[-1] - rates[0])
-    if oracle_auc == flat_auc:
-        return float("nan")
-    return float((raw_auc - flat_auc) / (oracle_auc - flat_auc))

@@ -91,12 +91,6 @@ def hash_folder(folder: str | Path, files: list[Path] | None = None) -> str:
     return hash_dict(entries)
 
 
-def hash_path(path: str | Path) -> str:
-    """Content hash of a file or of a model folder."""
-    p = Path(path)
-    return hash_file(p) if p.is_file() else hash_folder(p)
-
-
 def short(digest: str, n: int = 12) -> str:
     """The first ``n`` hex digits of a digest, for revisions in result paths.
 

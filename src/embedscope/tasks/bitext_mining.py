@@ -14,7 +14,10 @@ Protocol, exactly as mteb 2.26 runs it for one split of one subset:
    against the gold indices, and accuracy. Keys ``precision``, ``recall``, ``f1``, ``accuracy``; main
    score ``f1``.
 
+The metrics are :mod:`embedscope.metrics.bitext`.
+
 >>> import numpy as np
+>>> from embedscope.metrics.bitext import bitext_scores
 >>> e = np.eye(3, dtype=np.float32)
 >>> bitext_scores(nearest_neighbours(e, e[[1, 0, 2]], "cosine"), [(i, i) for i in range(3)])["accuracy"]
 0.3333333333333333
@@ -23,7 +26,7 @@ Protocol, exactly as mteb 2.26 runs it for one split of one subset:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import DataFormatError
+from embedscope.metrics.bitext import bitext_scores
 from embedscope.models.base import Encoder, Similarity
 from embedscope.tasks.base import SearchOptions, SplitOutcome
 
@@ -90,20 +94,6 @@ def nearest_neighbours(queries: np.ndarray, corpus: np.ndarray, similarity: Simi
     return out
 
 
-def bitext_scores(neighbours: Sequence[tuple[int, float]], gold: Sequence[Sequence[int]]) -> dict[str, float]:
-    """mteb's ``_compute_metrics``: weighted precision / recall / F1 and accuracy of predicted vs gold rows."""
-    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
-
-    predictions = [j for j, _ in neighbours]
-    labels = [gold[i][1] for i in range(len(neighbours))]
-    return {
-        "precision": float(precision_score(labels, predictions, zero_division=0, average="weighted")),
-        "recall": float(recall_score(labels, predictions, zero_division=0, average="weighted")),
-        "f1": float(f1_score(labels, predictions, zero_division=0, average="weighted")),
-        "accuracy": float(accuracy_score(labels, predictions)),
-    }
-
-
 @dataclass(frozen=True)
 class BitextMiningTask:
     """A bitext-mining task as data (one subset: one language pair)."""
@@ -146,7 +136,8 @@ BITEXT_COLUMNS = {"sentence1": ["sentence1", "source", "src", "text1"],
 def load_bitext_file(path: str | Path, columns: dict[str, str] | None = None) -> BitextData:
     """Aligned pairs (row ``i`` of one column translates row ``i`` of the other) from JSONL / CSV / TSV /
     Parquet; ``columns`` maps ``sentence1`` / ``sentence2`` to the file's names, e.g. ``{"sentence1": "en"}``."""
-    from embedscope.data.validate import pick, read_rows
+    from embedscope.data.tables import read_rows
+    from embedscope.data.validate import pick
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in BITEXT_COLUMNS.items()}
@@ -168,5 +159,5 @@ def bitext_data_from_columns(table: Any, first: str = "sentence1", second: str =
     return BitextData(tuple(map(str, table[first])), tuple(map(str, table[second])))
 
 
-__all__ = ["BitextData", "BitextMiningTask", "bitext_data_from_columns", "bitext_scores", "load_bitext_file",
+__all__ = ["BitextData", "BitextMiningTask", "bitext_data_from_columns", "load_bitext_file",
            "nearest_neighbours"]

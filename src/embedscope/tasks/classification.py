@@ -15,12 +15,12 @@ Protocol, exactly as mteb 2.26 runs it for one eval split:
    predictions: accuracy, macro/weighted F1, precision, recall and, when the eval labels are
    binary, ``ap``/``ap_weighted`` (average precision of the hard predictions).
 5. Report the mean over experiments (``nan`` for ``ap`` when not binary) and ``scores_per_experiment``.
+
+The metrics are :mod:`embedscope.metrics.classification`.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import logging
 import time
 import warnings
@@ -32,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from embedscope.data.tables import field_value, split_rows
 from embedscope.errors import DataFormatError
+from embedscope.metrics.classification import average_experiments, prediction_scores
 from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome
 
@@ -91,27 +93,6 @@ def undersample(
     return picks
 
 
-def prediction_scores(y_test: Sequence[Label], y_pred: Sequence[Label] | np.ndarray) -> dict[str, float | None]:
-    """mteb's per-experiment metrics of hard predictions (``ap`` only for binary eval labels)."""
-    from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
-
-    scores: dict[str, float | None] = {
-        "accuracy": float(accuracy_score(y_test, y_pred)),
-        "f1": float(f1_score(y_test, y_pred, average="macro")),
-        "f1_weighted": float(f1_score(y_test, y_pred, average="weighted")),
-        "precision": float(precision_score(y_test, y_pred, average="macro")),
-        "precision_weighted": float(precision_score(y_test, y_pred, average="weighted")),
-        "recall": float(recall_score(y_test, y_pred, average="macro")),
-        "recall_weighted": float(recall_score(y_test, y_pred, average="weighted")),
-        "ap": None,
-        "ap_weighted": None,
-    }
-    if len(np.unique(y_test)) == 2:
-        scores["ap"] = float(average_precision_score(y_test, y_pred, average="macro"))
-        scores["ap_weighted"] = float(average_precision_score(y_test, y_pred, average="weighted"))
-    return scores
-
-
 def classification_scores(
     X_train: np.ndarray,
     y_train: Sequence[Label],
@@ -126,15 +107,6 @@ def classification_scores(
     model = LogisticRegression(max_iter=max_iter, random_state=seed)
     model.fit(X_train, list(y_train))
     return prediction_scores(list(y_test), model.predict(X_test))
-
-
-def average_experiments(per_experiment: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean of each metric over experiments (``nan`` when a metric is None throughout), plus the list."""
-    averaged: dict[str, Any] = {"scores_per_experiment": per_experiment}
-    for key in per_experiment[0]:
-        values = [s[key] for s in per_experiment if s[key] is not None]
-        averaged[key] = float(np.mean(values)) if values else float("nan")
-    return averaged
 
 
 def class_label_ids(label_sets: Sequence[Sequence[Label]]) -> tuple[list[int], ...]:
@@ -282,81 +254,6 @@ class ClassificationTask:
 # Custom data
 # --------------------------------------------------------------------------------------------
 
-_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
-
-
-def read_table(path: Path) -> list[tuple[str, dict[str, Any]]]:
-    """Rows of a CSV/TSV, JSONL or Parquet file, each with a location (``file:line``) for error messages."""
-    suffix = path.suffix.lower()
-    if suffix in (".csv", ".tsv"):
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-            return [(f"{path}:{n + 2}", dict(row)) for n, row in enumerate(reader)]
-    if suffix in (".jsonl", ".json"):
-        rows = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(f"{path}:{n}: not valid JSON ({exc.msg}); write one JSON object per line") from exc
-            if not isinstance(row, dict):
-                raise DataFormatError(f"{path}:{n}: expected a JSON object per line, got {type(row).__name__}")
-            rows.append((f"{path}:{n}", row))
-        return rows
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return [(f"{path} row {n}", row) for n, row in enumerate(pq.read_table(path).to_pylist())]
-    raise DataFormatError(f"{path}: unsupported file type {suffix!r}; use one of {', '.join(_SUFFIXES)}")
-
-
-def split_rows(path: str | Path, split: str | None, split_column: str) -> list[tuple[str, dict[str, Any]]]:
-    """Rows of ``split``: from ``<dir>/<split>.<ext>`` for a folder, else the file's rows whose split column matches.
-
-    A file without the split column is taken whole, whatever split is asked for.
-    """
-    path = Path(path)
-    if path.is_dir():
-        found = [path / f"{split}{s}" for s in _SUFFIXES if (path / f"{split}{s}").is_file()]
-        if not found:  # a hub download: data/<split>-*.parquet, <split>/<subset>.parquet, README configs …
-            from embedscope.data.hub_files import split_files
-
-            try:
-                found = split_files(path, str(split))
-            except DataFormatError as e:
-                raise DataFormatError(
-                    f"{e}; or add {split}.csv, {split}.jsonl or {split}.parquet (one file per split), or pass one "
-                    "file with a 'split' column"
-                ) from None
-            return [row for file in found for row in read_table(file)]
-        return read_table(found[0])
-    if not path.is_file():
-        raise DataFormatError(f"{path}: no such file or folder")
-    rows = read_table(path)
-    if split is None or not rows or split_column not in rows[0][1]:
-        return rows
-    kept = [(loc, row) for loc, row in rows if str(row.get(split_column)) == split]
-    if not kept:
-        present = sorted({str(row.get(split_column)) for _, row in rows})
-        raise DataFormatError(f"{path}: no rows with {split_column}={split!r}; the file has splits {present}")
-    return kept
-
-
-def field_value(loc: str, row: dict[str, Any], column: str, role: str) -> Any:
-    """``row[column]``, or a DataFormatError naming the location, the field and the fix."""
-    if column not in row:
-        raise DataFormatError(
-            f"{loc}: missing field {column!r} (the {role}); present: {sorted(row)}. "
-            f"Rename the column or map it, e.g. columns={{'{role}': '<your column>'}}"
-        )
-    value = row[column]
-    if value is None or (isinstance(value, str) and not value.strip()):
-        raise DataFormatError(f"{loc}: field {column!r} (the {role}) is empty; fill it or drop the row")
-    return value
-
-
 _DEFAULT_COLUMNS = {"text": "text", "label": "label", "split": "split", "title": "title"}
 
 
@@ -453,13 +350,11 @@ def bbc_news_classification_split(split: str) -> LabelledTexts:
 __all__ = [
     "ClassificationTask",
     "LabelledTexts",
-    "average_experiments",
     "bbc_news_classification_split",
     "class_label_ids",
     "classification_scores",
     "labelled_file_splits",
     "load_labelled_file",
-    "prediction_scores",
     "run_classification",
     "stratified_subsample_indices",
     "undersample",

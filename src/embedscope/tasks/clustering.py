@@ -18,11 +18,12 @@
 than one label is encoded on its own and clustered with ``MiniBatchKMeans(n_clusters=#labels,
 batch_size=500, n_init="auto", random_state=seed)``; a set with one label scores 1.0 unencoded.
 Report ``v_measure`` (mean over sets), ``v_measure_std`` and ``v_measures``.
+
+The metrics and their summaries are :mod:`embedscope.metrics.clustering`.
 """
 
 from __future__ import annotations
 
-import itertools
 import random
 import time
 from collections import defaultdict
@@ -32,17 +33,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from embedscope.data.tables import field_value, split_rows
 from embedscope.errors import ConfigError, DataFormatError
+from embedscope.metrics.clustering import CLUSTERING_METRICS, bootstrap_summary, clustering_metrics, legacy_summary
 from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome
-from embedscope.tasks.classification import (
-    _DEFAULT_COLUMNS,
-    LabelledTexts,
-    _limit,
-    bbc_news_texts,
-    field_value,
-    split_rows,
-)
+from embedscope.tasks.classification import _DEFAULT_COLUMNS, LabelledTexts, _limit, bbc_news_texts
 
 Protocol = Literal["v2", "legacy"]
 ClusteringData = LabelledTexts | Sequence[LabelledTexts]
@@ -83,10 +79,8 @@ def clustering_v2_scores(
 ) -> dict[str, Any]:
     """Bootstrapped MiniBatchKMeans per hierarchy level, as mteb's ``_evaluate_clustering_bootstrapped``."""
     from sklearn.cluster import MiniBatchKMeans
-    from sklearn.metrics.cluster import adjusted_mutual_info_score, v_measure_score
 
-    metric_funcs = {"v_measure": v_measure_score, "ami": adjusted_mutual_info_score}
-    scores: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in metric_funcs}
+    scores: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in CLUSTERING_METRICS}
     depth = max(map(len, labels))
     depth = depth if max_depth is None else min(max_depth, depth)
     for level in range(depth):
@@ -101,15 +95,9 @@ def clustering_v2_scores(
         for _ in range(n_clusters):
             picked = rng.choices(range(len(level_embeddings)), k=cluster_size)
             assignment = model.fit_predict(level_embeddings[picked])
-            for metric, func in metric_funcs.items():
-                scores[metric][f"Level {level}"].append(float(func(level_labels[picked], assignment)))
-    result: dict[str, Any] = {}
-    for metric, by_level in scores.items():
-        flat = list(itertools.chain.from_iterable(by_level.values()))
-        result["v_measures" if metric == "v_measure" else f"{metric}_scores"] = dict(by_level)
-        result[metric] = float(np.mean(flat))
-        result[f"{metric}_std"] = float(np.std(flat))
-    return result
+            for metric, value in clustering_metrics(level_labels[picked], assignment).items():
+                scores[metric][f"Level {level}"].append(value)
+    return bootstrap_summary(scores)
 
 
 def _replay_v2_rng(labels: Sequence[Any], rng: random.Random, task: ClusteringTask) -> None:
@@ -140,11 +128,6 @@ def legacy_set_v_measure(embeddings: np.ndarray, labels: Sequence[Any], seed: in
     )
     model.fit(embeddings)
     return float(v_measure_score(list(labels), model.labels_.tolist()))
-
-
-def legacy_summary(v_measures: list[float]) -> dict[str, Any]:
-    """Mean and population std over sets, plus the per-set list."""
-    return {"v_measure": float(np.mean(v_measures)), "v_measure_std": float(np.std(v_measures)), "v_measures": v_measures}
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,6 +287,5 @@ __all__ = [
     "documents_to_embed",
     "group_sets",
     "legacy_set_v_measure",
-    "legacy_summary",
     "load_clustering_file",
 ]

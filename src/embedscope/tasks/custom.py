@@ -159,7 +159,7 @@ def _instruction_task(folder: Path, kind: str, common: dict[str, Any]) -> Task:
 
 def _grouped_sets(folder: Path, set_column: str, cols: dict[str, str] | None) -> Callable[[str], Any]:
     """Legacy clustering sets: the rows of a split grouped by ``set_column`` (mteb's legacy layout)."""
-    from embedscope.tasks.classification import field_value, split_rows
+    from embedscope.data.tables import field_value, split_rows
     from embedscope.tasks.clustering import group_sets, load_clustering_file
 
     def load(split: str) -> Any:

@@ -16,6 +16,8 @@ Protocol, exactly as mteb 2.26 runs it for one eval split:
    labels (labels unseen in the eval split are dropped) and score: ``accuracy`` (subset accuracy),
    ``lrap`` (on the hard predictions), macro ``f1`` and ``hamming`` (label-based accuracy).
 6. Report the mean over experiments and ``scores_per_experiment``.
+
+The metrics are :mod:`embedscope.metrics.classification`.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from typing import Any
 
 import numpy as np
 
+from embedscope.data.tables import field_value, split_rows
 from embedscope.errors import DataFormatError
+from embedscope.metrics.classification import multilabel_prediction_scores
 from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome
-from embedscope.tasks.classification import _DEFAULT_COLUMNS, _limit, field_value, split_rows
+from embedscope.tasks.classification import _DEFAULT_COLUMNS, _limit
 
 Label = Hashable
 
@@ -85,35 +89,15 @@ def multilabel_bootstrap(
     return picks
 
 
-def hamming_score(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """Label-based accuracy: mean over rows of |true ∩ predicted| / |true ∪ predicted| (1 when both empty).
-
-    >>> hamming_score(np.array([[1, 0, 1], [0, 0, 0]]), np.array([[1, 1, 0], [0, 0, 0]]))
-    0.6666666666666666
-    """
-    t = np.asarray(y_true).astype(bool)
-    p = np.asarray(y_pred).astype(bool)
-    inter = (t & p).sum(axis=1)
-    union = (t | p).sum(axis=1)
-    return float(np.where(union == 0, 1.0, inter / np.maximum(union, 1)).mean())
-
-
 def multilabel_scores(
     X_train: np.ndarray, Y_train: np.ndarray, X_test: np.ndarray, Y_test: np.ndarray, n_neighbors: int = 5
 ) -> dict[str, float]:
     """One experiment: fit ``KNeighborsClassifier(n_neighbors)`` on binarised labels and score its predictions."""
-    from sklearn.metrics import f1_score, label_ranking_average_precision_score
     from sklearn.neighbors import KNeighborsClassifier
 
     clf = KNeighborsClassifier(n_neighbors=n_neighbors)
     clf.fit(X_train, Y_train)
-    y_pred = clf.predict(X_test)
-    return {
-        "accuracy": float(clf.score(X_test, Y_test)),
-        "lrap": float(label_ranking_average_precision_score(Y_test, y_pred)),
-        "f1": float(f1_score(Y_test, y_pred, average="macro")),
-        "hamming": hamming_score(Y_test, y_pred),
-    }
+    return multilabel_prediction_scores(Y_test, clf.predict(X_test))
 
 
 # --- iterative stratification (Sechidis et al. 2011; scikit-multilearn, as vendored by mteb) ---
@@ -343,7 +327,6 @@ def multilabel_file_splits(
 __all__ = [
     "MultilabelTask",
     "MultilabelTexts",
-    "hamming_score",
     "iterative_stratified_sample",
     "load_multilabel_file",
     "multilabel_bootstrap",

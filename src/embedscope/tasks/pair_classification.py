@@ -14,29 +14,21 @@ Protocol, exactly as mteb 2.26 runs it for one split:
 4. Keys ``{similarity,cosine,manhattan,euclidean,dot}_{accuracy,f1,precision,recall,ap}`` plus
    ``max_{metric}`` over the functions. Main score ``max_ap``.
 
->>> best_accuracy_threshold([0.9, 0.8, 0.3, 0.1], [1, 1, 0, 0])
-(1.0, 0.55)
+The scoring (steps 2–4) is :mod:`embedscope.metrics.pairs`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from embedscope.errors import DataFormatError
-from embedscope.models.base import Encoder, Similarity
+from embedscope.metrics.pairs import pair_scores, pair_scores_summary
+from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome
-from embedscope.tasks.sts import pairwise_similarity
-
-SCORE_FUNCTIONS = ("similarity", "cosine", "manhattan", "euclidean", "dot")
-"""Score functions in mteb's order (it fixes the key order of the result)."""
-
-METRICS = ("accuracy", "f1", "precision", "recall", "ap")
 
 
 @dataclass(frozen=True)
@@ -62,122 +54,6 @@ class PairData:
         if n is None or n >= len(self):
             return self
         return PairData(self.sentence1[:n], self.sentence2[:n], self.labels[:n])
-
-
-# --------------------------------------------------------------------------------------------
-# Pure protocol functions
-# --------------------------------------------------------------------------------------------
-
-
-def _sorted_rows(scores: Sequence[float], labels: Sequence[int], high_score_more_similar: bool):
-    """Scores and labels sorted most-similar first, and which positions may carry a threshold."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.int64)
-    order = np.argsort(-s if high_score_more_similar else s, kind="stable")
-    s, y = s[order], y[order]
-    splittable = s[:-1] != s[1:]  # position i may be cut between rows i and i + 1
-    return s, y, splittable
-
-
-def best_accuracy_threshold(
-    scores: Sequence[float], labels: Sequence[int], high_score_more_similar: bool = True
-) -> tuple[float, float]:
-    """``(accuracy, threshold)``: the best accuracy over cuts between distinct sorted scores.
-
-    Rows above the cut are predicted positive. As mteb: accuracy starts at 0, a later cut must be
-    strictly better, the threshold is the midpoint of the two scores around the cut (−1 if none).
-    """
-    s, y, splittable = _sorted_rows(scores, labels, high_score_more_similar)
-    n = len(y)
-    if n < 2:
-        return 0.0, -1.0
-    positives_so_far = np.cumsum(y == 1)[:-1]
-    remaining_negatives = int(np.sum(y == 0)) - np.cumsum(y == 0)[:-1]
-    acc = (positives_so_far + remaining_negatives) / n
-    acc = np.where(splittable, acc, -np.inf)
-    i = int(np.argmax(acc))
-    if not acc[i] > 0:
-        return 0.0, -1.0
-    return float(acc[i]), float((s[i] + s[i + 1]) / 2)
-
-
-def best_f1_threshold(
-    scores: Sequence[float], labels: Sequence[int], high_score_more_similar: bool = True
-) -> tuple[float, float, float, float]:
-    """``(f1, precision, recall, threshold)`` at the cut with the best F1 (mteb's scan; 0s if none)."""
-    s, y, splittable = _sorted_rows(scores, labels, high_score_more_similar)
-    n = len(y)
-    if n < 2:
-        return 0.0, 0.0, 0.0, 0.0
-    ncorrect = np.cumsum(y == 1)[:-1]
-    total_positive = int(np.sum(y == 1))
-    ok = splittable & (ncorrect > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        precision = ncorrect / np.arange(1, n)
-        recall = ncorrect / total_positive
-        f1 = 2 * precision * recall / (precision + recall)
-    f1 = np.where(ok, f1, -np.inf)
-    i = int(np.argmax(f1))
-    if not f1[i] > 0:
-        return 0.0, 0.0, 0.0, 0.0
-    return float(f1[i]), float(precision[i]), float(recall[i]), float((s[i] + s[i + 1]) / 2)
-
-
-def threshold_metrics(
-    scores: Sequence[float], labels: Sequence[int], high_score_more_similar: bool = True
-) -> dict[str, float]:
-    """mteb's ``_compute_metrics_values``: best accuracy, best F1 (+ its precision, recall), AP."""
-    from sklearn.metrics import average_precision_score
-
-    acc, _ = best_accuracy_threshold(scores, labels, high_score_more_similar)
-    f1, precision, recall, _ = best_f1_threshold(scores, labels, high_score_more_similar)
-    sign = 1 if high_score_more_similar else -1
-    ap = average_precision_score(np.asarray(labels, dtype=np.int64), np.array(scores) * sign)
-    return {"accuracy": float(acc), "f1": float(f1), "precision": float(precision), "recall": float(recall),
-            "ap": float(ap)}
-
-
-def pair_scores(e1: np.ndarray, e2: np.ndarray, similarity: Similarity = "cosine") -> dict[str, list[float]]:
-    """Per-pair scores keyed by :data:`SCORE_FUNCTIONS`, computed as mteb computes them.
-
-    ``manhattan`` and ``euclidean`` are distances (lower = more similar, see :data:`HIGHER_IS_SIMILAR`).
-    """
-    from embedscope.metrics.paired import (
-        paired_cosine_distances,
-        paired_euclidean_distances,
-        paired_manhattan_distances,
-    )
-
-    a, b = np.asarray(e1), np.asarray(e2)
-    return {
-        "similarity": pairwise_similarity(a, b, similarity).tolist(),
-        "cosine": (1 - paired_cosine_distances(a, b)).tolist(),
-        "manhattan": paired_manhattan_distances(a, b).tolist(),
-        "euclidean": paired_euclidean_distances(a, b).tolist(),
-        "dot": np.asarray([np.dot(a[i], b[i]) for i in range(len(a))]).tolist(),
-    }
-
-
-HIGHER_IS_SIMILAR = {"similarity": True, "cosine": True, "manhattan": False, "euclidean": False, "dot": True}
-
-
-def pair_classification_scores(
-    e1: np.ndarray, e2: np.ndarray, labels: Sequence[int], similarity: Similarity = "cosine"
-) -> dict[str, float]:
-    """MTEB's pair-classification score dict for paired embeddings and 0/1 labels (same keys, same order)."""
-    return pair_scores_summary(pair_scores(e1, e2, similarity), labels)
-
-
-def pair_scores_summary(per_function: Mapping[str, Sequence[float]], labels: Sequence[int]) -> dict[str, float]:
-    """The score dict from per-pair scores (:func:`pair_scores`) and 0/1 labels: each function's metrics, and max."""
-    out: dict[str, float] = {}
-    best: dict[str, list[float]] = {m: [] for m in METRICS}
-    for name in SCORE_FUNCTIONS:
-        for metric, value in threshold_metrics(per_function[name], labels, HIGHER_IS_SIMILAR[name]).items():
-            out[f"{name}_{metric}"] = value
-            best[metric].append(value)
-    out.update({f"max_{metric}": max(values) for metric, values in best.items()})
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,7 +124,8 @@ def load_pair_file(path: str | Path, columns: Mapping[str, str] | None = None) -
     ``columns`` maps ``sentence1`` / ``sentence2`` / ``label`` to the file's names, e.g.
     ``{"label": "is_duplicate"}``.
     """
-    from embedscope.data.validate import pick, read_rows
+    from embedscope.data.tables import read_rows
+    from embedscope.data.validate import pick
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in PAIR_COLUMNS.items()}
@@ -264,7 +141,4 @@ def load_pair_file(path: str | Path, columns: Mapping[str, str] | None = None) -
     return PairData(tuple(s1), tuple(s2), tuple(labels))
 
 
-__all__ = [
-    "PairClassificationTask", "PairData", "best_accuracy_threshold", "best_f1_threshold", "load_pair_file",
-    "pair_classification_scores", "pair_scores", "threshold_metrics",
-]
+__all__ = ["PairClassificationTask", "PairData", "as_binary_label", "load_pair_file"]

@@ -6,6 +6,7 @@ from functools import partial
 from pathlib import Path
 
 from embedscope.data.builtin import bbc_news_lead_retrieval, bbc_news_retrieval
+from embedscope.data.tables import TABLE_SUFFIXES
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.registry import Registry
 from embedscope.tasks.base import Task
@@ -162,7 +163,8 @@ def resolve_task(spec: str | Path | Task, *, data_dir: str | Path | None = None)
     raise unknown_task(text, [*(t.name for t in list_tasks()), *catalog_names()])
 
 
-DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv", ".parquet", ".txt", ".gz")
+DATA_SUFFIXES = (*TABLE_SUFFIXES, ".txt", ".gz")
+"""Endings that make a task argument a path (the table types, plain text, anything gzipped)."""
 
 
 def looks_like_path(text: str) -> bool:

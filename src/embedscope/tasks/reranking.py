@@ -19,6 +19,8 @@
    ``torch.argsort(-scores)``; confidence ``max`` / ``std`` / ``diff1`` of the scores.
 4. Keys ``map``, ``mrr`` (means) and ``nAUC_{map,mrr}_{max,std,diff1}`` (legacy nAUC); main score ``map``.
 
+The v1 metrics are :mod:`embedscope.metrics.reranking` (nAUC: :mod:`embedscope.metrics.nauc`).
+
 Data in the old row shape (``query``, ``positive`` list, ``negative`` list) becomes
 :class:`RerankingData` with mteb's own conversion (:func:`reranking_data_from_rows`).
 """
@@ -36,14 +38,13 @@ import numpy as np
 
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
+from embedscope.metrics.reranking import reranking_v1_per_query, reranking_v1_summary
 from embedscope.models.base import Encoder, Similarity
 from embedscope.retrieval.base import run_from_rows
 from embedscope.tasks.base import SearchOptions, SplitOutcome
 from embedscope.types import Corpus, Queries, RankedRun
 
 Protocol = Literal["v2", "v1"]
-CONFIDENCE_FUNCTIONS = ("max", "std", "diff1")
-_ABSTENTION_RATES = np.linspace(0, 1, 11)[:-1]
 
 
 @dataclass(frozen=True)
@@ -233,68 +234,6 @@ def unique_texts(texts: Sequence[str]) -> tuple[list[str], list[int]]:
     return list(first), index
 
 
-def confidence_scores(scores: Sequence[float]) -> dict[str, float]:
-    """mteb's per-query confidence: top score, ``np.std`` of the scores, top-1 minus top-2."""
-    ordered = sorted(scores)[::-1]
-    return {"max": ordered[0], "std": float(np.std(scores)),
-            "diff1": ordered[0] - ordered[1] if len(ordered) > 1 else 0.0}
-
-
-def legacy_nauc(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray = _ABSTENTION_RATES) -> float:
-    """mteb 1.x ``nAUC``: abstention curves with a stable argsort and no tie handling (nan if degenerate)."""
-    from sklearn.metrics import auc
-
-    def curve(c: np.ndarray) -> np.ndarray:
-        order = np.argsort(c, kind="stable")
-        return np.array([metric[order[min(round(r * len(order)), len(c) - 1):]].mean() for r in rates])
-
-    raw, oracle = curve(conf), curve(metric)
-    raw_auc, oracle_auc = auc(rates, raw), auc(rates, oracle)
-    flat_auc = oracle[0] * (rates[-1] - rates[0])
-    return float("nan") if oracle_auc == flat_auc else float((raw_auc - flat_auc) / (oracle_auc - flat_auc))
-
-
-def mrr_at_k(is_relevant: Sequence[bool], ranking: Sequence[int], k: int = 10) -> float:
-    """Reciprocal rank of the first relevant index among the first ``k`` of ``ranking`` (0 if none)."""
-    for rank, i in enumerate(list(ranking)[:k]):
-        if is_relevant[i]:
-            return 1 / (rank + 1)
-    return 0
-
-
-def reranking_v1_per_query(
-    sample_scores: Sequence[Sequence[float]], relevance: Sequence[Sequence[bool]], mrr_k: int = 10
-) -> tuple[dict[str, list[float]], list[dict[str, float]]]:
-    """Each query's ``map`` (average precision) and ``mrr`` (MRR@``mrr_k``), and its confidence scores."""
-    import torch
-    from sklearn.metrics import average_precision_score
-
-    aps, mrrs, conf = [], [], []
-    for scores, relevant in zip(sample_scores, relevance):
-        t = torch.as_tensor(np.asarray(scores, dtype=np.float32))
-        mrrs.append(mrr_at_k(relevant, torch.argsort(-t).tolist(), mrr_k))
-        aps.append(average_precision_score(list(relevant), t.tolist()))
-        conf.append(confidence_scores(t.tolist()))
-    return {"map": aps, "mrr": mrrs}, conf
-
-
-def reranking_v1_scores(
-    sample_scores: Sequence[Sequence[float]], relevance: Sequence[Sequence[bool]], mrr_k: int = 10
-) -> dict[str, float]:
-    """Legacy keys from each query's candidate scores and relevance flags (queries already filtered)."""
-    return reranking_v1_summary(*reranking_v1_per_query(sample_scores, relevance, mrr_k))
-
-
-def reranking_v1_summary(per_query: Mapping[str, list[float]], conf: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """Legacy keys from per-query ``map``/``mrr`` and confidence scores: means and nAUCs."""
-    aps, mrrs = per_query["map"], per_query["mrr"]
-    out: dict[str, float] = {"map": float(np.mean(aps)), "mrr": float(np.mean(mrrs))}
-    for name, values in (("map", np.array(aps)), ("mrr", np.array(mrrs))):
-        for fct in CONFIDENCE_FUNCTIONS:
-            out[f"nAUC_{name}_{fct}"] = legacy_nauc(np.array([c[fct] for c in conf]), values)
-    return out
-
-
 def evaluate_reranking_v1(
     data: RerankingData, encoder: Encoder, options: SearchOptions, mrr_k: int = 10
 ) -> SplitOutcome:
@@ -404,7 +343,8 @@ def load_reranking_file(path: str | Path, columns: Mapping[str, str] | None = No
     ``columns`` maps those names to the file's, e.g. ``{"positive": "pos", "negative": "neg"}``.
     The rows are converted as mteb converts old-format reranking datasets.
     """
-    from embedscope.data.validate import pick, read_rows
+    from embedscope.data.tables import read_rows
+    from embedscope.data.validate import pick
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in RERANKING_COLUMNS.items()}
@@ -423,7 +363,6 @@ def load_reranking_file(path: str | Path, columns: Mapping[str, str] | None = No
 
 
 __all__ = [
-    "RerankingData", "RerankingTask", "confidence_scores", "evaluate_reranking_v1", "evaluate_reranking_v2",
-    "legacy_nauc", "legacy_samples", "load_reranking_file", "mrr_at_k", "rerank_candidates",
-    "reranking_data_from_rows", "reranking_v1_scores", "unique_texts",
+    "RerankingData", "RerankingTask", "evaluate_reranking_v1", "evaluate_reranking_v2", "legacy_samples",
+    "load_reranking_file", "rerank_candidates", "reranking_data_from_rows", "unique_texts",
 ]

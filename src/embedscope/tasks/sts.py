@@ -6,26 +6,22 @@ embedscope role ``"document"``; duplicate texts are encoded as often as they occ
 model's own pairwise similarity; gold scores are normalised ``(x − min) / (max − min)``; Pearson and
 Spearman (scipy) of each against the gold. Main score ``cosine_spearman``.
 
->>> import numpy as np
->>> e1 = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]); e2 = np.array([[1.0, 0.1], [1.0, 0.0], [1.0, 0.0]])
->>> sts_scores(e1, e2, [5.0, 2.5, 0.0])["cosine_spearman"]
-1.0
+The metrics are :mod:`embedscope.metrics.sts`.
 """
 
 from __future__ import annotations
 
 import math
-
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from embedscope.errors import DataFormatError
-from embedscope.models.base import Encoder, Similarity
+from embedscope.metrics.sts import correlation_scores, normalized_gold, sts_predictions
+from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome
 
 
@@ -49,63 +45,6 @@ class STSData:
         if n is None or n >= len(self):
             return self
         return STSData(self.sentence1[:n], self.sentence2[:n], self.scores[:n])
-
-
-def pairwise_similarity(e1: np.ndarray, e2: np.ndarray, similarity: Similarity) -> np.ndarray:
-    """The model's pairwise similarity as sentence-transformers computes it (float32 torch)."""
-    import torch
-
-    a, b = torch.from_numpy(np.ascontiguousarray(e1, dtype=np.float32)), torch.from_numpy(
-        np.ascontiguousarray(e2, dtype=np.float32))
-    if similarity == "cosine":
-        a, b = torch.nn.functional.normalize(a, p=2, dim=-1), torch.nn.functional.normalize(b, p=2, dim=-1)
-    return (a * b).sum(dim=-1).numpy()
-
-
-def sts_predictions(e1: np.ndarray, e2: np.ndarray, similarity: Similarity = "cosine") -> dict[str, list[float]]:
-    """Per-pair predictions as mteb makes them: ``cosine``, ``manhattan`` and ``euclidean`` (negated
-    distances) and the model's own ``similarity``."""
-    from embedscope.metrics.paired import (
-        paired_cosine_distances,
-        paired_euclidean_distances,
-        paired_manhattan_distances,
-    )
-
-    return {
-        "cosine": (1 - paired_cosine_distances(e1, e2)).tolist(),
-        "manhattan": (-paired_manhattan_distances(e1, e2)).tolist(),
-        "euclidean": (-paired_euclidean_distances(e1, e2)).tolist(),
-        "similarity": pairwise_similarity(e1, e2, similarity).tolist(),
-    }
-
-
-def normalized_gold(gold: Sequence[float], min_score: float = 0, max_score: float = 5) -> list[float]:
-    """Gold scores mapped to [0, 1]: ``(x − min) / (max − min)``."""
-    return [(x - min_score) / (max_score - min_score) for x in gold]
-
-
-def correlation_scores(predictions: Mapping[str, Sequence[float]], normalized: Sequence[float]) -> dict[str, float]:
-    """Pearson and Spearman of each prediction list against the gold, with mteb's keys and order (scipy's
-    bits, see :mod:`embedscope.metrics.correlation`)."""
-    from embedscope.metrics.correlation import pearson, spearman
-
-    if len(set(normalized)) < 2:
-        raise DataFormatError("every gold score of this STS split is the same; Spearman's and Pearson's correlations "
-                              "are undefined when the gold scores do not vary")
-    out: dict[str, float] = {}
-    for name, predicted in predictions.items():
-        prefix = "" if name == "similarity" else f"{name}_"
-        out[f"{prefix}pearson"] = pearson(normalized, predicted)
-        out[f"{prefix}spearman"] = spearman(normalized, predicted)
-    order = ("pearson", "spearman", "cosine_pearson", "cosine_spearman", "manhattan_pearson", "manhattan_spearman",
-             "euclidean_pearson", "euclidean_spearman")
-    return {k: out[k] for k in order}
-
-
-def sts_scores(e1: np.ndarray, e2: np.ndarray, gold: Sequence[float], *, min_score: float = 0, max_score: float = 5,
-               similarity: Similarity = "cosine") -> dict[str, float]:
-    """MTEB's STS metrics for paired embeddings and raw gold scores."""
-    return correlation_scores(sts_predictions(e1, e2, similarity), normalized_gold(gold, min_score, max_score))
 
 
 @dataclass(frozen=True)
@@ -148,7 +87,8 @@ STS_COLUMNS = {"sentence1": ["sentence1", "text1", "s1"], "sentence2": ["sentenc
 
 def load_sts_file(path: str | Path, columns: Mapping[str, str] | None = None) -> STSData:
     """Pairs from a JSONL / CSV / TSV / Parquet file; ``columns`` maps sentence1 / sentence2 / score to names."""
-    from embedscope.data.validate import pick, read_rows
+    from embedscope.data.tables import read_rows
+    from embedscope.data.validate import pick
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in STS_COLUMNS.items()}

@@ -16,6 +16,8 @@ Protocol, exactly as mteb 2.26 runs it for one split:
 ``protocol="v1"`` reproduces mteb's ``DeprecatedSummarizationEvaluator`` (SummEval, SummEvalFr before
 ``.v2``): the mean is taken over each row's (statistic, p-value) pair, the bug of mteb issue #1156.
 ``SummEvalSummarization.v2`` and ``SummEvalFrSummarization.v2`` use the fixed evaluator (the default).
+
+The metrics are :mod:`embedscope.metrics.summarization`.
 """
 
 from __future__ import annotations
@@ -24,15 +26,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from embedscope.errors import DataFormatError
+from embedscope.metrics.summarization import Protocol, normalized_relevance, summarization_scores
 from embedscope.models.base import Encoder, Similarity
 from embedscope.tasks.base import SearchOptions, SplitOutcome
 
-Protocol = Literal["v2", "v1"]
 PREDICTIONS = ("cosine", "dot", "similarity")
 
 
@@ -62,11 +64,6 @@ class SummarizationData:
             return self
         return SummarizationData(self.texts[:n], self.human_summaries[:n], self.machine_summaries[:n],
                                  self.relevance[:n])
-
-
-def normalized_relevance(relevance: Sequence[Sequence[float]], min_score: float, max_score: float) -> list[list[float]]:
-    """Each row's scores mapped to [0, 1] with numpy, as mteb does."""
-    return [((np.array(x) - min_score) / (max_score - min_score)).tolist() for x in relevance]
 
 
 def _split(vectors: np.ndarray, lengths: Sequence[int]) -> list[np.ndarray]:
@@ -106,25 +103,6 @@ def summarization_rows(
         for name in PREDICTIONS:
             columns[name].append(predicted[name])
     return kept, columns
-
-
-def summarization_scores(columns: dict[str, list[list[float]]], protocol: Protocol = "v2") -> dict[str, float]:
-    """Mean per-row Pearson / Spearman of gold against each prediction, mteb's keys and order."""
-    from scipy.stats import pearsonr, spearmanr
-
-    def mean(fn: Any, name: str) -> float:
-        if protocol == "v1":  # mteb's deprecated evaluator averages (statistic, p-value) pairs
-            return float(np.mean([fn(g, p) for g, p in zip(columns["gold"], columns[name])]))
-        return float(np.mean([float(fn(g, p).statistic) for g, p in zip(columns["gold"], columns[name])]))
-
-    return {
-        "pearson": mean(pearsonr, "similarity"),
-        "spearman": mean(spearmanr, "similarity"),
-        "cosine_spearman": mean(spearmanr, "cosine"),
-        "cosine_pearson": mean(pearsonr, "cosine"),
-        "dot_pearson": mean(pearsonr, "dot"),
-        "dot_spearman": mean(spearmanr, "dot"),
-    }
 
 
 @dataclass(frozen=True)
@@ -218,7 +196,7 @@ def summarization_data_from_rows(rows: Sequence[tuple[str, Any]], names: dict[st
 def load_summarization_file(path: str | Path, columns: dict[str, str] | None = None) -> SummarizationData:
     """Rows of ``text``, ``human_summaries`` (list), ``machine_summaries`` (list) and ``relevance`` (list of
     numbers, one per machine summary) from JSONL / CSV / TSV / Parquet; ``columns`` renames them."""
-    from embedscope.data.validate import read_rows
+    from embedscope.data.tables import read_rows
 
     path = Path(path)
     names = {k: [columns[k]] if columns and k in columns else v for k, v in SUMMARIZATION_COLUMNS.items()}
@@ -228,5 +206,5 @@ def load_summarization_file(path: str | Path, columns: dict[str, str] | None = N
     return data
 
 
-__all__ = ["SummarizationData", "SummarizationTask", "load_summarization_file", "normalized_relevance",
-           "summarization_data_from_rows", "summarization_rows", "summarization_scores"]
+__all__ = ["SummarizationData", "SummarizationTask", "load_summarization_file", "summarization_data_from_rows",
+           "summarization_rows"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from embedscope.testing.mteb_reference import _GENERAL
-from embedscope.testing.mteb_reference_labels import mteb_label_scores
+from support.mteb_reference import _GENERAL
+from support.mteb_reference_labels import mteb_label_scores
 
 
 def _metadata(name: str, task_type: str, main_score: str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from embedscope.testing.mteb_reference import _GENERAL, EncoderForMteb
+from support.mteb_reference import _GENERAL, EncoderForMteb
 
 
 def _metadata(name: str, task_type: str, main_score: str, eval_splits: Sequence[str]):

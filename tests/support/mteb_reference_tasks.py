@@ -2,7 +2,7 @@
 retrieval and reranking), for side-by-side checks.
 
 Each helper builds an mteb task whose ``load_data`` turns embedscope's data into what mteb 2.26 expects;
-:func:`embedscope.testing.mteb_reference_pairs.mteb_split_scores` runs ``mteb.evaluate`` on it. Where mteb
+:func:`support.mteb_reference_pairs.mteb_split_scores` runs ``mteb.evaluate`` on it. Where mteb
 has the real task class (IFIR, InstructIR, FollowIR), it is subclassed so that its own
 ``task_specific_scores`` runs. Needs the optional dependency ``mteb``; nothing here is used by
 embedscope's evaluation path.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from embedscope.testing.mteb_reference import _GENERAL
+from support.mteb_reference import _GENERAL
 
 
 def _metadata(name: str, task_type: str, main_score: str, eval_langs: Any = None):

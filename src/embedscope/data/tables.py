@@ -1,0 +1,237 @@
+"""Reading tables: the file types, row reading, column mapping and split-file resolution every loader shares.
+
+A table is a JSON lines (optionally gzipped), JSON-lines ``.json``, CSV, TSV or Parquet file
+(:data:`TABLE_SUFFIXES`). :func:`read_rows` yields ``(location, row)`` pairs, the location being
+``<file>, line <n>`` (``<file>, row <n>`` for Parquet), so every error names the file, the line and the field.
+
+**Column mapping** (``columns=``): keys are the fields embedscope needs, values are your column names.
+
+===============================  =================================================  ===========================
+key                              used for                                           looked for when not mapped
+===============================  =================================================  ===========================
+``id``                           id column of corpus *and* queries                  ``_id``, ``id``
+``text``                         text column of corpus *and* queries                ``text``
+``title``                        title column of the corpus (optional)              ``title``
+``corpus.id`` ``corpus.text``    the corpus only (override ``id`` / ``text`` /
+``corpus.title``                 ``title``)
+``queries.id`` ``queries.text``  the queries only
+``query-id``                     query id column of qrels and pairs files           ``query-id``, ``query_id``,
+                                                                                    ``qid``
+``corpus-id``                    document id column of qrels and pairs files        ``corpus-id``, ``corpus_id``,
+                                                                                    ``doc-id``, ``doc_id``,
+                                                                                    ``docid``, ``pid``
+``score``                        relevance column of qrels                          ``score``, ``relevance``,
+                                                                                    ``rel``, ``label``
+``query``                        query text of a pairs file                         ``query``, ``question``,
+                                                                                    ``anchor``
+``positive``                     relevant passage(s) of a pairs file                ``positive``, ``pos``,
+                                                                                    ``passage``, ``answer``
+``negative``                     non-relevant passage(s) of a pairs file (become    ``negative``, ``neg``
+                                 unjudged corpus documents)
+===============================  =================================================  ===========================
+
+A per-file key (``corpus.text``) names the only column used for that file. A general key
+(``text``) is looked for first, then the defaults, so one mapping can serve a corpus with
+``body`` and queries with ``text``. ``qrels.query-id``, ``qrels.corpus-id`` and ``qrels.score`` are
+accepted as spellings of the qrels keys. Unknown keys are a :class:`~embedscope.errors.ConfigError`.
+
+Task files of the other types (classification, clustering, STS …) map their own roles (``text``, ``label``,
+``title``, ``split`` …) and are read one split at a time by :func:`split_rows`: ``<folder>/<split>.<ext>``, a hub
+download's split files, or the rows of one file whose ``split`` column matches.
+
+>>> column_names({"text": "body"}, "corpus", "text")
+['body', 'text']
+>>> column_names({"corpus.text": "body"}, "corpus", "text")
+['body']
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from embedscope.data.jsonl import iter_jsonl, reading
+from embedscope.data.validate import check_columns
+from embedscope.errors import DataFormatError
+from embedscope.messages import listing
+
+TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv", ".parquet")
+"""File types a corpus, queries, qrels or pairs table may have (JSON lines, delimited text, Parquet)."""
+
+
+def suffix_of(path: Path) -> str:
+    """``.jsonl.gz`` for compressed JSON lines, else the last suffix (lower case)."""
+    name = path.name.lower()
+    return ".jsonl.gz" if name.endswith(".jsonl.gz") else path.suffix.lower()
+
+
+def _csv_field_limit() -> None:
+    try:
+        csv.field_size_limit(sys.maxsize)
+    except OverflowError:  # pragma: no cover - 32-bit platforms
+        csv.field_size_limit(2**31 - 1)
+
+
+def _csv_rows(reader: csv.DictReader, path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of ``reader``; a CSV syntax error (an unbalanced quote) names the line its row starts on."""
+    start = 1
+    try:
+        _ = reader.fieldnames  # the header line
+        while True:
+            start = reader.line_num + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            yield row
+    except csv.Error as e:
+        raise DataFormatError(f"{path}, line {start}: CSV parse error ({e}); a quoted cell needs its closing "
+                              "quote, and a quote inside it is written twice (\"\")") from None
+
+
+def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(location, row)`` for a JSONL / CSV / TSV / Parquet file; location is ``file, line N`` or ``file, row N``."""
+    path = Path(path)
+    kind = suffix_of(path)
+    if kind in (".jsonl", ".jsonl.gz", ".json"):
+        for lineno, obj in iter_jsonl(path):
+            yield f"{path}, line {lineno}", obj
+    elif kind in (".csv", ".tsv"):
+        _csv_field_limit()
+        with reading(path), open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f, delimiter="\t" if kind == ".tsv" else ",", strict=True)
+            for row in _csv_rows(reader, path):
+                if None in row:  # more cells than header names
+                    raise DataFormatError(
+                        f"{path}, line {reader.line_num}: {len(reader.fieldnames or []) + len(row[None])} cells but "
+                        f"the header has {len(reader.fieldnames or [])} ({listing(reader.fieldnames or [], 10)}); "
+                        "quote cells that contain the delimiter"
+                    )
+                yield f"{path}, line {reader.line_num}", row
+    elif kind == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            parquet = pq.ParquetFile(path)
+        except Exception as e:  # pyarrow raises several types for broken files
+            raise DataFormatError(f"{path}: not a readable Parquet file ({e})") from None
+        n = 0
+        for batch in parquet.iter_batches(batch_size=65536):
+            for row in batch.to_pylist():
+                n += 1
+                yield f"{path}, row {n}", row
+    else:
+        raise DataFormatError(f"{path}: unsupported file type {kind!r}; use one of {', '.join(TABLE_SUFFIXES)}")
+
+
+DEFAULTS: dict[str, list[str]] = {
+    "id": ["_id", "id"],
+    "text": ["text"],
+    "title": ["title"],
+    "query-id": ["query-id", "query_id", "qid"],
+    "corpus-id": ["corpus-id", "corpus_id", "doc-id", "doc_id", "docid", "pid"],
+    "score": ["score", "relevance", "rel", "label"],
+    "query": ["query", "question", "anchor"],
+    "positive": ["positive", "pos", "passage", "answer"],
+    "negative": ["negative", "neg"],
+}
+
+COLUMN_KEYS: tuple[str, ...] = (
+    "id", "text", "title", "corpus.id", "corpus.text", "corpus.title", "queries.id", "queries.text",
+    "query-id", "corpus-id", "score", "qrels.query-id", "qrels.corpus-id", "qrels.score",
+    "query", "positive", "negative",
+)
+"""Every key a column mapping may use (see the module docstring)."""
+
+KEY_ALIASES: dict[str, str] = {"query_id": "query-id", "qid": "query-id", "corpus_id": "corpus-id",
+                               "doc_id": "corpus-id", "doc-id": "corpus-id", "docid": "corpus-id", "pid": "corpus-id",
+                               "relevance": "score", "label": "score", "_id": "id", "pos": "positive",
+                               "neg": "negative"}
+"""Other spellings accepted as mapping keys (``{"doc_id": "pid"}`` means ``{"corpus-id": "pid"}``)."""
+
+
+def normalize_columns(columns: Mapping[str, str] | None) -> dict[str, str] | None:
+    """Check a column mapping and rewrite key aliases; unknown keys are a ConfigError.
+
+    >>> normalize_columns({"doc_id": "pid", "qrels.qid": "q", "text": "body"})
+    {'corpus-id': 'pid', 'qrels.query-id': 'q', 'text': 'body'}
+    """
+    if columns is None:
+        return None
+    if not isinstance(columns, Mapping):
+        check_columns(columns, COLUMN_KEYS)  # raises
+    out: dict[str, str] = {}
+    for key, value in columns.items():
+        prefix, _, field = str(key).rpartition(".")
+        canonical = (f"{prefix}." if prefix else "") + KEY_ALIASES.get(field, field)
+        out[canonical] = value
+    check_columns(out, COLUMN_KEYS)
+    return out
+
+
+def column_names(columns: Mapping[str, str] | None, file_kind: str, field: str) -> list[str]:
+    """Column names to look for, in order: a per-file mapping alone, else a general mapping then the defaults."""
+    columns = columns or {}
+    specific = f"{file_kind}.{field}"
+    if specific in columns:
+        return [columns[specific]]
+    defaults = DEFAULTS[field]
+    if field in columns:
+        return [columns[field], *(d for d in defaults if d != columns[field])]
+    return list(defaults)
+
+
+def find_table(folder: Path, stem: str) -> Path | None:
+    """``folder/stem.<jsonl|jsonl.gz|json|csv|tsv|parquet>``; two candidates at once is an error."""
+    found = [folder / f"{stem}{suffix}" for suffix in TABLE_SUFFIXES if (folder / f"{stem}{suffix}").is_file()]
+    if len(found) > 1:
+        raise DataFormatError(f"{folder}: both {found[0].name} and {found[1].name}; keep only one {stem} file")
+    return found[0] if found else None
+
+
+def split_rows(path: str | Path, split: str | None, split_column: str) -> list[tuple[str, dict[str, Any]]]:
+    """Rows of ``split``: from ``<dir>/<split>.<ext>`` for a folder, else the file's rows whose split column matches.
+
+    A file without the split column is taken whole, whatever split is asked for.
+    """
+    path = Path(path)
+    if path.is_dir():
+        table = find_table(path, str(split))
+        if table is None:  # a hub download: data/<split>-*.parquet, <split>/<subset>.parquet, README configs …
+            from embedscope.data.hub_files import split_files
+
+            try:
+                found = split_files(path, str(split))
+            except DataFormatError as e:
+                raise DataFormatError(
+                    f"{e}; or add {split}.csv, {split}.jsonl or {split}.parquet (one file per split), or pass one "
+                    "file with a 'split' column"
+                ) from None
+            return [row for file in found for row in read_rows(file)]
+        return list(read_rows(table))
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such file or folder")
+    rows = list(read_rows(path))
+    if split is None or not rows or split_column not in rows[0][1]:
+        return rows
+    kept = [(loc, row) for loc, row in rows if str(row.get(split_column)) == split]
+    if not kept:
+        present = sorted({str(row.get(split_column)) for _, row in rows})
+        raise DataFormatError(f"{path}: no rows with {split_column}={split!r}; the file has splits {present}")
+    return kept
+
+
+def field_value(loc: str, row: dict[str, Any], column: str, role: str) -> Any:
+    """``row[column]``, or a DataFormatError naming the location, the field and the fix."""
+    if column not in row:
+        raise DataFormatError(
+            f"{loc}: missing field {column!r} (the {role}); present: {sorted(row)}. "
+            f"Rename the column or map it, e.g. columns={{'{role}': '<your column>'}}"
+        )
+    value = row[column]
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise DataFormatError(f"{loc}: field {column!r} (the {role}) is empty; fill it or drop the row")
+    return value
