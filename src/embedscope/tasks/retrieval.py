@@ -13,35 +13,36 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.ranking import RankingScores
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
 from embedscope.retrieval.pipeline import Pipeline
-from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome, TaskInfo
+from embedscope.tasks.params import positive_int, positive_ints
+from embedscope.tasks.types import TaskType, register_task_type
 from embedscope.types import RankedRun, RetrievalData
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class RetrievalTask:
+class RetrievalTask(TaskInfo):
     """A retrieval task as data: where its splits come from and how it is scored."""
 
-    name: str
     load_split: Callable[[str], RetrievalData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "ndcg_at_10"
     ignore_identical_ids: bool = False
     k_values: tuple[int, ...] = DEFAULT_K_VALUES
     top_k: int | None = None  # documents kept per query; None: the run's top_k (MTEB's 1000)
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "Retrieval"
+    type: ClassVar[str] = "Retrieval"
 
     def evaluate_split(self, split: str, encoder: Encoder | Pipeline, options: SearchOptions) -> SplitOutcome:
         """Load ``split`` and score it with MTEB's retrieval protocol (``encoder`` may be a pipeline)."""
@@ -110,3 +111,33 @@ def _ranking(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> Rankin
 
 
 __all__ = ["RetrievalTask", "SearchOptions", "SplitOutcome", "dense_search", "evaluate_retrieval_split", "limit_queries"]
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> RetrievalTask:
+    """A retrieval task over a user's folder or table (BEIR, EvalScope, hub layouts …)."""
+    from embedscope.tasks.registry import custom_retrieval_task
+
+    return custom_retrieval_task(folder, columns=columns, **{k: v for k, v in fields.items() if k != "source"})
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> RetrievalTask:
+    from embedscope.data.detect import load_retrieval
+    from embedscope.tasks.from_catalog import catalog_fields, k_values
+
+    def load(split: str) -> RetrievalData:
+        kwargs: dict[str, Any] = {"split": split}
+        if not Path(location).exists():
+            kwargs["revision"] = entry.dataset_revision
+        if subset != "default":
+            kwargs["subset"] = subset
+        return load_retrieval(location, **kwargs)
+
+    return RetrievalTask(load_split=load, ignore_identical_ids=bool(entry.params.get("ignore_identical_ids", False)),
+                         k_values=k_values(entry), **catalog_fields(entry, subset))
+
+
+register_task_type(TaskType(
+    "Retrieval", RetrievalTask, main_score="ndcg_at_10", read_files=_read_files, from_catalog=_from_catalog,
+    mteb_protocols=(("AbsTaskRetrieval", "retrieval"),),
+    params={"k": ("k_values", positive_ints), "top_k": ("top_k", positive_int)},
+))
