@@ -359,13 +359,13 @@ class RerankingTask(TaskInfo):
         t0 = time.perf_counter()
         data = self.load_split(split).head(options.limits)
         load_seconds = time.perf_counter() - t0
-        from embedscope.retrieval.pipeline import Pipeline
+        from embedscope.retrieval.roles import as_candidate_scorer, scores_candidates
 
-        if isinstance(encoder, Pipeline):
+        if scores_candidates(encoder):
             if self.protocol == "v1":
                 raise ConfigError(f"{self.name}: the legacy v1 reranking protocol scores embeddings only; "
                                   f"{encoder.name} is a pipeline (use protocol v2)")
-            outcome = evaluate_reranking_with_scorer(data, encoder.candidate_scorer(), options, self.k_values)
+            outcome = evaluate_reranking_with_scorer(data, as_candidate_scorer(encoder), options, self.k_values)
         elif self.protocol == "v1":
             outcome = evaluate_reranking_v1(data, encoder, options, self.mrr_at_k)
         else:

@@ -20,7 +20,7 @@ from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.ranking import RankingScores
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
-from embedscope.retrieval.pipeline import Pipeline
+from embedscope.retrieval.roles import Searcher, as_searcher
 from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome, TaskInfo
 from embedscope.tasks.params import positive_int, positive_ints
 from embedscope.tasks.types import TaskType, register_task_type
@@ -44,7 +44,7 @@ class RetrievalTask(TaskInfo):
     top_k: int | None = None  # documents kept per query; None: the run's top_k (MTEB's 1000)
     type: ClassVar[str] = "Retrieval"
 
-    def evaluate_split(self, split: str, encoder: Encoder | Pipeline, options: SearchOptions) -> SplitOutcome:
+    def evaluate_split(self, split: str, encoder: Encoder | Searcher, options: SearchOptions) -> SplitOutcome:
         """Load ``split`` and score it with MTEB's retrieval protocol (``encoder`` may be a pipeline)."""
         t0 = time.perf_counter()
         data = self.load_split(split)
@@ -77,27 +77,21 @@ def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
 
 
 def evaluate_retrieval_split(
-    task: RetrievalTask, data: RetrievalData, model: Encoder | Pipeline, options: SearchOptions
+    task: RetrievalTask, data: RetrievalData, model: Encoder | Searcher, options: SearchOptions
 ) -> SplitOutcome:
     """Run MTEB's retrieval protocol on one split and return MTEB-keyed scores.
 
-    ``model`` is an encoder (dense search) or a :class:`~embedscope.retrieval.pipeline.Pipeline`,
-    whose every stage is scored (``SplitOutcome.stages``); the final stage gives the scores.
+    ``model`` is anything :func:`~embedscope.retrieval.roles.as_searcher` takes: an encoder (dense search) or
+    a pipeline, whose every stage is scored (``SplitOutcome.stages``); the final stage gives the scores.
     """
     if options.limits is not None:
         data = limit_queries(data, options.limits)
     data = data.with_positives_only()
-    timings: dict[str, float] = {}
-    stages: tuple[StageOutcome, ...] = ()
-    if isinstance(model, Pipeline):
-        stage_runs = model.stage_runs(data.queries, data.corpus, options)
-        rankings = [_ranking(task, data, s.run) for s in stage_runs]
-        stages = tuple(StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(s.run))
-                       for s, r in zip(stage_runs, rankings))
-        timings.update({f"{s.stage}:{s.name}": s.stats.seconds for s in stage_runs})
-        run = stage_runs[-1].run
-    else:
-        run = dense_search(model, data.queries, data.corpus, options, timings)
+    search = as_searcher(model).search_stages(data.queries, data.corpus, options)
+    rankings = [_ranking(task, data, s.run) for s in search.stages]
+    stages = tuple(StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(s.run))
+                   for s, r in zip(search.stages, rankings))
+    timings, run = search.timings, search.run
     t0 = time.perf_counter()
     ranking = _ranking(task, data, run)
     scores = ranking.to_mteb()
