@@ -69,3 +69,13 @@ def test_no_task_module_asks_for_a_models_class():
     tasks = Path(__file__).parents[2] / "src" / "embedscope" / "tasks"
     for module in tasks.glob("*.py"):
         assert "Pipeline" not in module.read_text(), module.name
+
+
+def test_roles_are_asked_of_the_class_so_a_lazy_encoder_stays_unloaded():
+    class Forwarding:  # like LazyEncoder: any unknown attribute would load the model
+        name = "lazy"
+
+        def __getattr__(self, item: str):
+            raise AssertionError(f"the model was loaded to look up {item!r}")
+
+    assert isinstance(as_searcher(Forwarding()), EncoderSearcher) and not scores_candidates(Forwarding())

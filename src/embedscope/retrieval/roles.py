@@ -56,15 +56,21 @@ class EncoderSearcher:
         return Search(run, timings)
 
 
+def _has_method(model: Any, name: str) -> bool:
+    """Asked of the class: an instance may forward unknown attributes to a model it would load first
+    (:class:`~embedscope.models.lazy.LazyEncoder`)."""
+    return callable(getattr(type(model), name, None))
+
+
 def as_searcher(model: Encoder | Searcher) -> Searcher:
     """The model as a searcher: itself when it searches (a pipeline), else the encoder's dense search."""
-    return model if isinstance(model, Searcher) else EncoderSearcher(model)
+    return model if _has_method(model, "search_stages") else EncoderSearcher(model)  # type: ignore[return-value]
 
 
 def scores_candidates(model: Any) -> bool:
     """Whether the model scores given candidates itself (a pipeline, a cross-encoder) rather than being an
     encoder that a reranking task scores with mteb's encoder protocol."""
-    return callable(getattr(model, "candidate_scorer", None))
+    return _has_method(model, "candidate_scorer")
 
 
 def as_candidate_scorer(model: Any) -> Reranker:

@@ -65,7 +65,8 @@ def custom_task(
     main_score: str | None = None,
     **params: Any,
 ) -> Task:
-    """A task of ``type`` over local files (see each task module's loader for the expected columns)."""
+    """A task of ``type`` over local files, read by the registered type's ``read_files`` (see its module for the
+    expected columns)."""
     task_type = TASK_TYPES.get(type)
     if task_type.read_files is None:
         raise ConfigError(f"{task_type.name} tasks cannot be read from local files")
