@@ -3,7 +3,7 @@
 The catalog is declarative data (name, type, dataset path and pinned revision, splits, languages,
 main score, protocol parameters, size from mteb's descriptive statistics, description, and mteb's
 ``dataset_transform`` where it is a simple rename / subsample / concatenation / flattening); embedscope
-reads it at run time without ``mteb``. Every text task of the types in ``TYPES`` that mteb lists (not
+reads it at run time without ``mteb``. Every text task of the registered task types that mteb lists (not
 superseded) is included, plus the superseded ones that a benchmark or an embedscope suite names.
 ``benchmarks`` maps each of mteb's benchmarks to its task names.
 
@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 
 import mteb
+
+from embedscope.tasks.types import TASK_TYPES
 
 C_MTEB = """T2Retrieval MMarcoRetrieval DuRetrieval CovidRetrieval CmedqaRetrieval EcomRetrieval MedicalRetrieval
 VideoRetrieval T2Reranking MMarcoReranking CMedQAv1-reranking CMedQAv2-reranking Ocnli Cmnli CLSClusteringS2S
@@ -46,20 +48,17 @@ PARAMS = ("samples_per_label", "n_experiments", "train_split", "label_column_nam
           "k_values", "max_eval_samples", "is_cross_validation", "fast_loading", "parallel_subsets")
 
 
-TYPES = ("Retrieval", "Classification", "Clustering", "Reranking", "PairClassification", "STS",
-         "MultilabelClassification", "BitextMining", "Summarization", "InstructionRetrieval", "InstructionReranking")
+def types() -> list[str]:
+    """The task types embedscope runs: every registered one (:mod:`embedscope.tasks.types`)."""
+    return TASK_TYPES.names()
 
 
 def protocol(task) -> str:
+    """The catalog's protocol of an mteb task: that of the first class in its MRO that a registered type
+    reproduces (``AbsTaskClusteringLegacy`` → ``clustering-legacy`` …), else its base class's name."""
+    protocols = {base: name for t in TASK_TYPES for base, name in t.mteb_protocols}
     names = [c.__name__ for c in type(task).__mro__]
-    for base, name in (("AbsTaskClusteringLegacy", "clustering-legacy"), ("AbsTaskClustering", "clustering-v2"),
-                       ("AbsTaskMultilabelClassification", "multilabel"), ("AbsTaskClassification", "classification"),
-                       ("AbsTaskPairClassification", "pair-classification"), ("AbsTaskSTS", "sts"),
-                       ("AbsTaskBitextMining", "bitext-mining"), ("AbsTaskSummarization", "summarization"),
-                       ("AbsTaskRetrieval", "retrieval")):
-        if base in names:
-            return name
-    return names[1]
+    return next((protocols[n] for n in names if n in protocols), names[1])
 
 
 def _literal(text: str, default):
@@ -168,7 +167,7 @@ def entry(name: str) -> dict:
 
 
 def is_text_task(task) -> bool:
-    return task.metadata.type in TYPES and set(task.metadata.modalities) == {"text"}
+    return task.metadata.type in types() and set(task.metadata.modalities) == {"text"}
 
 
 def benchmarks() -> dict[str, list[str]]:

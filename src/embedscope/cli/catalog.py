@@ -26,9 +26,10 @@ def _add_tasks(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tasks", help="list tasks: built-in (offline) and every MTEB text task (the catalog)",
                        description="List tasks. Built-in tasks run offline; catalog tasks need their Hugging Face "
                        "dataset (online, or a local copy passed with --data-dir; 'embedscope download' fetches it).")
-    p.add_argument("--type", default=None, help="Retrieval | Reranking | STS | Classification | PairClassification | "
-                   "MultilabelClassification | Clustering | BitextMining | Summarization | InstructionRetrieval | "
-                   "InstructionReranking")
+    from embedscope.tasks.types import TypeNames
+
+    # %(task_types)s: the registered types, listed when help is printed (the task modules load only then)
+    p.add_argument("--type", default=None, help="%(task_types)s").task_types = TypeNames()
     p.add_argument("--language", "-l", default=None, help="ISO 639-3 code such as rus, cmn, eng")
     p.add_argument("--name", default=None, help="substring of the task name")
     p.add_argument("--suite", default=None, help="C-MTEB | ruMTEB | MTEB(eng)")

@@ -31,10 +31,12 @@ METRIC_NAMES = {
 }
 
 
-TYPE_MAIN_METRICS = {
-    "Retrieval": "ndcg_at_10", "Reranking": "map_at_1000", "STS": "cosine_spearman", "Classification": "accuracy",
-    "Clustering": "v_measure", "PairClassification": "max_ap", "MultilabelClassification": "accuracy",
-}
+def type_main_metric(task_type: str) -> str | None:
+    """The registered task type's usual main metric (``ndcg_at_10`` for Retrieval …), or None."""
+    from embedscope.tasks.types import TASK_TYPES
+
+    spec = TASK_TYPES.find(task_type)
+    return spec.main_score if spec is not None else None
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def main_metric(result: TaskResult) -> str:
         return recorded
     equal = [k for entries in result.scores.values() for e in entries for k, v in e.items()
              if k != "main_score" and isinstance(v, float) and v == e.get("main_score")]
-    usual = TYPE_MAIN_METRICS.get(infer_task_type(result))
+    usual = type_main_metric(infer_task_type(result))
     if usual in equal:  # several metrics may tie with the main score (ndcg_at_3 == ndcg_at_10): take the type's own
         return usual
     return equal[0] if equal else "main_score"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.models.fingerprint import hash_dict, short
+from embedscope.tasks.base import INFO_FIELDS, TaskInfo
 
 # model_options that do not change a vector, or that already name the result folder
 NOT_SETTINGS = ("device", "devices", "revision", "name")
@@ -66,6 +67,8 @@ def task_settings(task: Any) -> dict[str, Any]:
     skip = {"eval_splits", "description", "source", "name", "hf_subset", "languages"}  # per subset: one file, as mteb
     fields = ([f.name for f in dataclasses.fields(task)] if dataclasses.is_dataclass(task)
               else ["type", "main_score", "dataset_revision", "hf_subset"])
+    if isinstance(task, TaskInfo):  # the shared fields last, in their stored order (and the class's type)
+        fields = [f for f in fields if f not in INFO_FIELDS] + list(INFO_FIELDS)
     out: dict[str, Any] = {}
     for name in fields:
         value = getattr(task, name, None)

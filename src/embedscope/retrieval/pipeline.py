@@ -37,8 +37,15 @@ from typing import Any
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.models.fingerprint import hash_dict, short
 from embedscope.profiling import StageStats, measure
-from embedscope.retrieval.base import Reranker, Retriever, SearchOptions, rerank, sort_and_cut
+from embedscope.retrieval.base import (
+    Reranker,
+    Retriever,
+    SearchOptions,
+    rerank,
+    sort_and_cut,
+)
 from embedscope.retrieval.fusion import Fusion
+from embedscope.retrieval.roles import Search
 from embedscope.types import Corpus, Queries, RankedRun
 
 logger = logging.getLogger(__name__)
@@ -153,7 +160,10 @@ def build_stage(spec: str | Mapping[str, Any], *, reranker: bool = False, cache:
 
         return FTS5Retriever(**_take(options, _FTS5_OPTIONS, kind))
     if kind == "colbert":
-        from embedscope.retrieval.late_interaction import LateInteraction, load_token_encoder
+        from embedscope.retrieval.late_interaction import (
+            LateInteraction,
+            load_token_encoder,
+        )
 
         _take(options, _COLBERT_OPTIONS, kind)
         model = options.pop("model", "minilm")
@@ -214,7 +224,6 @@ class Pipeline:
     fusion: Fusion | None = None
     rerankers: list[RerankStep] = field(default_factory=list)
     name: str = ""
-    similarity: str = "pipeline"
 
     def __post_init__(self) -> None:
         if not self.retrievers and not self.rerankers:
@@ -340,6 +349,11 @@ class Pipeline:
 
     def retrieve(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> RankedRun:
         return self.stage_runs(queries, corpus, options)[-1].run
+
+    def search_stages(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> Search:
+        """The pipeline as a :class:`~embedscope.retrieval.roles.Searcher`: every stage's run and cost."""
+        runs = self.stage_runs(queries, corpus, options)
+        return Search(runs[-1].run, {f"{s.stage}:{s.name}": s.stats.seconds for s in runs}, tuple(runs))
 
 
 def parse_fusion(fusion: str | Mapping[str, Any] | Fusion | None) -> Fusion | None:

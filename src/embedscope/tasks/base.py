@@ -1,15 +1,16 @@
 """What every task type shares: the options a run passes down, and what scoring one split returns.
 
-A task is declarative data (name, type, splits, main score, languages, where its data comes from)
-plus one method, ``evaluate_split(split, encoder, options) -> SplitOutcome``, that runs the task
-type's MTEB protocol on one split. The runner needs nothing else.
+A task is declarative data (its :class:`TaskInfo`: name, languages, revision, subset, description, where
+its data comes from; its type's protocol parameters, splits and main score) plus one method,
+``evaluate_split(split, encoder, options) -> SplitOutcome``, that runs the task type's MTEB protocol on
+one split. The runner needs nothing else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from embedscope.models.base import Encoder
 from embedscope.retrieval.base import SearchOptions
@@ -44,6 +45,29 @@ class SplitOutcome:
     n_documents: int = 0
     stages: tuple[StageOutcome, ...] = ()
     per_item: Mapping[str, Sequence[Any]] | None = None
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What names and describes a task, shared by every task type's dataclass (which extends it).
+
+    ``name`` stays the first positional field; the others are keyword-only, so a task type's own fields
+    follow ``name`` as before. ``type`` is the class's registered type name (see :mod:`embedscope.tasks.types`).
+    """
+
+    name: str
+    _: KW_ONLY
+    languages: tuple[str, ...] = ("eng-Latn",)
+    dataset_revision: str = "custom"
+    hf_subset: str = "default"
+    description: str = ""
+    source: str = ""
+    type: ClassVar[str]
+
+
+# The TaskInfo fields last, in this order, as in the stored ``task_settings`` of results written before
+# TaskInfo existed (see :func:`embedscope.results.settings.task_settings`).
+INFO_FIELDS = ("languages", "dataset_revision", "hf_subset", "description", "source", "type")
 
 
 @runtime_checkable

@@ -29,14 +29,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.bitext import bitext_scores
 from embedscope.models.base import Encoder, Similarity
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.types import TaskType, register_task_type
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 QUERY_CHUNK = 100
 CORPUS_CHUNK = 500_000
@@ -95,19 +99,13 @@ def nearest_neighbours(queries: np.ndarray, corpus: np.ndarray, similarity: Simi
 
 
 @dataclass(frozen=True)
-class BitextMiningTask:
+class BitextMiningTask(TaskInfo):
     """A bitext-mining task as data (one subset: one language pair)."""
 
-    name: str
     load_split: Callable[[str], BitextData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "f1"
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "BitextMining"
+    type: ClassVar[str] = "BitextMining"
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
         """Load ``split`` (its first ``options.limits`` rows if set) and score it with mteb's protocol."""
@@ -161,3 +159,28 @@ def bitext_data_from_columns(table: Any, first: str = "sentence1", second: str =
 
 __all__ = ["BitextData", "BitextMiningTask", "bitext_data_from_columns", "load_bitext_file",
            "nearest_neighbours"]
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> BitextMiningTask:
+    from embedscope.tasks.custom import per_split
+
+    return BitextMiningTask(load_split=per_split(folder, lambda p: load_bitext_file(p, columns)), **fields)
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> BitextMiningTask:
+    from embedscope.tasks.from_catalog import catalog_fields, subset_table
+
+    def load(split: str) -> BitextData:
+        ds = subset_table(entry, subset, location, split)
+        pair = subset.split("-")
+        if len(pair) == 2 and all(c in ds.column_names for c in pair):  # parallel: one column per language
+            return bitext_data_from_columns(ds, pair[0], pair[1], where=f"{entry.name} {split}")
+        return bitext_data_from_columns(ds, where=f"{entry.name} {split}")
+
+    return BitextMiningTask(load_split=load, **catalog_fields(entry, subset))
+
+
+register_task_type(TaskType(
+    "BitextMining", BitextMiningTask, main_score="f1", aliases=("bitext-mining", "bitext"),
+    read_files=_read_files, from_catalog=_from_catalog, mteb_protocols=(("AbsTaskBitextMining", "bitext-mining"),),
+))

@@ -28,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -36,7 +36,12 @@ from embedscope.data.tables import field_value, split_rows
 from embedscope.errors import DataFormatError
 from embedscope.metrics.classification import average_experiments, prediction_scores
 from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.params import positive_int
+from embedscope.tasks.types import TaskType, register_task_type
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 logger = logging.getLogger(__name__)
 
@@ -205,14 +210,13 @@ def _limit(data: LabelledTexts, limits: int | None) -> LabelledTexts:
 
 
 @dataclass(frozen=True)
-class ClassificationTask:
+class ClassificationTask(TaskInfo):
     """A classification task as data, scored with MTEB's few-shot logistic-regression protocol.
 
     ``test_subsample_size`` (e.g. 2048) reproduces tasks that call ``stratified_subsampling`` on
     the splits in ``subsample_splits``; None (the default) scores the whole eval split.
     """
 
-    name: str
     load_split: Callable[[str], LabelledTexts] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "accuracy"
@@ -223,12 +227,7 @@ class ClassificationTask:
     max_iter: int = 100
     test_subsample_size: int | None = None
     subsample_splits: tuple[str, ...] = ("test",)
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "Classification"
+    type: ClassVar[str] = "Classification"
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
         """Load the train split and ``split``, then run the protocol."""
@@ -359,3 +358,33 @@ __all__ = [
     "stratified_subsample_indices",
     "undersample",
 ]
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> ClassificationTask:
+    return ClassificationTask(load_split=labelled_file_splits(folder, columns), **fields)
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> ClassificationTask:
+    from embedscope.tasks.from_catalog import catalog_fields, load_hf_table, table_columns, text_label_columns
+
+    text_col, label_col = text_label_columns(entry, "text", "label")
+
+    def load(split: str) -> LabelledTexts:
+        ds = load_hf_table(location, entry, subset, split)
+        texts, labels = table_columns(ds, text_col, label_col, where=f"{entry.name} {split}")
+        return LabelledTexts(tuple(map(str, texts)), tuple(labels))
+
+    params, sub = entry.params, entry.stratified_subsample or {}
+    return ClassificationTask(
+        load_split=load, train_split=str(params.get("train_split", "train")),
+        samples_per_label=int(params.get("samples_per_label", 8)), n_experiments=int(params.get("n_experiments", 10)),
+        test_subsample_size=sub.get("n_samples"), subsample_splits=tuple(sub.get("splits", ("test",))),
+        **catalog_fields(entry, subset),
+    )
+
+
+register_task_type(TaskType(
+    "Classification", ClassificationTask, main_score="accuracy", read_files=_read_files, from_catalog=_from_catalog,
+    mteb_protocols=(("AbsTaskClassification", "classification"),),
+    params={"samples_per_label": ("samples_per_label", positive_int), "n_experiments": ("n_experiments", positive_int)},
+))

@@ -29,7 +29,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -37,8 +38,13 @@ from embedscope.data.tables import field_value, split_rows
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.metrics.clustering import CLUSTERING_METRICS, bootstrap_summary, clustering_metrics, legacy_summary
 from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
 from embedscope.tasks.classification import _DEFAULT_COLUMNS, LabelledTexts, _limit, bbc_news_texts
+from embedscope.tasks.params import boolean, column_name, fraction_or_none, optional_positive_int, positive_int
+from embedscope.tasks.types import TaskType, register_task_type
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 Protocol = Literal["v2", "legacy"]
 ClusteringData = LabelledTexts | Sequence[LabelledTexts]
@@ -136,14 +142,13 @@ def legacy_set_v_measure(embeddings: np.ndarray, labels: Sequence[Any], seed: in
 
 
 @dataclass(frozen=True)
-class ClusteringTask:
+class ClusteringTask(TaskInfo):
     """A clustering task as data. ``protocol="v2"`` loads :class:`LabelledTexts` per split (labels
     may be tuples of hierarchy levels); ``protocol="legacy"`` loads a sequence of them (the sets).
 
     ``n_clusters`` is mteb's name for the number of bootstrap experiments.
     """
 
-    name: str
     load_split: Callable[[str], ClusteringData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "v_measure"
@@ -156,12 +161,7 @@ class ClusteringTask:
     max_depth: int | None = None
     legacy_batch_size: int = 500
     seed: int = 42
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "Clustering"
+    type: ClassVar[str] = "Clustering"
 
     def __post_init__(self) -> None:
         if self.protocol not in ("v2", "legacy"):
@@ -289,3 +289,67 @@ __all__ = [
     "legacy_set_v_measure",
     "load_clustering_file",
 ]
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> ClusteringTask:
+    """A user's clustering file or folder; with ``group_sets``, mteb's legacy sets grouped by that column."""
+    # mteb's v2 default embeds 4% of a large hub corpus; a user's own file is clustered whole unless asked
+    fields = {"max_fraction_of_documents_to_embed": None, **fields}
+    set_column = fields.pop("group_sets", None)
+    if set_column:  # legacy layout: rows grouped into sets by a column
+        fields["protocol"] = "legacy"
+        return ClusteringTask(load_split=_grouped_sets(folder, str(set_column), columns), **fields)
+    return ClusteringTask(load_split=lambda split: load_clustering_file(str(folder), split, columns), **fields)
+
+
+def _grouped_sets(folder: Path, set_column: str, cols: dict[str, str] | None) -> Callable[[str], Any]:
+    """Legacy clustering sets: the rows of a split grouped by ``set_column`` (mteb's legacy layout)."""
+    from embedscope.tasks.classification import field_value, split_rows
+
+    def load(split: str) -> Any:
+        data = load_clustering_file(str(folder), split, cols)
+        rows = split_rows(folder, split, (cols or {}).get("split", "split"))
+        return group_sets(data, [field_value(loc, row, set_column, "set id") for loc, row in rows])
+
+    return load
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> ClusteringTask:
+    from embedscope.tasks.from_catalog import catalog_fields, load_hf_table, table_columns, text_label_columns
+
+    text_col, label_col = text_label_columns(entry, "sentences", "labels")
+    legacy = entry.protocol == "clustering-legacy"
+
+    def load(split: str) -> ClusteringData:
+        ds = load_hf_table(location, entry, subset, split)
+        texts, labels = table_columns(ds, text_col, label_col, where=f"{entry.name} {split}")
+        if entry.flatten_sets:  # mteb's transform: the sets' rows chained into one list (v2 protocol)
+            texts = [t for row in texts for t in row]
+            labels = [lab for row in labels for lab in row]
+        if legacy:  # one row per set: a list of sentences and a list of labels
+            return [LabelledTexts(tuple(map(str, t)), tuple(lab)) for t, lab in zip(texts, labels)]
+        return LabelledTexts(tuple(map(str, texts)), tuple(labels))
+
+    params = entry.params
+    extra: dict[str, Any] = {}
+    if not legacy:
+        extra = {
+            "max_fraction_of_documents_to_embed": params.get("max_fraction_of_documents_to_embed"),
+            "max_document_to_embed": params.get("max_document_to_embed"),
+            "max_documents_per_cluster": int(params.get("max_documents_per_cluster", 16_384)),
+            "n_clusters": int(params.get("n_clusters", 10)),
+            "max_depth": params.get("max_depth"),
+        }
+    return ClusteringTask(load_split=load, protocol="legacy" if legacy else "v2", **extra,
+                          **catalog_fields(entry, subset))
+
+
+register_task_type(TaskType(
+    "Clustering", ClusteringTask, main_score="v_measure", read_files=_read_files, from_catalog=_from_catalog,
+    mteb_protocols=(("AbsTaskClusteringLegacy", "clustering-legacy"), ("AbsTaskClustering", "clustering-v2")),
+    params={"max_document_to_embed": ("max_document_to_embed", optional_positive_int),
+            "max_fraction_of_documents_to_embed": ("max_fraction_of_documents_to_embed", fraction_or_none),
+            "n_experiments": ("n_clusters", positive_int),
+            "legacy": ("protocol", lambda v: "legacy" if boolean(v) else "v2"),
+            "group_sets": ("group_sets", column_name)},
+))

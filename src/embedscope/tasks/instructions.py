@@ -28,14 +28,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
 from embedscope.tasks.reranking import RerankingData
+from embedscope.tasks.types import TaskType, register_task_type
 from embedscope.types import Queries, RetrievalData
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 TaskScores = Literal["p-MRR", "level_scores", "robustness_at_10", "none"]
 TASK_SCORES: tuple[str, ...] = ("p-MRR", "level_scores", "robustness_at_10", "none")
@@ -174,21 +179,15 @@ def _judged(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]
 
 
 @dataclass(frozen=True)
-class InstructionRerankingTask:
+class InstructionRerankingTask(TaskInfo):
     """FollowIR-style instruction reranking as data; main score ``p-MRR``."""
 
-    name: str
     load_split: Callable[[str], InstructionData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "p-MRR"
     task_scores: TaskScores = "p-MRR"
     k_values: tuple[int, ...] = DEFAULT_K_VALUES
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "InstructionReranking"
+    type: ClassVar[str] = "InstructionReranking"
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
         """Rerank each query's candidates (instruction appended) and add the task's scores."""
@@ -212,23 +211,17 @@ class InstructionRerankingTask:
 
 
 @dataclass(frozen=True)
-class InstructionRetrievalTask:
+class InstructionRetrievalTask(TaskInfo):
     """Instruction retrieval (IFIR, InstructIR) as data: dense retrieval with instructions, plus
     ``task_scores`` (``level_scores`` for IFIR, ``robustness_at_10`` for InstructIR, or ``p-MRR``)."""
 
-    name: str
     load_split: Callable[[str], InstructionData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "ndcg_at_20"
     task_scores: TaskScores = "level_scores"
     k_values: tuple[int, ...] = DEFAULT_K_VALUES
     ignore_identical_ids: bool = False
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "InstructionRetrieval"
+    type: ClassVar[str] = "InstructionRetrieval"
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
         """Retrieve with each query's instruction appended, and add the task's scores."""
@@ -269,7 +262,14 @@ def config_rows(repo: str, config: str, split: str, revision: str | None = None)
     """
     from pathlib import Path
 
-    from embedscope.data.hf import _dataset_rows, _datasets, _file_rows, _hub_failure, _pick_split, local_subsets
+    from embedscope.data.hf import (
+        _dataset_rows,
+        _datasets,
+        _file_rows,
+        _hub_failure,
+        _pick_split,
+        local_subsets,
+    )
     from embedscope.errors import EmbedscopeError
 
     if Path(repo).is_dir():
@@ -366,3 +366,59 @@ def load_instruction_split(location: str, split: str = "test", *, subset: str | 
         raise DataFormatError(f"{location}: no {names['top_ranked']!r} subset, which instruction reranking needs")
     return InstructionData(RerankingData(data.queries, data.corpus, data.qrels, {q: tuple(d) for q, d in top.items()}),
                            instructions, changed)
+
+
+def _instruction_reader(kind: str) -> Callable[[Path, dict[str, str] | None, dict[str, Any]], Any]:
+    """Reads an instruction task over a folder in the hub's layout (corpus, queries, qrels, instruction, and
+    top_ranked / qrel_diff as the task needs): reranking scores p-MRR, retrieval ``task_scores`` as given."""
+    reranking = kind == "InstructionReranking"
+
+    def read(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> Any:
+        def load(split: str) -> InstructionData:
+            return load_instruction_split(str(folder), split, reranking=reranking)
+
+        if reranking:
+            return InstructionRerankingTask(load_split=load, **fields)
+        fields = {"task_scores": "none", **fields}
+        fields.setdefault("main_score", "ndcg_at_10" if fields["task_scores"] == "none" else
+                          {"level_scores": "ndcg_at_20", "robustness_at_10": "robustness_at_10", "p-MRR": "p-MRR"}[
+                              fields["task_scores"]])
+        return InstructionRetrievalTask(load_split=load, **fields)
+
+    return read
+
+
+def _instruction_task_scores(entry: CatalogEntry) -> str:
+    """Which ``task_specific_scores`` mteb's task adds: p-MRR (FollowIR), robustness@10 (InstructIR), IFIR levels."""
+    if "task_scores" in entry.params:
+        return str(entry.params["task_scores"])
+    if entry.main_score in ("p-MRR", "robustness_at_10"):
+        return entry.main_score
+    return "level_scores" if entry.name.startswith("IFIR") else "none"
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> Any:
+    from embedscope.tasks.from_catalog import catalog_fields, k_values
+
+    reranking = entry.type == "InstructionReranking"
+
+    def load(split: str) -> InstructionData:
+        revision = None if Path(location).exists() else entry.dataset_revision
+        # mFollowIR's own load_data reads configs named corpus-LANG, queries-LANG, … (mteb 2.26)
+        suffixed = bool(entry.params.get("suffixed_configs", entry.name.startswith("mFollowIR")))
+        return load_instruction_split(location, split, subset=subset, revision=revision, reranking=reranking,
+                                      suffixed=suffixed)
+
+    kind = InstructionRerankingTask if reranking else InstructionRetrievalTask
+    return kind(load_split=load, task_scores=_instruction_task_scores(entry),  # type: ignore[arg-type]
+                k_values=k_values(entry), **catalog_fields(entry, subset))
+
+
+register_task_type(TaskType(
+    "InstructionRetrieval", InstructionRetrievalTask, main_score="ndcg_at_20", aliases=("instruction-retrieval",),
+    read_files=_instruction_reader("InstructionRetrieval"), from_catalog=_from_catalog,
+))
+register_task_type(TaskType(
+    "InstructionReranking", InstructionRerankingTask, main_score="p-MRR", aliases=("instruction-reranking",),
+    read_files=_instruction_reader("InstructionReranking"), from_catalog=_from_catalog,
+))

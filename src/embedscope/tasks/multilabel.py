@@ -28,7 +28,8 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -36,8 +37,13 @@ from embedscope.data.tables import field_value, split_rows
 from embedscope.errors import DataFormatError
 from embedscope.metrics.classification import multilabel_prediction_scores
 from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
 from embedscope.tasks.classification import _DEFAULT_COLUMNS, _limit
+from embedscope.tasks.params import positive_int
+from embedscope.tasks.types import TaskType, register_task_type
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 Label = Hashable
 
@@ -231,10 +237,9 @@ def _encode(encoder: Encoder, texts: list[str], options: SearchOptions) -> np.nd
 
 
 @dataclass(frozen=True)
-class MultilabelTask:
+class MultilabelTask(TaskInfo):
     """A multilabel classification task as data, scored with MTEB's kNN protocol."""
 
-    name: str
     load_split: Callable[[str], MultilabelTexts] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "accuracy"
@@ -244,12 +249,7 @@ class MultilabelTask:
     n_neighbors: int = 5
     max_eval_samples: int | None = 3000
     seed: int = 42
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "MultilabelClassification"
+    type: ClassVar[str] = "MultilabelClassification"
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
         """Load the train split and ``split``, then run the protocol with the generator state mteb would have."""
@@ -334,3 +334,34 @@ __all__ = [
     "multilabel_scores",
     "run_multilabel",
 ]
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> MultilabelTask:
+    return MultilabelTask(load_split=multilabel_file_splits(str(folder), columns), **fields)
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> MultilabelTask:
+    from embedscope.tasks.from_catalog import catalog_fields, load_hf_table, table_columns, text_label_columns
+
+    text_col, label_col = text_label_columns(entry, "text", "label")
+
+    def load(split: str) -> MultilabelTexts:
+        ds = load_hf_table(location, entry, subset, split)
+        texts, labels = table_columns(ds, text_col, label_col, where=f"{entry.name} {split}")
+        return MultilabelTexts(tuple(map(str, texts)), tuple(tuple(x) for x in labels))
+
+    params = entry.params
+    return MultilabelTask(
+        load_split=load, train_split=str(params.get("train_split", "train")),
+        samples_per_label=int(params.get("samples_per_label", 8)), n_experiments=int(params.get("n_experiments", 10)),
+        max_eval_samples=params.get("max_eval_samples", 3000), **catalog_fields(entry, subset),
+    )
+
+
+register_task_type(TaskType(
+    "MultilabelClassification", MultilabelTask, main_score="accuracy", aliases=("multilabel",),
+    read_files=_read_files, from_catalog=_from_catalog,
+    mteb_protocols=(("AbsTaskMultilabelClassification", "multilabel"),),
+    params={"samples_per_label": ("samples_per_label", positive_int),
+            "n_experiments": ("n_experiments", positive_int), "k": ("n_neighbors", positive_int)},
+))

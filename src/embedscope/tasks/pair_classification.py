@@ -23,12 +23,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.pairs import pair_scores, pair_scores_summary
 from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.types import TaskType, register_task_type
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
+
 
 
 @dataclass(frozen=True)
@@ -62,19 +67,13 @@ class PairData:
 
 
 @dataclass(frozen=True)
-class PairClassificationTask:
+class PairClassificationTask(TaskInfo):
     """A pair-classification task as data."""
 
-    name: str
     load_split: Callable[[str], PairData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "max_ap"
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "PairClassification"
+    type: ClassVar[str] = "PairClassification"
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
         """Load ``split`` (its first ``options.limits`` pairs if set) and score it with mteb's protocol."""
@@ -142,3 +141,35 @@ def load_pair_file(path: str | Path, columns: Mapping[str, str] | None = None) -
 
 
 __all__ = ["PairClassificationTask", "PairData", "as_binary_label", "load_pair_file"]
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> PairClassificationTask:
+    from embedscope.tasks.custom import per_split
+
+    return PairClassificationTask(load_split=per_split(folder, lambda p: load_pair_file(p, columns)), **fields)
+
+
+def _unwrap_single_row(values: list[Any]) -> list[Any]:
+    """mteb's older pair-classification datasets store a whole split as one row of lists."""
+    return list(values[0]) if len(values) == 1 and isinstance(values[0], (list, tuple)) else list(values)
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> PairClassificationTask:
+    from embedscope.tasks.from_catalog import catalog_fields, load_hf_table, table_columns
+
+    label_col = str(entry.params.get("label_column_name", "labels"))
+
+    def load(split: str) -> PairData:
+        ds = load_hf_table(location, entry, subset, split)
+        s1, s2, labels = table_columns(ds, "sentence1", "sentence2", label_col, where=f"{entry.name} {split}")
+        s1, s2, labels = _unwrap_single_row(s1), _unwrap_single_row(s2), _unwrap_single_row(labels)
+        return PairData(tuple(map(str, s1)), tuple(map(str, s2)), tuple(int(x) for x in labels))
+
+    return PairClassificationTask(load_split=load, **catalog_fields(entry, subset))
+
+
+register_task_type(TaskType(
+    "PairClassification", PairClassificationTask, main_score="max_ap", aliases=("pair-classification",),
+    read_files=_read_files, from_catalog=_from_catalog,
+    mteb_protocols=(("AbsTaskPairClassification", "pair-classification"),),
+))

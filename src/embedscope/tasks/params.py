@@ -1,4 +1,5 @@
-"""Protocol parameters set from the CLI (``--task-param NAME=VALUE``) and config files, checked per task type.
+"""Protocol parameters set from the CLI (``--task-param NAME=VALUE``) and config files, checked per task type
+(each type registers its own: ``TaskType.params``, see :mod:`embedscope.tasks.types`).
 
 >>> parse_task_params(["samples_per_label=16", "k=1,10"])
 {'samples_per_label': '16', 'k': '1,10'}
@@ -15,14 +16,14 @@ from typing import Any
 from embedscope.errors import ConfigError
 
 
-def _int(value: Any) -> int:
+def positive_int(value: Any) -> int:
     number = int(value) if not isinstance(value, bool) else None
     if number is None or number < 1 or (isinstance(value, float) and value != number):
         raise ValueError("a positive integer")
     return number
 
 
-def _fraction(value: Any) -> float | None:
+def fraction_or_none(value: Any) -> float | None:
     if value is None or str(value).lower() in ("none", "null", ""):
         return None
     number = float(value)
@@ -31,16 +32,16 @@ def _fraction(value: Any) -> float | None:
     return number
 
 
-def _optional_int(value: Any) -> int | None:
-    return None if value is None or str(value).lower() in ("none", "null", "") else _int(value)
+def optional_positive_int(value: Any) -> int | None:
+    return None if value is None or str(value).lower() in ("none", "null", "") else positive_int(value)
 
 
-def _ints(value: Any) -> tuple[int, ...]:
+def positive_ints(value: Any) -> tuple[int, ...]:
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    return tuple(_int(v) for v in items)
+    return tuple(positive_int(v) for v in items)
 
 
-def _bool(value: Any) -> bool:
+def boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -49,28 +50,22 @@ def _bool(value: Any) -> bool:
     return text in ("true", "1", "yes")
 
 
-def _text(value: Any) -> str:
+def column_name(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError("a column name")
     return value
 
 
-# type → parameter → (task field, converter). One entry per parameter a type accepts.
-TASK_PARAMS: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
-    "Classification": {"samples_per_label": ("samples_per_label", _int), "n_experiments": ("n_experiments", _int)},
-    "MultilabelClassification": {"samples_per_label": ("samples_per_label", _int),
-                                 "n_experiments": ("n_experiments", _int), "k": ("n_neighbors", _int)},
-    "Clustering": {"max_document_to_embed": ("max_document_to_embed", _optional_int),
-                   "max_fraction_of_documents_to_embed": ("max_fraction_of_documents_to_embed", _fraction),
-                   "n_experiments": ("n_clusters", _int), "legacy": ("protocol", lambda v: "legacy" if _bool(v) else "v2"),
-                   "group_sets": ("group_sets", _text)},
-    "Retrieval": {"k": ("k_values", _ints), "top_k": ("top_k", _int)},
-    "Reranking": {"k": ("k_values", _ints)},
-}
+def _type_params(task_type: str) -> Mapping[str, tuple[str, Callable[[Any], Any]]]:
+    """The ``--task-param`` parameters of a registered type: NAME → (task field, converter); none for others."""
+    from embedscope.tasks.types import TASK_TYPES
+
+    spec = TASK_TYPES.find(task_type)
+    return spec.params if spec is not None else {}
 
 
 def valid_params(task_type: str) -> list[str]:
-    return sorted(TASK_PARAMS.get(task_type, {}))
+    return sorted(_type_params(task_type))
 
 
 def parse_task_params(items: Iterable[str] | None) -> dict[str, str]:
@@ -86,7 +81,7 @@ def parse_task_params(items: Iterable[str] | None) -> dict[str, str]:
 
 def task_param_fields(task_type: str, params: Mapping[str, Any], *, where: str = "task parameter") -> dict[str, Any]:
     """``params`` checked against ``task_type``'s parameters and converted to the task's field values."""
-    known = TASK_PARAMS.get(task_type, {})
+    known = _type_params(task_type)
     out: dict[str, Any] = {}
     for name, value in params.items():
         if name not in known:
@@ -114,13 +109,13 @@ def apply_task_options(tasks: Sequence[Any], params: Mapping[str, Any] | None = 
     params = dict(params or {})
     types = {t.type for t in tasks}
     for name in params:
-        if not any(name in TASK_PARAMS.get(t, {}) for t in types):
-            valid = sorted({p for t in types for p in TASK_PARAMS.get(t, {})})
+        if not any(name in _type_params(t) for t in types):
+            valid = sorted({p for t in types for p in _type_params(t)})
             raise ConfigError(f"--task-param {name!r} is not a parameter of the {', '.join(sorted(types))} task(s) "
                               f"asked for (valid: {', '.join(valid) or 'none'})")
     out = []
     for task in tasks:
-        own = {k: v for k, v in params.items() if k in TASK_PARAMS.get(task.type, {})}
+        own = {k: v for k, v in params.items() if k in _type_params(task.type)}
         changes = task_param_fields(task.type, own, where="--task-param")
         if "group_sets" in changes:
             raise ConfigError(f"--task-param group_sets: {task.name} is not custom clustering data; set it in the "

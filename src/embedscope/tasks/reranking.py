@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -41,8 +41,13 @@ from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.reranking import reranking_v1_per_query, reranking_v1_summary
 from embedscope.models.base import Encoder, Similarity
 from embedscope.retrieval.base import run_from_rows
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.params import positive_ints
+from embedscope.tasks.types import TaskType, register_task_type
 from embedscope.types import Corpus, Queries, RankedRun
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 Protocol = Literal["v2", "v1"]
 
@@ -271,22 +276,16 @@ MAIN_SCORES: dict[str, str] = {"v2": "map_at_1000", "v1": "map"}
 
 
 @dataclass(frozen=True)
-class RerankingTask:
+class RerankingTask(TaskInfo):
     """A reranking task as data; ``protocol`` picks MTEB v2 (default) or the legacy v1 metrics."""
 
-    name: str
     load_split: Callable[[str], RerankingData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = ""  # "" = the protocol's main score (map_at_1000 for v2, map for v1)
     protocol: Protocol = "v2"
     k_values: tuple[int, ...] = DEFAULT_K_VALUES
     mrr_at_k: int = 10
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "Reranking"
+    type: ClassVar[str] = "Reranking"
 
     def __post_init__(self) -> None:
         if self.protocol not in MAIN_SCORES:
@@ -299,13 +298,13 @@ class RerankingTask:
         t0 = time.perf_counter()
         data = self.load_split(split).head(options.limits)
         load_seconds = time.perf_counter() - t0
-        from embedscope.retrieval.pipeline import Pipeline
+        from embedscope.retrieval.roles import as_candidate_scorer, scores_candidates
 
-        if isinstance(encoder, Pipeline):
+        if scores_candidates(encoder):
             if self.protocol == "v1":
                 raise ConfigError(f"{self.name}: the legacy v1 reranking protocol scores embeddings only; "
                                   f"{encoder.name} is a pipeline (use protocol v2)")
-            outcome = evaluate_reranking_with_scorer(data, encoder.candidate_scorer(), options, self.k_values)
+            outcome = evaluate_reranking_with_scorer(data, as_candidate_scorer(encoder), options, self.k_values)
         elif self.protocol == "v1":
             outcome = evaluate_reranking_v1(data, encoder, options, self.mrr_at_k)
         else:
@@ -366,3 +365,34 @@ __all__ = [
     "RerankingData", "RerankingTask", "evaluate_reranking_v1", "evaluate_reranking_v2", "legacy_samples",
     "load_reranking_file", "rerank_candidates", "reranking_data_from_rows", "unique_texts",
 ]
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> RerankingTask:
+    from embedscope.tasks.custom import per_split
+
+    def load(split: str) -> RerankingData:
+        return per_split(folder, lambda p: load_reranking_file(p, columns, split=split))(split)
+
+    return RerankingTask(load_split=load, **fields)
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> RerankingTask:
+    from embedscope.data.hf import load_hub_retrieval, load_top_ranked
+    from embedscope.tasks.from_catalog import catalog_fields, k_values
+
+    def load(split: str) -> RerankingData:
+        revision = None if Path(location).exists() else entry.dataset_revision
+        sub = None if subset == "default" else subset
+        data = load_hub_retrieval(location, split=split, revision=revision, subset=sub)
+        top = load_top_ranked(location, split=split, revision=revision, subset=sub)
+        if top is None:
+            raise DataFormatError(f"{entry.name}: {location} has no 'top_ranked' subset, which reranking needs")
+        return RerankingData(data.queries, data.corpus, data.qrels, {q: tuple(d) for q, d in top.items()})
+
+    return RerankingTask(load_split=load, protocol="v2", k_values=k_values(entry), **catalog_fields(entry, subset))
+
+
+register_task_type(TaskType(
+    "Reranking", RerankingTask, main_score="map_at_1000", read_files=_read_files, from_catalog=_from_catalog,
+    params={"k": ("k_values", positive_ints)},
+))

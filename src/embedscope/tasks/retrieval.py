@@ -13,37 +13,38 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.ranking import RankingScores
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
-from embedscope.retrieval.pipeline import Pipeline
-from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome
+from embedscope.retrieval.roles import Searcher, as_searcher
+from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome, TaskInfo
+from embedscope.tasks.params import positive_int, positive_ints
+from embedscope.tasks.types import TaskType, register_task_type
 from embedscope.types import RankedRun, RetrievalData
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class RetrievalTask:
+class RetrievalTask(TaskInfo):
     """A retrieval task as data: where its splits come from and how it is scored."""
 
-    name: str
     load_split: Callable[[str], RetrievalData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "ndcg_at_10"
     ignore_identical_ids: bool = False
     k_values: tuple[int, ...] = DEFAULT_K_VALUES
     top_k: int | None = None  # documents kept per query; None: the run's top_k (MTEB's 1000)
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "Retrieval"
+    type: ClassVar[str] = "Retrieval"
 
-    def evaluate_split(self, split: str, encoder: Encoder | Pipeline, options: SearchOptions) -> SplitOutcome:
+    def evaluate_split(self, split: str, encoder: Encoder | Searcher, options: SearchOptions) -> SplitOutcome:
         """Load ``split`` and score it with MTEB's retrieval protocol (``encoder`` may be a pipeline)."""
         t0 = time.perf_counter()
         data = self.load_split(split)
@@ -76,27 +77,21 @@ def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
 
 
 def evaluate_retrieval_split(
-    task: RetrievalTask, data: RetrievalData, model: Encoder | Pipeline, options: SearchOptions
+    task: RetrievalTask, data: RetrievalData, model: Encoder | Searcher, options: SearchOptions
 ) -> SplitOutcome:
     """Run MTEB's retrieval protocol on one split and return MTEB-keyed scores.
 
-    ``model`` is an encoder (dense search) or a :class:`~embedscope.retrieval.pipeline.Pipeline`,
-    whose every stage is scored (``SplitOutcome.stages``); the final stage gives the scores.
+    ``model`` is anything :func:`~embedscope.retrieval.roles.as_searcher` takes: an encoder (dense search) or
+    a pipeline, whose every stage is scored (``SplitOutcome.stages``); the final stage gives the scores.
     """
     if options.limits is not None:
         data = limit_queries(data, options.limits)
     data = data.with_positives_only()
-    timings: dict[str, float] = {}
-    stages: tuple[StageOutcome, ...] = ()
-    if isinstance(model, Pipeline):
-        stage_runs = model.stage_runs(data.queries, data.corpus, options)
-        rankings = [_ranking(task, data, s.run) for s in stage_runs]
-        stages = tuple(StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(s.run))
-                       for s, r in zip(stage_runs, rankings))
-        timings.update({f"{s.stage}:{s.name}": s.stats.seconds for s in stage_runs})
-        run = stage_runs[-1].run
-    else:
-        run = dense_search(model, data.queries, data.corpus, options, timings)
+    search = as_searcher(model).search_stages(data.queries, data.corpus, options)
+    rankings = [_ranking(task, data, s.run) for s in search.stages]
+    stages = tuple(StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(s.run))
+                   for s, r in zip(search.stages, rankings))
+    timings, run = search.timings, search.run
     t0 = time.perf_counter()
     ranking = _ranking(task, data, run)
     scores = ranking.to_mteb()
@@ -110,3 +105,33 @@ def _ranking(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> Rankin
 
 
 __all__ = ["RetrievalTask", "SearchOptions", "SplitOutcome", "dense_search", "evaluate_retrieval_split", "limit_queries"]
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> RetrievalTask:
+    """A retrieval task over a user's folder or table (BEIR, EvalScope, hub layouts …)."""
+    from embedscope.tasks.registry import custom_retrieval_task
+
+    return custom_retrieval_task(folder, columns=columns, **{k: v for k, v in fields.items() if k != "source"})
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> RetrievalTask:
+    from embedscope.data.detect import load_retrieval
+    from embedscope.tasks.from_catalog import catalog_fields, k_values
+
+    def load(split: str) -> RetrievalData:
+        kwargs: dict[str, Any] = {"split": split}
+        if not Path(location).exists():
+            kwargs["revision"] = entry.dataset_revision
+        if subset != "default":
+            kwargs["subset"] = subset
+        return load_retrieval(location, **kwargs)
+
+    return RetrievalTask(load_split=load, ignore_identical_ids=bool(entry.params.get("ignore_identical_ids", False)),
+                         k_values=k_values(entry), **catalog_fields(entry, subset))
+
+
+register_task_type(TaskType(
+    "Retrieval", RetrievalTask, main_score="ndcg_at_10", read_files=_read_files, from_catalog=_from_catalog,
+    mteb_protocols=(("AbsTaskRetrieval", "retrieval"),),
+    params={"k": ("k_values", positive_ints), "top_k": ("top_k", positive_int)},
+))

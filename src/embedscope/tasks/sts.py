@@ -16,13 +16,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.sts import correlation_scores, normalized_gold, sts_predictions
 from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.types import TaskType, register_task_type
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 
 @dataclass(frozen=True)
@@ -48,21 +52,15 @@ class STSData:
 
 
 @dataclass(frozen=True)
-class STSTask:
+class STSTask(TaskInfo):
     """An STS task as data."""
 
-    name: str
     load_split: Callable[[str], STSData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "cosine_spearman"
     min_score: float = 0
     max_score: float = 5
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "STS"
+    type: ClassVar[str] = "STS"
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
         """Load ``split`` (its first ``options.limits`` pairs if set) and score it with mteb's protocol."""
@@ -120,3 +118,32 @@ def lee_sts_split(split: str) -> STSData:
         raise ConfigError(f"LeeDocumentSimilarity has only the split 'test', not {split!r}")
     pairs = lee_similarity()
     return STSData(pairs.sentence1, pairs.sentence2, pairs.scores)
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> STSTask:
+    from embedscope.tasks.custom import per_split
+
+    return STSTask(load_split=per_split(folder, lambda p: load_sts_file(p, columns)), **fields)
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> STSTask:
+    from embedscope.tasks.from_catalog import (
+        catalog_fields,
+        load_hf_table,
+        table_columns,
+    )
+
+    def load(split: str) -> STSData:
+        ds = load_hf_table(location, entry, subset, split)
+        s1, s2, gold = table_columns(ds, "sentence1", "sentence2", "score", where=f"{entry.name} {split}")
+        return STSData(tuple(map(str, s1)), tuple(map(str, s2)), tuple(float(x) for x in gold))
+
+    params = entry.params
+    return STSTask(load_split=load, min_score=params.get("min_score", 0), max_score=params.get("max_score", 5),
+                   **catalog_fields(entry, subset))
+
+
+register_task_type(TaskType(
+    "STS", STSTask, main_score="cosine_spearman", read_files=_read_files, from_catalog=_from_catalog,
+    mteb_protocols=(("AbsTaskSTS", "sts"),),
+))

@@ -26,14 +26,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.summarization import Protocol, normalized_relevance, summarization_scores
 from embedscope.models.base import Encoder, Similarity
-from embedscope.tasks.base import SearchOptions, SplitOutcome
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.types import TaskType, register_task_type
+
+if TYPE_CHECKING:
+    from embedscope.tasks.catalog import CatalogEntry
 
 PREDICTIONS = ("cosine", "dot", "similarity")
 
@@ -106,22 +110,16 @@ def summarization_rows(
 
 
 @dataclass(frozen=True)
-class SummarizationTask:
+class SummarizationTask(TaskInfo):
     """A summarization task as data; ``protocol`` "v2" (fixed evaluator, default) or "v1" (deprecated)."""
 
-    name: str
     load_split: Callable[[str], SummarizationData] = field(repr=False, compare=False)
     eval_splits: tuple[str, ...] = ("test",)
     main_score: str = "cosine_spearman"
     min_score: float = 0
     max_score: float = 5
     protocol: Protocol = "v2"
-    languages: tuple[str, ...] = ("eng-Latn",)
-    dataset_revision: str = "custom"
-    hf_subset: str = "default"
-    description: str = ""
-    source: str = ""
-    type: str = "Summarization"
+    type: ClassVar[str] = "Summarization"
 
     def __post_init__(self) -> None:
         if self.protocol not in ("v2", "v1"):
@@ -208,3 +206,33 @@ def load_summarization_file(path: str | Path, columns: dict[str, str] | None = N
 
 __all__ = ["SummarizationData", "SummarizationTask", "load_summarization_file", "summarization_data_from_rows",
            "summarization_rows"]
+
+
+def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> SummarizationTask:
+    from embedscope.tasks.custom import per_split
+
+    return SummarizationTask(load_split=per_split(folder, lambda p: load_summarization_file(p, columns)), **fields)
+
+
+def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> SummarizationTask:
+    from embedscope.tasks.from_catalog import catalog_fields, subset_table, table_columns
+
+    def load(split: str) -> SummarizationData:
+        ds = subset_table(entry, subset, location, split)
+        text, human, machine, relevance = table_columns(ds, "text", "human_summaries", "machine_summaries",
+                                                        "relevance", where=f"{entry.name} {split}")
+        return SummarizationData(tuple(map(str, text)), tuple(tuple(map(str, h)) for h in human),
+                                 tuple(tuple(map(str, m)) for m in machine),
+                                 tuple(tuple(float(x) for x in r) for r in relevance))
+
+    params = entry.params
+    # mteb 2.26: SummEval and SummEvalFr keep the deprecated evaluator (mteb #1156); their .v2 use the fixed one
+    protocol = params.get("summarization_protocol", "v2" if entry.name.endswith(".v2") else "v1")
+    return SummarizationTask(load_split=load, min_score=params.get("min_score", 0),
+                             max_score=params.get("max_score", 5), protocol=protocol, **catalog_fields(entry, subset))
+
+
+register_task_type(TaskType(
+    "Summarization", SummarizationTask, main_score="cosine_spearman", read_files=_read_files,
+    from_catalog=_from_catalog, mteb_protocols=(("AbsTaskSummarization", "summarization"),),
+))
