@@ -101,6 +101,7 @@ def test_documents_without_a_query_term_are_not_returned():
     assert (run.doc_index[1] == -1).all()  # nothing matched: an empty row, still present for scoring
 
 
+@pytest.mark.slow
 def test_numba_and_numpy_backends_agree(bbc):
     corpus, queries = bbc
     a = BM25Retriever(backend="numba").retrieve(queries, corpus, SearchOptions(top_k=10))
