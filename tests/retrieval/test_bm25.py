@@ -68,6 +68,7 @@ def _reference(method: str, docs, query, k1, b, delta) -> np.ndarray:
     return rank_bm25.BM25Plus(docs, k1=k1, b=b, delta=delta).get_scores(query)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
 @pytest.mark.parametrize("stemmer,stopwords", [("english", "en"), ("none", "none")])
 def test_scores_and_rankings_match_reference(bbc, method, stemmer, stopwords):

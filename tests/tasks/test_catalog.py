@@ -23,6 +23,7 @@ RU_MTEB_17 = ["GeoreviewClassification", "GeoreviewClusteringP2P", "HeadlineClas
               "RuBQReranking", "CEDRClassification", "SensitiveTopicsClassification"]
 
 
+@pytest.mark.slow
 def test_catalog_agrees_with_mteb_metadata():
     mteb = pytest.importorskip("mteb")
     for name in catalog_names():
