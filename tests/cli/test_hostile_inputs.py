@@ -34,6 +34,7 @@ def _run(folder, tmp_path):
             "--no-cache", "--no-progress"]
 
 
+@pytest.mark.slow
 def test_non_utf8_qrels_names_the_file(tmp_path, capsys):
     folder = _beir(tmp_path / "d")
     (folder / "qrels" / "test.tsv").write_bytes("query-id\tcorpus-id\tscore\nq1\td2\t1\n# caf\xe9\n".encode("latin-1"))
@@ -46,6 +47,7 @@ def test_non_utf8_config_names_the_file(tmp_path, capsys):
     assert "c.yaml: not valid UTF-8" in _error(capsys, ["run", "--config", str(config)])
 
 
+@pytest.mark.slow
 def test_corrupt_gzip_names_the_file(tmp_path, capsys):
     folder = _beir(tmp_path / "d")
     (folder / "corpus.jsonl").unlink()
@@ -66,6 +68,7 @@ def test_symlink_loop(tmp_path, capsys):
     assert "symbolic link loop" in _error(capsys, _run(tmp_path / "a", tmp_path))
 
 
+@pytest.mark.slow
 def test_csv_with_an_unbalanced_quote_is_a_parse_error_at_its_line(tmp_path, capsys):
     folder = _beir(tmp_path / "d")
     (folder / "corpus.jsonl").unlink()
@@ -109,6 +112,7 @@ def test_cache_dir_that_is_a_file(tmp_path, capsys):
     assert "--cache-dir " + str(tmp_path / "cachefile") + " is a file" in _error(capsys, argv)
 
 
+@pytest.mark.slow
 def test_output_folder_under_a_file(tmp_path, capsys):
     folder = _beir(tmp_path / "d")
     (tmp_path / "file").write_text("x")
@@ -117,6 +121,7 @@ def test_output_folder_under_a_file(tmp_path, capsys):
     assert "Not a directory" in _error(capsys, argv)
 
 
+@pytest.mark.slow
 def test_full_disk_while_writing_results(tmp_path, capsys, monkeypatch):
     import embedscope.results.store as store
 
@@ -127,6 +132,7 @@ def test_full_disk_while_writing_results(tmp_path, capsys, monkeypatch):
     assert "no space left on device" in _error(capsys, _run(_beir(tmp_path / "d"), tmp_path))
 
 
+@pytest.mark.slow
 def test_full_disk_in_the_cache(tmp_path, capsys, monkeypatch):
     import sqlite3
 
@@ -373,6 +379,7 @@ def test_truncated_onnx_file_is_named(tmp_path, capsys, tiny_model):
 
 # -- stored results ------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", ['{"task_name": "d", "scores": {"test": [{"main_sc', "[1, 2, 3]",
                                      '{"task_name": "d", "scores": {"test": 0.5}}', '{"task_name": "d", "scores": []}'])
 def test_broken_stored_result_offers_overwrite_always_which_works(tmp_path, capsys, content):
@@ -393,6 +400,7 @@ def test_report_on_a_result_of_the_wrong_shape(tmp_path, capsys):
     assert "X.json: not a task result of the expected shape" in _error(capsys, ["report", str(tmp_path)])
 
 
+@pytest.mark.slow
 def test_read_only_output_folder(tmp_path, capsys, monkeypatch):
     import embedscope.results.store as store
 

@@ -142,6 +142,7 @@ def test_the_probe_is_cached_per_process(monkeypatch, no_offline_flags):
     assert len(calls) == 1
 
 
+@pytest.mark.slow
 def test_a_stalled_network_is_given_up_on_after_the_timeout(monkeypatch, no_offline_flags):
     monkeypatch.setattr(hub, "_connect", lambda host, port, out: time.sleep(10))
     started = time.perf_counter()

@@ -35,6 +35,7 @@ def test_splits_and_params_reach_a_catalog_task(tmp_path):
     assert list(scores) == ["validation"] and len(scores["validation"][0]["scores_per_experiment"]) == 3
 
 
+@pytest.mark.slow
 def test_cli_run_with_task_params_and_splits(tmp_path, capsys):
     _emotion(tmp_path)
     args = ["run", "--model", "static-64", "--tasks", "EmotionClassification", "--data-dir", str(tmp_path),
@@ -46,6 +47,7 @@ def test_cli_run_with_task_params_and_splits(tmp_path, capsys):
     assert len(result["scores"]["validation"][0]["scores_per_experiment"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("param, message", [
     ("sample_per_label=4", "'sample_per_label' is not a parameter of the Classification task(s) asked for "
                            "(valid: n_experiments, samples_per_label)"),

@@ -82,6 +82,7 @@ def test_exact_permutation_on_per_experiment_scores_equals_scipy(folders):
     assert row.n == len(a.values) == 4 and row.p_value == ref.pvalue
 
 
+@pytest.mark.slow
 def test_ranx_compare_on_the_saved_runs(bbc):
     folders = bbc
     from ranx import Qrels, Run, compare

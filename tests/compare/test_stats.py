@@ -48,6 +48,7 @@ def test_exact_permutation_test_equals_scipy(n, shift):
     assert permutation_test(a, b, rounds=10_000) == ref.pvalue
 
 
+@pytest.mark.slow
 def test_sampled_permutation_test_matches_scipy_and_ranx():
     from ranx.statistical_tests import fisher_randomization_test
 
@@ -67,6 +68,7 @@ def test_permutation_of_identical_systems_is_one():
     assert permutation_test(a, a.copy()) == 1.0
 
 
+@pytest.mark.slow
 def test_ranx_compare_agrees_on_per_query_scores():
     from ranx import Qrels, Run, compare
 

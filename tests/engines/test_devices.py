@@ -27,6 +27,7 @@ def tiny_st(tmp_path_factory):
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "tiny-st")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sentence-transformers", "transformers"])
 def test_two_replicas_give_the_single_device_vectors(tiny_st, backend):
     from embedscope.models.specs import load_encoder

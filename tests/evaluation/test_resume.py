@@ -106,6 +106,7 @@ def _scores(folder: Path) -> dict:
     return json.loads(path.read_text())["scores"]
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_with_every_flushed_vector_and_the_same_results(tmp_path):
     _corpus(tmp_path / "data")
     killed = _run(tmp_path, "killed", tmp_path / "cache", delay=0.02)
@@ -170,6 +171,7 @@ def test_a_slow_model_is_stored_every_few_seconds(tmp_path, monkeypatch):
     assert watched.seen == list(range(0, 1100, 100))
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_cache_and_one_output_folder(tmp_path):
     """Two runs of the same model and data at once, on one cache and one output folder: both succeed,
     the cache stays consistent and the stored result is an uninterrupted run's."""

@@ -7,6 +7,8 @@ calls the loader, and asserts that it either loads or raises an
 
 Deterministic (``derandomize=True``, no example database). 10,000 examples in all by default;
 ``EMBEDSCOPE_FUZZ_EXAMPLES=<n>`` sets the total (spread over the properties in the same proportions).
+Each property runs twice: ``[full]`` (marked slow) with that total, ``[sample]`` in the fast tier with
+``SAMPLE_TOTAL`` examples in all, the same deterministic generator cut short.
 Inputs are valid UTF-8: undecodable bytes and corrupt compression have their own tests.
 """
 
@@ -32,14 +34,40 @@ _SHARES = {"beir": 1300, "evalscope": 1100, "tables": 1300, "parquet": 500, "qre
 assert sum(_SHARES.values()) == DEFAULT_TOTAL
 
 
-def examples(kind: str) -> int:
-    total = int(os.environ.get("EMBEDSCOPE_FUZZ_EXAMPLES", DEFAULT_TOTAL))
+def examples(kind: str, total: int | None = None) -> int:
+    """A property's share of ``total`` examples (default: ``EMBEDSCOPE_FUZZ_EXAMPLES``, else 10,000)."""
+    if total is None:
+        total = int(os.environ.get("EMBEDSCOPE_FUZZ_EXAMPLES", DEFAULT_TOTAL))
     return max(1, round(_SHARES[kind] * total / DEFAULT_TOTAL))
 
 
 def fuzz(kind: str):
-    return settings(max_examples=examples(kind), derandomize=True, database=None, deadline=None,
-                    suppress_health_check=list(HealthCheck), print_blob=True)
+    def decorate(test):
+        test.fuzz_kind = kind
+        return settings(max_examples=examples(kind), derandomize=True, database=None, deadline=None,
+                        suppress_health_check=list(HealthCheck), print_blob=True)(test)
+
+    return decorate
+
+
+SAMPLE_TOTAL = 300  # the fast tier's examples, over all properties
+
+
+@pytest.fixture(autouse=True, params=[pytest.param("sample", id="sample"),
+                                      pytest.param("full", id="full", marks=pytest.mark.slow)])
+def tier(request):
+    """``full``: the property with all of its examples; ``sample``: with its share of ``SAMPLE_TOTAL``."""
+    test = request.function
+    full = test._hypothesis_internal_use_settings  # where @given reads a test's settings, on every call
+    if request.param == "full":
+        yield
+        return
+    sample = min(full.max_examples, examples(test.fuzz_kind, SAMPLE_TOTAL))
+    test._hypothesis_internal_use_settings = settings(full, max_examples=sample)
+    try:
+        yield
+    finally:
+        test._hypothesis_internal_use_settings = full
 
 
 # -- building blocks ------------------------------------------------------------------------------

@@ -39,11 +39,6 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def minilm():
-    return load_encoder("minilm")
-
-
-@pytest.fixture(scope="module")
 def minilm_vectors(minilm):
     return minilm.encode(TEXTS, role="document")
 
@@ -67,6 +62,7 @@ def _mteb_encode(model, texts, prompt_type, model_prompts=None, batch_size=32):
                                      prompt_type=prompt_type, batch_size=batch_size, show_progress_bar=False))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("role", ["query", "document"])
 def test_sentence_transformers_bit_identical_to_mteb_wrapper(minilm, minilm_vectors, role):
     from mteb.types import PromptType
@@ -77,6 +73,7 @@ def test_sentence_transformers_bit_identical_to_mteb_wrapper(minilm, minilm_vect
     assert ours.tobytes() == theirs.tobytes()
 
 
+@pytest.mark.slow
 def test_sentence_transformers_prompts_bit_identical_to_mteb_wrapper(minilm):
     from mteb.types import PromptType
 
@@ -92,6 +89,7 @@ def test_sentence_transformers_prompts_bit_identical_to_mteb_wrapper(minilm):
     assert np.allclose(with_prompt, minilm.encode(["query: the cat"], role="query"), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_sentence_transformers_attributes(minilm):
     assert isinstance(minilm, Encoder)
     assert minilm.name == "sentence-transformers/all-MiniLM-L6-v2"
@@ -105,11 +103,7 @@ def test_sentence_transformers_attributes(minilm):
 # -- transformers backend ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def minilm_transformers():
-    return load_encoder("minilm", backend="transformers")
-
-
+@pytest.mark.slow
 def test_transformers_mean_pooling_matches_sentence_transformers(minilm_transformers, minilm_vectors):
     enc = minilm_transformers
     assert (enc.pooling, enc.max_seq_length, enc.normalize, enc.embed_dim) == ("mean", 256, True, 384)
@@ -118,6 +112,7 @@ def test_transformers_mean_pooling_matches_sentence_transformers(minilm_transfor
     assert np.abs(ours - minilm_vectors).max() < 1e-5
 
 
+@pytest.mark.slow
 def test_fingerprints_change_with_settings_and_are_stable(minilm, minilm_transformers):
     from embedscope.models.transformers_backend import TransformersEncoder
 
@@ -138,8 +133,9 @@ def test_fingerprints_change_with_settings_and_are_stable(minilm, minilm_transfo
 # -- ONNX backend on the bundled models --------------------------------------------------------
 
 
-def test_minilm_int8_close_to_minilm(minilm_vectors):
-    enc = load_encoder("minilm-int8")
+@pytest.mark.slow
+def test_minilm_int8_close_to_minilm(minilm_int8, minilm_vectors):
+    enc = minilm_int8
     assert (enc.backend, enc.pooling, enc.normalize, enc.max_seq_length) == ("onnx", "mean", True, 256)
     assert enc.input_names == ["input_ids", "attention_mask", "token_type_ids"]
     ours = enc.encode(TEXTS, role="document")
@@ -148,8 +144,9 @@ def test_minilm_int8_close_to_minilm(minilm_vectors):
     assert load_encoder("minilm-int8").fingerprint == enc.fingerprint  # stable across loads
 
 
-def test_paraphrase_l3_uses_its_pooled_output():
-    enc = load_encoder("paraphrase-minilm-l3")
+@pytest.mark.slow
+def test_paraphrase_l3_uses_its_pooled_output(paraphrase_l3):
+    enc = paraphrase_l3
     assert enc.output_name == "461" and enc.pooling == "graph" and enc.embed_dim == 384
     assert enc.input_names == ["input_ids", "attention_mask"]  # no token_type_ids in this graph
     v = enc.encode(TEXTS[:3], role="query")
@@ -332,8 +329,9 @@ def test_onnx_without_tokenizer_asks_for_one(tmp_path):
 # -- static backend ------------------------------------------------------------------------------
 
 
-def test_static_64_dims_and_determinism():
-    enc = load_encoder("static-64")
+@pytest.mark.slow
+def test_static_64_dims_and_determinism(static_64):
+    enc = static_64
     assert (enc.backend, enc.embed_dim, enc.normalize) == ("model2vec", 64, True)
     a = enc.encode(TEXTS, role="document")
     b = enc.encode(list(reversed(TEXTS)), role="query", batch_size=3)[::-1]

@@ -101,6 +101,7 @@ def _writer(args):
     return cached.encode(texts, role="document").tobytes()  # the same call in both processes
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_cache(tmp_path):
     with mp.get_context("spawn").Pool(2) as pool:
         outs = pool.map(_writer, [(str(tmp_path), 0), (str(tmp_path), 1)])

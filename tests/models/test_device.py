@@ -207,6 +207,7 @@ def test_no_backend_pins_a_device():
     assert keyword.search('SentenceTransformer(path, device="cpu")')
 
 
+@pytest.mark.slow
 def test_cli_cuda_on_a_cpu_machine_fails_in_one_line(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

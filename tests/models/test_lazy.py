@@ -85,6 +85,7 @@ def test_the_key_follows_files_and_options(tiny_st, tmp_path):
     assert identity_key("org/some-hub-model", {}, "cpu") is None  # a hub id may move: never lazy
 
 
+@pytest.mark.slow
 def test_warm_process_imports_no_model_library(tiny_st, tmp_path):
     code = f"""
 import json, sys

@@ -27,6 +27,7 @@ def test_alias_paths_are_installed_models():
     assert detect_kind(alias_path("minilm-int8")) == "onnx"
 
 
+@pytest.mark.slow
 def test_alias_resolution_names_and_backends():
     enc = load_encoder("Static-64")  # aliases are case-insensitive
     assert (enc.name, enc.backend) == ("tokenlearn-static-model", "model2vec")
@@ -84,6 +85,7 @@ def test_detect_kind_on_folders(tmp_path):
         detect_kind(_touch(tmp_path / "w", "weights.bin") / "weights.bin")
 
 
+@pytest.mark.slow
 def test_local_path_loads_with_detected_kind(tmp_path):
     import shutil
 

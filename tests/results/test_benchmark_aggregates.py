@@ -59,6 +59,7 @@ def test_missing_task_earns_no_points_and_benchmark_restricts():
     assert {r.task for r in kept} == {"SciFact", "STS12"}
 
 
+@pytest.mark.slow
 def test_cli_report_for_a_benchmark(tmp_path, capsys):
     from embedscope.cli.main import main
     from embedscope.evaluation.runner import evaluate
@@ -69,6 +70,7 @@ def test_cli_report_for_a_benchmark(tmp_path, capsys):
     assert "No results for a task of MTEB(eng, v2)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_report_shows_borda_for_a_benchmark(tmp_path, capsys):
     import json
 

@@ -54,6 +54,7 @@ def test_page_is_self_contained(report):
         "http://www.w3.org/2000/svg", "") and "https://" not in text
 
 
+@pytest.mark.slow
 def test_in_headless_chromium(report):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -68,6 +68,7 @@ def _reference(method: str, docs, query, k1, b, delta) -> np.ndarray:
     return rank_bm25.BM25Plus(docs, k1=k1, b=b, delta=delta).get_scores(query)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
 @pytest.mark.parametrize("stemmer,stopwords", [("english", "en"), ("none", "none")])
 def test_scores_and_rankings_match_reference(bbc, method, stemmer, stopwords):
@@ -101,6 +102,7 @@ def test_documents_without_a_query_term_are_not_returned():
     assert (run.doc_index[1] == -1).all()  # nothing matched: an empty row, still present for scoring
 
 
+@pytest.mark.slow
 def test_numba_and_numpy_backends_agree(bbc):
     corpus, queries = bbc
     a = BM25Retriever(backend="numba").retrieve(queries, corpus, SearchOptions(top_k=10))

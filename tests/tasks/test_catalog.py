@@ -23,6 +23,7 @@ RU_MTEB_17 = ["GeoreviewClassification", "GeoreviewClusteringP2P", "HeadlineClas
               "RuBQReranking", "CEDRClassification", "SensitiveTopicsClassification"]
 
 
+@pytest.mark.slow
 def test_catalog_agrees_with_mteb_metadata():
     mteb = pytest.importorskip("mteb")
     for name in catalog_names():
@@ -99,6 +100,7 @@ def test_transforms_and_sizes_as_data():
     assert catalog_entry("MedrxivClusteringS2S.v2").flatten_sets
 
 
+@pytest.mark.slow
 def test_benchmarks_match_mteb():
     mteb = pytest.importorskip("mteb")
     for name in ("MTEB(eng, v2)", "MTEB(rus, v1)", "MTEB(cmn, v1)", "MTEB(Multilingual, v2)"):

