@@ -102,9 +102,12 @@ def test_a_registered_type_runs_through_the_route_and_writes_its_result(word_cou
 
 
 def test_the_cli_runs_a_registered_type_from_a_file(word_count, counts_file, tmp_path, capsys):
+    from support.tiny_models import build_tiny_sentence_transformer
+
+    model = build_tiny_sentence_transformer(tmp_path / "tiny-st")  # a model the test builds: the fast tier
     out = tmp_path / "out"
-    assert main(["run", "--model", "static-64", "--tasks", f"wordcount:{counts_file}", "--task-param",
-                 "min_count=2", "--output-folder", str(out)]) == 0
+    assert main(["run", "--model", str(model), "--tasks", f"wordcount:{counts_file}", "--task-param",
+                 "min_count=2", "--output-folder", str(out), "--no-cache", "--device", "cpu"]) == 0
     [path] = [p for p in out.rglob("counts.json")]
     stored = json.loads(path.read_text())
     assert stored["task_settings"]["min_count"] == 2 and stored["task_settings"]["type"] == "WordCount"
