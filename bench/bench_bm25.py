@@ -82,15 +82,22 @@ def main() -> None:
     con.execute("CREATE VIRTUAL TABLE t USING fts5(text)")
     con.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", ((i + 1, d) for i, d in enumerate(docs)))
     con.execute("INSERT INTO t(t) VALUES ('optimize')")
-    raw_fts, _ = median_time(lambda: [con.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT 10",
-                                                  (e,)).fetchall() for e in expressions[:n_fts]], repeats=3)
+    raw_fts, _ = median_time(
+        lambda: [
+            con.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT 10", (e,)).fetchall()
+            for e in expressions[:n_fts]
+        ],
+        repeats=3,
+    )
 
     found = np.asarray(ours_idx)
     overlap = np.mean([len(set(a[a >= 0]) & set(b)) / 10 for a, b in zip(found, np.asarray(direct_docs))])
     print(f"index: embedscope {ours_index:.2f} s, bm25s direct {direct_index_s:.2f} s, FTS5 {fts_index:.2f} s")
     print(f"embedscope BM25 : {n_queries / ours:9.0f} q/s")
     print(f"bm25s direct    : {n_queries / direct:9.0f} q/s   (embedscope / bm25s = {direct / ours:.2f}x speed)")
-    print(f"FTS5 embedscope : {n_fts / fts_time:9.0f} q/s   (BM25 / FTS5 = {(n_queries / ours) / (n_fts / fts_time):.0f}x)")
+    print(
+        f"FTS5 embedscope : {n_fts / fts_time:9.0f} q/s   (BM25 / FTS5 = {(n_queries / ours) / (n_fts / fts_time):.0f}x)"
+    )
     print(f"FTS5 raw sqlite : {n_fts / raw_fts:9.0f} q/s   (embedscope FTS5 / raw = {raw_fts / fts_time:.2f}x speed)")
     print(f"top-10 overlap embedscope vs bm25s direct: {overlap:.3f}")
     print("anchor (performance-anchors.md §2, 100k docs): bm25s numba 2 threads 19,137 q/s; FTS5 OR 182 q/s")

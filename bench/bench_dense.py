@@ -29,8 +29,10 @@ def main() -> None:
     try:
         import faiss
     except ImportError:
-        sys.exit("bench_dense.py compares against faiss, which is not installed: "
-                 "pip install -c constraints.txt -e '.[bench]' (or bash scripts/setup.sh --test)")
+        sys.exit(
+            "bench_dense.py compares against faiss, which is not installed: "
+            "pip install -c constraints.txt -e '.[bench]' (or bash scripts/setup.sh --test)"
+        )
     import torch
 
     from embedscope.retrieval.dense import top_k_search
@@ -41,8 +43,9 @@ def main() -> None:
     chunk = 50_000
 
     def ours():
-        return top_k_search(queries, (docs[i : i + chunk] for i in range(0, len(docs), chunk)), top_k=100,
-                            similarity="dot")
+        return top_k_search(
+            queries, (docs[i : i + chunk] for i in range(0, len(docs), chunk)), top_k=100, similarity="dot"
+        )
 
     def theirs():
         index = faiss.IndexFlatIP(docs.shape[1])
@@ -52,8 +55,10 @@ def main() -> None:
     t_ours, (idx, _) = median_time(ours, repeats=5)
     t_faiss, (_, f_idx) = median_time(theirs, repeats=5)
     overlap = np.mean([len(set(a) & set(b)) / 100 for a, b in zip(idx.tolist(), f_idx.tolist())])
-    print(f"dense top-100, 1,000 queries x 100,000 docs x 384: embedscope {t_ours:.3f} s, faiss IndexFlatIP "
-          f"{t_faiss:.3f} s, ratio (embedscope/faiss) {t_ours / t_faiss:.2f}x; top-100 overlap {overlap:.4f}")
+    print(
+        f"dense top-100, 1,000 queries x 100,000 docs x 384: embedscope {t_ours:.3f} s, faiss IndexFlatIP "
+        f"{t_faiss:.3f} s, ratio (embedscope/faiss) {t_ours / t_faiss:.2f}x; top-100 overlap {overlap:.4f}"
+    )
 
 
 if __name__ == "__main__":

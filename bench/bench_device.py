@@ -102,7 +102,9 @@ def main() -> None:
     path = str(alias_path("minilm"))
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
     print(f"device {device} ({name}); corpus {len(texts):,} passages, {args.queries} queries; median of {args.repeats}")
-    print("| dtype | batch | bare ST docs/s | embedscope docs/s | bare e2e s | embedscope e2e s | ratio | ndcg@10 | shift |")
+    print(
+        "| dtype | batch | bare ST docs/s | embedscope docs/s | bare e2e s | embedscope e2e s | ratio | ndcg@10 | shift |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     work = Path(tempfile.mkdtemp(prefix="embedscope-device-"))
     reference: dict[str, float] = {}
@@ -112,6 +114,7 @@ def main() -> None:
             bare.to(torch_dtype(dtype))
         ours = load_encoder("minilm", device=device, dtype=dtype)
         for size in sizes:
+
             def timed(fn):
                 times = []
                 for _ in range(args.repeats):
@@ -123,14 +126,20 @@ def main() -> None:
                 return float(np.median(times))
 
             bare.encode(texts[:64], batch_size=size)  # warm-up
-            t_bare = timed(lambda: bare.encode(texts, batch_size=size))
-            t_ours = timed(lambda: ours.encode(texts, role="document", batch_size=size))
+            t_bare = timed(lambda bare=bare, size=size: bare.encode(texts, batch_size=size))
+            t_ours = timed(lambda ours=ours, size=size: ours.encode(texts, role="document", batch_size=size))
             e2e_bare = float(np.median([bare_end_to_end(bare, task, size) for _ in range(args.repeats)]))
             runs = []
             for r in range(args.repeats):
                 t0 = time.perf_counter()
-                rep = embedscope.evaluate(ours, [task], output_folder=work / f"{dtype}-{size}-{r}", cache=False,
-                                          show_progress=False, batch_size=size)
+                rep = embedscope.evaluate(
+                    ours,
+                    [task],
+                    output_folder=work / f"{dtype}-{size}-{r}",
+                    cache=False,
+                    show_progress=False,
+                    batch_size=size,
+                )
                 runs.append(time.perf_counter() - t0)
             e2e_ours = float(np.median(runs))
             ndcg = rep.outcomes[0].result.scores["test"][0]["ndcg_at_10"]
@@ -138,14 +147,19 @@ def main() -> None:
                 reference[f"{size}"] = ndcg
             base = reference.get(f"{size}")
             shift = "" if dtype == "fp32" or base is None else f"{ndcg - base:+.5f} vs fp32"
-            print(f"| {dtype} | {size} | {len(texts) / t_bare:,.0f} | {len(texts) / t_ours:,.0f} | {e2e_bare:.2f} | "
-                  f"{e2e_ours:.2f} | {e2e_ours / e2e_bare:.2f} | {ndcg:.5f} | {shift} |")
+            print(
+                f"| {dtype} | {size} | {len(texts) / t_bare:,.0f} | {len(texts) / t_ours:,.0f} | {e2e_bare:.2f} | "
+                f"{e2e_ours:.2f} | {e2e_ours / e2e_bare:.2f} | {ndcg:.5f} | {shift} |"
+            )
     if device != "cpu" and not args.no_cpu_reference and "fp32" in dtypes:
-        cpu = embedscope.evaluate("minilm", [task], output_folder=work / "cpu", cache=False, show_progress=False,
-                                  device="cpu", batch_size=32)
+        cpu = embedscope.evaluate(
+            "minilm", [task], output_folder=work / "cpu", cache=False, show_progress=False, device="cpu", batch_size=32
+        )
         cpu_ndcg = cpu.outcomes[0].result.scores["test"][0]["ndcg_at_10"]
-        print(f"fp32 ndcg_at_10 on the CPU {cpu_ndcg:.5f}; {device} at batch 32 {reference['32']:.5f}; "
-              f"|shift| {abs(reference['32'] - cpu_ndcg):.1e} (goal <= 1e-5)")
+        print(
+            f"fp32 ndcg_at_10 on the CPU {cpu_ndcg:.5f}; {device} at batch 32 {reference['32']:.5f}; "
+            f"|shift| {abs(reference['32'] - cpu_ndcg):.1e} (goal <= 1e-5)"
+        )
 
 
 if __name__ == "__main__":

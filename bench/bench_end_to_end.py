@@ -41,10 +41,16 @@ def run_task(name: str, work: Path) -> None:
     task = TASKS.get(name)
     data = task.load_split("test")
     cache = work / f"cache-{name}"
-    t_cold, cold = timed(lambda: embedscope.evaluate("minilm", [task], output_folder=work / f"cold-{name}",
-                                                     cache=cache, show_progress=False))
-    t_warm, warm = timed(lambda: embedscope.evaluate("minilm", [task], output_folder=work / f"warm-{name}",
-                                                     cache=cache, show_progress=False))
+    t_cold, cold = timed(
+        lambda: embedscope.evaluate(
+            "minilm", [task], output_folder=work / f"cold-{name}", cache=cache, show_progress=False
+        )
+    )
+    t_warm, warm = timed(
+        lambda: embedscope.evaluate(
+            "minilm", [task], output_folder=work / f"warm-{name}", cache=cache, show_progress=False
+        )
+    )
     ours = cold.outcomes[0].result.scores["test"][0]
     assert json.dumps(warm.outcomes[0].result.scores["test"][0]) == json.dumps(ours), "warm run must equal the cold run"
 
@@ -52,8 +58,9 @@ def run_task(name: str, work: Path) -> None:
     kwargs = {"batch_size": 32, "show_progress_bar": False}
 
     def mteb_cold():
-        return mteb.evaluate(mteb_sentence_transformer(path), [mteb_retrieval_task(data, name=name)], cache=None,
-                             encode_kwargs=kwargs)
+        return mteb.evaluate(
+            mteb_sentence_transformer(path), [mteb_retrieval_task(data, name=name)], cache=None, encode_kwargs=kwargs
+        )
 
     def mteb_cached():
         wrapped = CachedEmbeddingWrapper(mteb_sentence_transformer(path), work / f"mteb-cache-{name}")
@@ -66,12 +73,16 @@ def run_task(name: str, work: Path) -> None:
     keys = [k for k in theirs if isinstance(theirs[k], float)]
     differing = [k for k in keys if ours[k] != theirs[k] and not (ours[k] != ours[k] and theirs[k] != theirs[k])]
     print(f"{name}: {len(data.queries)} queries, {len(data.corpus)} documents")
-    print(f"  ndcg@10  embedscope {ours['ndcg_at_10']:.5f}  mteb {theirs['ndcg_at_10']:.5f}  "
-          f"mteb-cached {res_warm.task_results[0].scores['test'][0]['ndcg_at_10']:.5f}; "
-          f"{len(keys) - len(differing)}/{len(keys)} score keys identical {differing[:5] if differing else ''}")
+    print(
+        f"  ndcg@10  embedscope {ours['ndcg_at_10']:.5f}  mteb {theirs['ndcg_at_10']:.5f}  "
+        f"mteb-cached {res_warm.task_results[0].scores['test'][0]['ndcg_at_10']:.5f}; "
+        f"{len(keys) - len(differing)}/{len(keys)} score keys identical {differing[:5] if differing else ''}"
+    )
     print(f"  cold: embedscope {t_cold:.1f} s, mteb {t_mteb:.1f} s, ratio (mteb/embedscope) {t_mteb / t_cold:.2f}x")
-    print(f"  warm: embedscope {t_warm:.1f} s, mteb (CachedEmbeddingWrapper) {t_mteb_warm:.1f} s, "
-          f"ratio (mteb/embedscope) {t_mteb_warm / t_warm:.1f}x")
+    print(
+        f"  warm: embedscope {t_warm:.1f} s, mteb (CachedEmbeddingWrapper) {t_mteb_warm:.1f} s, "
+        f"ratio (mteb/embedscope) {t_mteb_warm / t_warm:.1f}x"
+    )
     assert abs(ours["ndcg_at_10"] - theirs["ndcg_at_10"]) <= 1e-4
 
 

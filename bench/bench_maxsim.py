@@ -68,8 +68,10 @@ def main() -> None:
     ex_ours, (idx, _) = median_time(lambda: maxsim_top_k(q_list[:few], [d_list], top_k=10), repeats=3)
     ex_plain, full = median_time(lambda: plain_exhaustive(q_t[:few], d_t), repeats=3)
     agree = np.mean([set(i) == set(np.argsort(-f)[:10]) for i, f in zip(idx, full)])
-    print(f"exhaustive {few} queries x {N_DOCS} docs: embedscope {ex_ours / few:.3f} s/query, "
-          f"plain torch {ex_plain / few:.3f} s/query (ratio {ex_plain / ex_ours:.2f}x); top-10 agreement {agree:.2f}")
+    print(
+        f"exhaustive {few} queries x {N_DOCS} docs: embedscope {ex_ours / few:.3f} s/query, "
+        f"plain torch {ex_plain / few:.3f} s/query (ratio {ex_plain / ex_ours:.2f}x); top-10 agreement {agree:.2f}"
+    )
     print("  anchor: numpy fp32 0.110 s/query, torch fp32 0.159 s/query")
 
 

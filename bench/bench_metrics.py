@@ -67,8 +67,10 @@ def main() -> None:
             worst = max(worst, float(np.abs(ranking.per_query[f"{metric}_at_{k}"] - ref).max()))
             worst = max(worst, float(np.abs(from_dict.per_query[f"{metric}_at_{k}"] - ref).max()))
     print(f"data: {len(run.query_ids)} queries x {run.depth} docs, {sum(map(len, qrels.values()))} judgments")
-    print(f"metrics: pytrec_eval {t_theirs:.3f} s, embedscope (RankedRun) {t_ours:.3f} s, "
-          f"ratio (pytrec/embedscope) {t_theirs / t_ours:.1f}x")
+    print(
+        f"metrics: pytrec_eval {t_theirs:.3f} s, embedscope (RankedRun) {t_ours:.3f} s, "
+        f"ratio (pytrec/embedscope) {t_theirs / t_ours:.1f}x"
+    )
     print(f"metrics: embedscope from dict {t_dict:.3f} s, ratio (pytrec/embedscope) {t_theirs / t_dict:.1f}x")
     print(f"metrics: to_mteb() (means + nAUC) {t_mteb:.3f} s")
     print(f"max abs diff vs pytrec_eval (per query, all metrics and k): {worst:.3g}")

@@ -90,12 +90,20 @@ def anchor(n_docs: int, n_queries: int, workers: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="embedscope-ray-anchor-"))
     task = synthetic_task(n_docs, n_queries)
     t0 = time.perf_counter()
-    local = embedscope.evaluate("static-64", [task], output_folder=work / "local", cache=work / "c1",
-                                show_progress=False, device="cpu")
+    local = embedscope.evaluate(
+        "static-64", [task], output_folder=work / "local", cache=work / "c1", show_progress=False, device="cpu"
+    )
     seconds = time.perf_counter() - t0
     ray.init(num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False, configure_logging=False)
-    remote = embedscope.evaluate("static-64", [task], output_folder=work / "ray", cache=work / "c2",
-                                 show_progress=False, engine="ray", ray_workers=workers)
+    remote = embedscope.evaluate(
+        "static-64",
+        [task],
+        output_folder=work / "ray",
+        cache=work / "c2",
+        show_progress=False,
+        engine="ray",
+        ray_workers=workers,
+    )
     same = json.dumps(local.outcomes[0].result.scores) == json.dumps(remote.outcomes[0].result.scores)
     print(json.dumps({"docs_per_s": n_docs / seconds, "seconds": seconds, "same": same}))
     ray.shutdown()
@@ -117,9 +125,22 @@ def main() -> None:
     import subprocess
     import sys
 
-    child = subprocess.run([sys.executable, __file__, "--anchor-only", "--anchor-docs", str(args.anchor_docs),
-                            "--queries", str(args.queries), "--workers", str(args.workers)],
-                           capture_output=True, text=True, check=True)
+    child = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--anchor-only",
+            "--anchor-docs",
+            str(args.anchor_docs),
+            "--queries",
+            str(args.queries),
+            "--workers",
+            str(args.workers),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     base = json.loads(child.stdout.strip().splitlines()[-1])
 
     import ray
@@ -132,22 +153,35 @@ def main() -> None:
     before = rss_mb()
     t0 = time.perf_counter()
     with PeakRSS() as peak:
-        report = embedscope.evaluate("static-64", [task], output_folder=work / "ray", cache=work / "cache",
-                                     show_progress=False, engine="ray", ray_workers=args.workers)
+        report = embedscope.evaluate(
+            "static-64",
+            [task],
+            output_folder=work / "ray",
+            cache=work / "cache",
+            show_progress=False,
+            engine="ray",
+            ray_workers=args.workers,
+        )
     seconds = time.perf_counter() - t0
     embeddings_mb = args.docs * 64 * 4 / 2**20
     limit = embeddings_mb + 1024
     result = report.outcomes[0].result.scores["test"][0]
     rate = args.docs / seconds
-    print(f"in-process anchor: {args.anchor_docs:,} docs in {base['seconds']:.1f} s ({base['docs_per_s']:,.0f} docs/s); "
-          f"Ray gives the identical scores on it: {base['same']}")
-    print(f"Ray engine, {args.workers} workers: {args.docs:,} docs + {args.queries:,} queries end to end in "
-          f"{seconds:.1f} s ({rate:,.0f} docs/s, {rate / base['docs_per_s']:.2f}x the in-process rate); "
-          f"ndcg_at_10 {result['ndcg_at_10']:.5f}; encoded {report.cache.encoded:,} texts")
-    print(f"driver RSS: {before:,.0f} MB with the corpus in memory, peak {peak.peak:,.0f} MB; embeddings "
-          f"{embeddings_mb:,.0f} MB; goal peak < embeddings + 1 GB = {limit:,.0f} MB -> "
-          f"{'met' if peak.peak < limit else 'NOT met'} (peak/limit {peak.peak / limit:.2f}; "
-          f"ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB)")
+    print(
+        f"in-process anchor: {args.anchor_docs:,} docs in {base['seconds']:.1f} s ({base['docs_per_s']:,.0f} docs/s); "
+        f"Ray gives the identical scores on it: {base['same']}"
+    )
+    print(
+        f"Ray engine, {args.workers} workers: {args.docs:,} docs + {args.queries:,} queries end to end in "
+        f"{seconds:.1f} s ({rate:,.0f} docs/s, {rate / base['docs_per_s']:.2f}x the in-process rate); "
+        f"ndcg_at_10 {result['ndcg_at_10']:.5f}; encoded {report.cache.encoded:,} texts"
+    )
+    print(
+        f"driver RSS: {before:,.0f} MB with the corpus in memory, peak {peak.peak:,.0f} MB; embeddings "
+        f"{embeddings_mb:,.0f} MB; goal peak < embeddings + 1 GB = {limit:,.0f} MB -> "
+        f"{'met' if peak.peak < limit else 'NOT met'} (peak/limit {peak.peak / limit:.2f}; "
+        f"ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB)"
+    )
     ray.shutdown()
 
 

@@ -45,8 +45,22 @@ def write_scifact_sized(folder: Path) -> Path:
 
 def run(task: str, out: Path, cache: Path, device: str) -> tuple[float, dict]:
     env = {**os.environ, "EMBEDSCOPE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "embedscope", "run", "--model", "minilm", "--tasks", task, "--device", device,
-           "--output-folder", str(out), "--json", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "embedscope",
+        "run",
+        "--model",
+        "minilm",
+        "--tasks",
+        task,
+        "--device",
+        device,
+        "--output-folder",
+        str(out),
+        "--json",
+        "--no-progress",
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
     seconds = time.perf_counter() - t0
@@ -58,16 +72,20 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="embedscope-warm-"))
-    tasks = {"LeeDocumentSimilarity": "LeeDocumentSimilarity",
-             "SciFact-sized (5,183 docs)": str(write_scifact_sized(work / "scifact-sized"))}
+    tasks = {
+        "LeeDocumentSimilarity": "LeeDocumentSimilarity",
+        "SciFact-sized (5,183 docs)": str(write_scifact_sized(work / "scifact-sized")),
+    }
     print(f"| task | cold s | warm s | warm/cold | goal < {GOAL_S} s | identical |")
     print("|---|---|---|---|---|---|")
     for label, task in tasks.items():
         cache = work / f"cache-{len(label)}"
         cold, a = run(task, work / f"cold-{len(label)}", cache, args.device)
         warm, b = run(task, work / f"warm-{len(label)}", cache, args.device)
-        print(f"| {label} | {cold:.1f} | {warm:.2f} | {warm / cold:.3f} | {'met' if warm < GOAL_S else 'NOT met'} | "
-              f"{json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)} |")
+        print(
+            f"| {label} | {cold:.1f} | {warm:.2f} | {warm / cold:.3f} | {'met' if warm < GOAL_S else 'NOT met'} | "
+            f"{json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)} |"
+        )
 
 
 if __name__ == "__main__":

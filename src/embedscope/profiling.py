@@ -31,8 +31,11 @@ class StageStats:
     peak_delta_mb: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
-        return {"seconds": round(self.seconds, 4), "peak_rss_mb": round(self.peak_rss_mb, 1),
-                "peak_delta_mb": round(self.peak_delta_mb, 1)}
+        return {
+            "seconds": round(self.seconds, 4),
+            "peak_rss_mb": round(self.peak_rss_mb, 1),
+            "peak_delta_mb": round(self.peak_delta_mb, 1),
+        }
 
 
 def _rss() -> int:

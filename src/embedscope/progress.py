@@ -63,8 +63,9 @@ def bar_label(role: str, count: int) -> str:
     'queries (3 texts)'
     """
     task = _TASK.get()
-    what = {"query": "queries", "document": "corpus" if task is None or task[1] in _RETRIEVAL_TYPES
-            else "texts"}.get(role, role)
+    what = {"query": "queries", "document": "corpus" if task is None or task[1] in _RETRIEVAL_TYPES else "texts"}.get(
+        role, role
+    )
     return f"{task[0] + ': ' if task else ''}{what} ({count:,} texts)"
 
 

@@ -104,7 +104,9 @@ class RankedRun:
 
     def __post_init__(self) -> None:
         if self.doc_index.shape != self.scores.shape or self.doc_index.ndim != 2:
-            raise ValueError(f"doc_index {self.doc_index.shape} and scores {self.scores.shape} must be equal 2-D shapes")
+            raise ValueError(
+                f"doc_index {self.doc_index.shape} and scores {self.scores.shape} must be equal 2-D shapes"
+            )
         if self.doc_index.shape[0] != len(self.query_ids):
             raise ValueError(f"{len(self.query_ids)} query ids for {self.doc_index.shape[0]} rows")
 
@@ -174,7 +176,11 @@ class KeyedRun:
         out = [short_id(k) for k in keys.tolist()]
         long = np.flatnonzero(keys >> 59)
         if len(long):
-            flat = self.position[rows[long], cols[long]] if self.position is not None else rows[long] * self.depth + cols[long]
+            flat = (
+                self.position[rows[long], cols[long]]
+                if self.position is not None
+                else rows[long] * self.depth + cols[long]
+            )
             found = [self.long_docs[int(i)].as_py() for i in np.searchsorted(self.long_rows, flat)]
             for i, name in zip(long.tolist(), found):
                 out[i] = name

@@ -36,8 +36,12 @@ def test_score_json_matches_pytrec_eval(tmp_path, capsys):
     ours = json.loads(capsys.readouterr().out)
     ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map_cut.100", "recall.5", "P.3"})
     per_query = ev.evaluate(run)
-    for ours_key, trec_key in [("ndcg_at_10", "ndcg_cut_10"), ("map_at_100", "map_cut_100"),
-                               ("recall_at_5", "recall_5"), ("precision_at_3", "P_3")]:
+    for ours_key, trec_key in [
+        ("ndcg_at_10", "ndcg_cut_10"),
+        ("map_at_100", "map_cut_100"),
+        ("recall_at_5", "recall_5"),
+        ("precision_at_3", "P_3"),
+    ]:
         expected = round(sum(v[trec_key] for v in per_query.values()) / len(per_query), 5)
         assert ours[ours_key] == expected, ours_key
 
@@ -69,11 +73,23 @@ def test_run_on_a_beir_folder_with_the_static_model(tmp_path, capsys):
     folder = tmp_path / "beir"
     (folder / "qrels").mkdir(parents=True)
     docs = {"d1": "Cats purr and sleep all day.", "d2": "The stock market fell sharply.", "d3": "Rain is expected."}
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items()))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
+    )
     (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "stock market crash"}) + "\n")
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\n")
-    args = ["run", "--model", "static-64", "--tasks", str(folder), "--output-folder", str(tmp_path / "out"),
-            "--cache-dir", str(tmp_path / "cache"), "--save-predictions"]
+    args = [
+        "run",
+        "--model",
+        "static-64",
+        "--tasks",
+        str(folder),
+        "--output-folder",
+        str(tmp_path / "out"),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--save-predictions",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "| beir | Retrieval | test |" in out
@@ -89,8 +105,23 @@ def test_score_per_query_csv_matches_pytrec_eval(tmp_path, capsys):
 
     run, qrels = _write_run_and_qrels(tmp_path)
     out = tmp_path / "per_query.csv"
-    assert main(["score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec"), "--k", "5", "10",
-                 "--per-query", str(out)]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--qrels",
+                str(tmp_path / "qrels.trec"),
+                "--run",
+                str(tmp_path / "run.trec"),
+                "--k",
+                "5",
+                "10",
+                "--per-query",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = {r["query_id"]: r for r in csv.DictReader(out.open())}
     expected = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "P.5"}).evaluate(run)
     assert set(rows) == set(expected) and "mrr_at_10" in next(iter(rows.values()))

@@ -30,8 +30,17 @@ def _error(capsys, argv) -> str:
 
 
 def _run(folder, tmp_path):
-    return ["run", "-m", "static-64", "--tasks", str(folder), "--output-folder", str(tmp_path / "out"),
-            "--no-cache", "--no-progress"]
+    return [
+        "run",
+        "-m",
+        "static-64",
+        "--tasks",
+        str(folder),
+        "--output-folder",
+        str(tmp_path / "out"),
+        "--no-cache",
+        "--no-progress",
+    ]
 
 
 @pytest.mark.slow
@@ -89,14 +98,17 @@ def test_empty_run_or_qrels_names_the_file(tmp_path, capsys, empty):
 def test_score_with_a_cutoff_below_one(tmp_path, capsys, k):
     (tmp_path / "run.trec").write_text("q1 Q0 d2 1 0.9 x\n")
     (tmp_path / "qrels.trec").write_text("q1 0 d2 1\n")
-    err = _error(capsys, ["score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec"),
-                          "--k", k])
+    err = _error(
+        capsys, ["score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec"), "--k", k]
+    )
     assert "cutoffs (k) must be positive integers" in err
 
 
 def test_chunk_a_binary_notebook(tmp_path, capsys):
     (tmp_path / "nb.ipynb").write_bytes(bytes(range(128, 256)))
-    assert "nb.ipynb: not valid UTF-8" in _error(capsys, ["chunk", str(tmp_path / "nb.ipynb"), "-o", str(tmp_path / "c.jsonl")])
+    assert "nb.ipynb: not valid UTF-8" in _error(
+        capsys, ["chunk", str(tmp_path / "nb.ipynb"), "-o", str(tmp_path / "c.jsonl")]
+    )
 
 
 def test_chunk_output_that_is_a_folder(tmp_path, capsys):
@@ -142,19 +154,36 @@ def test_full_disk_in_the_cache(tmp_path, capsys, monkeypatch):
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(EmbeddingCache, "put", full)
-    argv = [a for a in _run(_beir(tmp_path / "d"), tmp_path) if a != "--no-cache"] + ["--cache-dir", str(tmp_path / "c")]
+    argv = [a for a in _run(_beir(tmp_path / "d"), tmp_path) if a != "--no-cache"] + [
+        "--cache-dir",
+        str(tmp_path / "c"),
+    ]
     assert "embedding cache: database or disk is full" in _error(capsys, argv)
 
 
 def test_verbose_shows_the_traceback(tmp_path, capsys):
     (tmp_path / "run.trec").write_text("q1 Q0 d2 1 0.9 x\n")
     (tmp_path / "qrels.trec").write_text("q1 0 d2 1\n")
-    assert main(["--verbose", "score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec"),
-                 "--k", "0"]) == 2
+    assert (
+        main(
+            [
+                "--verbose",
+                "score",
+                "--qrels",
+                str(tmp_path / "qrels.trec"),
+                "--run",
+                str(tmp_path / "run.trec"),
+                "--k",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "Traceback" in capsys.readouterr().err
 
 
 # -- non-finite vectors -----------------------------------------------------------------------------------------
+
 
 class _NanEncoder:
     """KeywordEncoder whose vector for any text containing 'market' is NaN."""
@@ -173,12 +202,12 @@ class _NanEncoder:
 
 def test_nan_vectors_from_a_model_are_an_error(tmp_path):
     import embedscope
-
     from embedscope.errors import NonFiniteError
 
     with pytest.raises(NonFiniteError, match=r"fake/nan: the model .* \('stock market'\)"):
-        embedscope.evaluate(_NanEncoder(), [str(_beir(tmp_path / "d"))], output_folder=tmp_path / "o", cache=False,
-                            show_progress=False)
+        embedscope.evaluate(
+            _NanEncoder(), [str(_beir(tmp_path / "d"))], output_folder=tmp_path / "o", cache=False, show_progress=False
+        )
     assert not list((tmp_path / "o").rglob("d.json"))
 
 
@@ -198,13 +227,18 @@ def test_nan_vectors_from_the_cache_are_an_error(tmp_path):
         conn.execute("UPDATE vectors SET vec = ?", (np.full(3, np.inf, np.float32).tobytes(),))
     conn.close()
     with pytest.raises(NonFiniteError, match=r"the embedding cache .* \('"):
-        embedscope.evaluate(encoder, [data], output_folder=tmp_path / "o", cache=EmbeddingCache(tmp_path / "cache"),
-                            show_progress=False, overwrite="always")
+        embedscope.evaluate(
+            encoder,
+            [data],
+            output_folder=tmp_path / "o",
+            cache=EmbeddingCache(tmp_path / "cache"),
+            show_progress=False,
+            overwrite="always",
+        )
 
 
 def test_nan_vectors_from_an_engine_are_an_error():
     from embedscope.engines.planned import LocalPlanned
-
     from embedscope.errors import NonFiniteError
 
     with pytest.raises(NonFiniteError, match="the stock market"):
@@ -212,6 +246,7 @@ def test_nan_vectors_from_an_engine_are_an_error():
 
 
 # -- gold scores and labels --------------------------------------------------------------------------------------
+
 
 def _jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -269,12 +304,15 @@ def test_single_class_training_split_is_explained(tmp_path):
 
     (tmp_path / "clf").mkdir()
     _jsonl(tmp_path / "clf" / "train.jsonl", [{"text": f"cat {i}", "label": "cat"} for i in range(6)])
-    _jsonl(tmp_path / "clf" / "test.jsonl", [{"text": f"{w} {i}", "label": w} for i, w in enumerate(["cat", "dog"] * 3)])
+    _jsonl(
+        tmp_path / "clf" / "test.jsonl", [{"text": f"{w} {i}", "label": w} for i, w in enumerate(["cat", "dog"] * 3)]
+    )
     with pytest.raises(DataFormatError, match="training split 'train' .* has only the class 'cat'"):
         _evaluate(f"classification:{tmp_path / 'clf'}", tmp_path)
 
 
 # -- eval ----------------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def fake_eval_model(monkeypatch):
@@ -299,8 +337,7 @@ def test_eval_output_folder_gets_a_file_inside(tmp_path, capsys, fake_eval_model
     assert written[0].name == "fake_hash_sentence-similarity.json"
 
 
-@pytest.mark.parametrize("bad,match", [("nan", "row 2: score 'nan' is not a finite number"),
-                                       ("", "every score is 2")])
+@pytest.mark.parametrize("bad,match", [("nan", "row 2: score 'nan' is not a finite number"), ("", "every score is 2")])
 def test_eval_bad_gold_scores(tmp_path, capsys, fake_eval_model, bad, match):
     data = tmp_path / "pairs.jsonl"
     scores = [2, "nan", 2] if bad == "nan" else [2, 2, 2]
@@ -323,8 +360,13 @@ def test_eval_parquet_binary_text_is_decoded(tmp_path, capsys, monkeypatch):
             return super()._encode(texts, role, batch_size, show_progress)
 
     monkeypatch.setattr(specs, "load_encoder", lambda *a, **k: Spy())
-    table = pa.table({"sentence1": pa.array([b"caf\xc3\xa9", b"rain", b"sun"], pa.binary()),
-                      "sentence2": ["café au lait", "rain again", "moon"], "score": [4.0, 3.0, 0.5]})
+    table = pa.table(
+        {
+            "sentence1": pa.array([b"caf\xc3\xa9", b"rain", b"sun"], pa.binary()),
+            "sentence2": ["café au lait", "rain again", "moon"],
+            "score": [4.0, 3.0, 0.5],
+        }
+    )
     pq.write_table(table, tmp_path / "pairs.parquet")
     assert main(_eval(tmp_path, tmp_path / "pairs.parquet")) == 0
     assert "café" in seen and not any(t.startswith("b'") for t in seen)
@@ -338,13 +380,16 @@ def test_retrieval_parquet_binary_text_is_decoded(tmp_path):
 
     folder = _beir(tmp_path / "d")
     (folder / "corpus.jsonl").unlink()
-    pq.write_table(pa.table({"_id": ["d1", "d2", "d3"], "text": pa.array([b"caf\xc3\xa9", b"stock", b"rain"],
-                                                                          pa.binary())}), folder / "corpus.parquet")
+    pq.write_table(
+        pa.table({"_id": ["d1", "d2", "d3"], "text": pa.array([b"caf\xc3\xa9", b"stock", b"rain"], pa.binary())}),
+        folder / "corpus.parquet",
+    )
     data = load_retrieval(folder)
     assert "café" in data.corpus.texts and not any(t.startswith("b'") for t in data.corpus.texts)
 
 
 # -- corrupt model files -------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
@@ -353,8 +398,10 @@ def tiny_model(tmp_path_factory):
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "model")
 
 
-@pytest.mark.parametrize("name,match", [("model.safetensors", "the tensors need"),
-                                        ("tokenizer.json", "invalid JSON"), ("modules.json", "invalid JSON")])
+@pytest.mark.parametrize(
+    "name,match",
+    [("model.safetensors", "the tensors need"), ("tokenizer.json", "invalid JSON"), ("modules.json", "invalid JSON")],
+)
 def test_truncated_model_file_is_named(tmp_path, capsys, tiny_model, name, match):
     model = tmp_path / "m"
     shutil.copytree(tiny_model, model)
@@ -370,8 +417,11 @@ def test_truncated_onnx_file_is_named(tmp_path, capsys, tiny_model):
     from embedscope.models.specs import alias_path
 
     onnx = tmp_path / "model.onnx"
-    onnx.write_bytes((alias_path("minilm-int8") / "model.onnx").read_bytes()[:50_000]
-                     if alias_path("minilm-int8").is_dir() else alias_path("minilm-int8").read_bytes()[:50_000])
+    onnx.write_bytes(
+        (alias_path("minilm-int8") / "model.onnx").read_bytes()[:50_000]
+        if alias_path("minilm-int8").is_dir()
+        else alias_path("minilm-int8").read_bytes()[:50_000]
+    )
     argv = _run(_beir(tmp_path / "d"), tmp_path) + ["--tokenizer", str(tiny_model / "tokenizer.json")]
     argv[argv.index("static-64")] = str(onnx)
     assert "model.onnx: cannot load this model" in _error(capsys, argv)
@@ -379,9 +429,17 @@ def test_truncated_onnx_file_is_named(tmp_path, capsys, tiny_model):
 
 # -- stored results ------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
-@pytest.mark.parametrize("content", ['{"task_name": "d", "scores": {"test": [{"main_sc', "[1, 2, 3]",
-                                     '{"task_name": "d", "scores": {"test": 0.5}}', '{"task_name": "d", "scores": []}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"task_name": "d", "scores": {"test": [{"main_sc',
+        "[1, 2, 3]",
+        '{"task_name": "d", "scores": {"test": 0.5}}',
+        '{"task_name": "d", "scores": []}',
+    ],
+)
 def test_broken_stored_result_offers_overwrite_always_which_works(tmp_path, capsys, content):
     argv = _run(_beir(tmp_path / "d"), tmp_path)
     assert main(argv) == 0

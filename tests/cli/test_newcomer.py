@@ -22,9 +22,11 @@ def _kw():
 
 # -- score reads run --save-predictions' file; messages stay short ------------------------------------------
 
+
 def test_score_reads_the_predictions_file_that_run_writes(tmp_path, capsys):
-    report = evaluate(_kw(), [tiny_retrieval_task()], output_folder=tmp_path, cache=False, save_predictions=True,
-                      show_progress=False)
+    report = evaluate(
+        _kw(), [tiny_retrieval_task()], output_folder=tmp_path, cache=False, save_predictions=True, show_progress=False
+    )
     predictions = report.outcomes[0].path.parent / "predictions" / "TinyRetrieval_predictions.json"
     qrels = tmp_path / "qrels.json"
     qrels.write_text(json.dumps(tiny_retrieval_data("test").qrels))
@@ -70,6 +72,7 @@ def test_the_cli_caps_any_message(capsys, monkeypatch):
 
 # -- tasks are resolved before any model loads; unknown tasks show close matches only ---------------------
 
+
 class _Exploding:
     def __getattr__(self, name):  # noqa: D105 - any use of the model fails the test
         raise AssertionError("the model was touched before the tasks were checked")
@@ -105,6 +108,7 @@ def test_a_path_that_does_not_exist_says_so(tmp_path, spec, capsys):
 
 
 # -- offline: fail at once, naming --data-dir and the <dir>/<Task> layout ------------------------------------
+
 
 @pytest.fixture
 def no_offline_flags(monkeypatch):
@@ -178,6 +182,7 @@ def test_hub_dataset_id_without_network_fails_at_once(monkeypatch, no_offline_fl
 
 # -- a missing local cross-encoder path ------------------------------------------------------------------
 
+
 def test_missing_cross_encoder_path_in_a_config_says_no_such_file(tmp_path):
     from embedscope.evaluation.runner import evaluate_config
 
@@ -192,6 +197,7 @@ def test_missing_cross_encoder_path_in_a_config_says_no_such_file(tmp_path):
 
 
 # -- help texts ---------------------------------------------------------------------------------------------
+
 
 def _options_without_help(parser, name="embedscope"):
     import argparse
@@ -221,6 +227,7 @@ def test_run_help_says_the_default_is_the_four_built_in_tasks(capsys):
 
 
 # -- progress bars stay out of piped output -----------------------------------------------------------------
+
 
 class _RecordingEncoder(KeywordEncoder):
     def __init__(self):

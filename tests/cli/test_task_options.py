@@ -21,8 +21,9 @@ def _emotion(folder):
     for split, n in (("train", 48), ("validation", 15), ("test", 12)):
         path = folder / "mteb" / "emotion" / f"{split}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps({"text": f"{split} {i} {labels[i % 3]}", "label": i % 3}) + "\n"
-                                for i in range(n)))
+        path.write_text(
+            "".join(json.dumps({"text": f"{split} {i} {labels[i % 3]}", "label": i % 3}) + "\n" for i in range(n))
+        )
 
 
 def test_splits_and_params_reach_a_catalog_task(tmp_path):
@@ -38,9 +39,25 @@ def test_splits_and_params_reach_a_catalog_task(tmp_path):
 @pytest.mark.slow
 def test_cli_run_with_task_params_and_splits(tmp_path, capsys):
     _emotion(tmp_path)
-    args = ["run", "--model", "static-64", "--tasks", "EmotionClassification", "--data-dir", str(tmp_path),
-            "--task-param", "samples_per_label=4", "--task-param", "n_experiments=2", "--splits", "validation",
-            "--output-folder", str(tmp_path / "out"), "--no-cache", "--json"]
+    args = [
+        "run",
+        "--model",
+        "static-64",
+        "--tasks",
+        "EmotionClassification",
+        "--data-dir",
+        str(tmp_path),
+        "--task-param",
+        "samples_per_label=4",
+        "--task-param",
+        "n_experiments=2",
+        "--splits",
+        "validation",
+        "--output-folder",
+        str(tmp_path / "out"),
+        "--no-cache",
+        "--json",
+    ]
     assert main(args) == 0
     [result] = json.loads(capsys.readouterr().out)
     assert list(result["scores"]) == ["validation"]
@@ -48,16 +65,34 @@ def test_cli_run_with_task_params_and_splits(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("param, message", [
-    ("sample_per_label=4", "'sample_per_label' is not a parameter of the Classification task(s) asked for "
-                           "(valid: n_experiments, samples_per_label)"),
-    ("samples_per_label=-1", "samples_per_label='-1': expected a positive integer"),
-    ("samples_per_label", "expected NAME=VALUE"),
-])
+@pytest.mark.parametrize(
+    "param, message",
+    [
+        (
+            "sample_per_label=4",
+            "'sample_per_label' is not a parameter of the Classification task(s) asked for "
+            "(valid: n_experiments, samples_per_label)",
+        ),
+        ("samples_per_label=-1", "samples_per_label='-1': expected a positive integer"),
+        ("samples_per_label", "expected NAME=VALUE"),
+    ],
+)
 def test_bad_task_params_are_one_line_exit_2(tmp_path, capsys, param, message):
     _emotion(tmp_path)
-    args = ["run", "--model", "static-64", "--tasks", "EmotionClassification", "--data-dir", str(tmp_path),
-            "--task-param", param, "--output-folder", str(tmp_path / "out"), "--no-cache"]
+    args = [
+        "run",
+        "--model",
+        "static-64",
+        "--tasks",
+        "EmotionClassification",
+        "--data-dir",
+        str(tmp_path),
+        "--task-param",
+        param,
+        "--output-folder",
+        str(tmp_path / "out"),
+        "--no-cache",
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
@@ -67,9 +102,14 @@ def test_clustering_and_retrieval_params():
     from embedscope.tasks.params import task_param_fields
 
     assert task_param_fields("Clustering", {"max_fraction_of_documents_to_embed": "0.5"}) == {
-        "max_fraction_of_documents_to_embed": 0.5, "max_document_to_embed": None}
+        "max_fraction_of_documents_to_embed": 0.5,
+        "max_document_to_embed": None,
+    }
     assert task_param_fields("Clustering", {"max_document_to_embed": 100, "legacy": "false"}) == {
-        "max_document_to_embed": 100, "max_fraction_of_documents_to_embed": None, "protocol": "v2"}
+        "max_document_to_embed": 100,
+        "max_fraction_of_documents_to_embed": None,
+        "protocol": "v2",
+    }
     assert task_param_fields("Retrieval", {"k": "1,10", "top_k": "100"}) == {"k_values": (1, 10), "top_k": 100}
     with pytest.raises(ConfigError, match=r"valid: k, top_k"):
         task_param_fields("Retrieval", {"samples_per_label": 3})
@@ -80,8 +120,9 @@ def test_retrieval_top_k_param_cuts_the_run(tmp_path):
     with pytest.raises(ConfigError, match="main score ndcg_at_10 needs k 10"):
         apply_task_options([task], {"k": "1,5"})
     [cut] = apply_task_options([task], {"top_k": "5", "k": "1,5,10"})
-    report = evaluate(HashEncoder(), [cut], output_folder=tmp_path, cache=False, show_progress=False,
-                      save_predictions=True)
+    report = evaluate(
+        HashEncoder(), [cut], output_folder=tmp_path, cache=False, show_progress=False, save_predictions=True
+    )
     scores = report.outcomes[0].result.scores["test"][0]
     assert "ndcg_at_5" in scores and "ndcg_at_100" not in scores
     run = json.loads(next(tmp_path.rglob("*_predictions.json")).read_text())
@@ -95,16 +136,21 @@ def test_config_custom_tasks_take_protocol_params(tmp_path):
     folder.mkdir()
     rows = [{"text": f"t{i}", "label": i % 3, "set": i // 12} for i in range(24)]
     (folder / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = {"model": "static-64", "custom_tasks": [
-        {"name": "Sets", "data_path": str(folder), "type": "clustering", "group_sets": "set"},
-        {"name": "Frac", "data_path": str(folder), "type": "clustering", "max_fraction_of_documents_to_embed": 0.5},
-    ]}
+    cfg = {
+        "model": "static-64",
+        "custom_tasks": [
+            {"name": "Sets", "data_path": str(folder), "type": "clustering", "group_sets": "set"},
+            {"name": "Frac", "data_path": str(folder), "type": "clustering", "max_fraction_of_documents_to_embed": 0.5},
+        ],
+    }
     [run] = load_config(cfg).runs()
     sets, frac = run["tasks"]
     assert sets.protocol == "legacy" and [len(s) for s in sets.load_split("test")] == [12, 12]
     assert frac.max_fraction_of_documents_to_embed == 0.5
-    bad = {"model": "static-64", "custom_tasks": [{"name": "X", "data_path": str(folder), "type": "sts",
-                                                   "samples_per_label": 3}]}
+    bad = {
+        "model": "static-64",
+        "custom_tasks": [{"name": "X", "data_path": str(folder), "type": "sts", "samples_per_label": 3}],
+    }
     with pytest.raises(ConfigError, match="custom task 'X': parameter 'samples_per_label' is not a parameter of STS"):
         load_config(bad)
     with pytest.raises(ConfigError, match="unknown key 'custom_tasks.0.sample_per_label'"):
@@ -157,9 +203,14 @@ def test_download_fetches_the_pinned_revision(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     assert main(["download", "SICKNLPairClassification", "--to", str(tmp_path / "data")]) == 0
-    assert calls == [{"repo_id": "clips/mteb-nl-sick-pcls-pr", "repo_type": "dataset",
-                      "revision": "a13a1892bcb4c077dc416d390389223eea5f20f0",
-                      "local_dir": str(tmp_path / "data" / "SICKNLPairClassification")}]
+    assert calls == [
+        {
+            "repo_id": "clips/mteb-nl-sick-pcls-pr",
+            "repo_type": "dataset",
+            "revision": "a13a1892bcb4c077dc416d390389223eea5f20f0",
+            "local_dir": str(tmp_path / "data" / "SICKNLPairClassification"),
+        }
+    ]
     assert main(["tasks", "--name", "SICKNL", "--data-dir", str(tmp_path / "data")]) == 0
     assert "1 with a local copy" in capsys.readouterr().out
     assert main(["download", "NoSuchTask", "--to", str(tmp_path)]) == 2 and not calls[1:]
@@ -169,12 +220,30 @@ def test_native_config_task_params_splits_and_benchmark(tmp_path):
     from embedscope.config import load_config
 
     _emotion(tmp_path)
-    cfg = {"model": "static-64", "tasks": ["EmotionClassification"], "benchmark": "MTEB(rus, v1)",
-           "task_params": {"samples_per_label": 4}, "splits": ["validation"], "data_dir": str(tmp_path)}
+    cfg = {
+        "model": "static-64",
+        "tasks": ["EmotionClassification"],
+        "benchmark": "MTEB(rus, v1)",
+        "task_params": {"samples_per_label": 4},
+        "splits": ["validation"],
+        "data_dir": str(tmp_path),
+    }
     [run] = load_config(cfg).runs()
     assert run["tasks"][:2] == ["EmotionClassification", "GeoreviewClassification"]
     assert len(run["tasks"]) == 1 + len(benchmark_specs("MTEB(rus, v1)")[0])
-    assert (run["task_params"], run["splits"], run["data_dir"]) == ({"samples_per_label": 4}, ["validation"], str(tmp_path))
-    report = evaluate(HashEncoder(), ["EmotionClassification"], output_folder=tmp_path / "out", cache=False,
-                      show_progress=False, data_dir=tmp_path, task_params=run["task_params"], splits=run["splits"])
+    assert (run["task_params"], run["splits"], run["data_dir"]) == (
+        {"samples_per_label": 4},
+        ["validation"],
+        str(tmp_path),
+    )
+    report = evaluate(
+        HashEncoder(),
+        ["EmotionClassification"],
+        output_folder=tmp_path / "out",
+        cache=False,
+        show_progress=False,
+        data_dir=tmp_path,
+        task_params=run["task_params"],
+        splits=run["splits"],
+    )
     assert list(report.outcomes[0].result.scores) == ["validation"]

@@ -28,8 +28,9 @@ BBC = RetrievalTask("BBC300", lambda split: bbc_news_retrieval(300))
 def _evaluate(encoder, tasks, out):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return embedscope.evaluate(encoder, tasks, output_folder=out, cache=False, show_progress=False,
-                                   save_predictions=True)
+        return embedscope.evaluate(
+            encoder, tasks, output_folder=out, cache=False, show_progress=False, save_predictions=True
+        )
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +70,25 @@ def test_t_test_and_permutation_on_the_per_query_scores(bbc):
     assert t.delta == pytest.approx(y.mean() - x.mean(), abs=1e-5)  # the stored scores are rounded to 5 decimals
     perm = _row(compare_folders(folders, CompareOptions(), ["BBC300"]), "BBC300")
     assert perm.test == "permutation" and perm.p_value == permutation_test(x, y, 10_000, 42)
-    scipy_p = stats.permutation_test((y, x), lambda u, v, axis: np.mean(u - v, axis=axis), permutation_type="samples",
-                                     n_resamples=10_000, rng=np.random.default_rng(0)).pvalue
+    scipy_p = stats.permutation_test(
+        (y, x),
+        lambda u, v, axis: np.mean(u - v, axis=axis),
+        permutation_type="samples",
+        n_resamples=10_000,
+        rng=np.random.default_rng(0),
+    ).pvalue
     assert abs(perm.p_value - scipy_p) < 5 * np.sqrt(scipy_p * (1 - scipy_p) / 10_000) + 1e-3
 
 
 def test_exact_permutation_on_per_experiment_scores_equals_scipy(folders):
     a, b = (load_model_results(f).tasks["TinyClusteringLegacy"] for f in folders)
     row = _row(compare_folders(folders, CompareOptions(), ["TinyClusteringLegacy"]), "TinyClusteringLegacy")
-    ref = stats.permutation_test((b.values, a.values), lambda u, v, axis: np.mean(u - v, axis=axis),
-                                 permutation_type="samples", n_resamples=10_000)
+    ref = stats.permutation_test(
+        (b.values, a.values),
+        lambda u, v, axis: np.mean(u - v, axis=axis),
+        permutation_type="samples",
+        n_resamples=10_000,
+    )
     assert row.n == len(a.values) == 4 and row.p_value == ref.pvalue
 
 
@@ -103,9 +113,12 @@ def test_ranx_compare_on_the_saved_runs(bbc):
 def test_sts_is_bootstrapped_over_pairs(folders):
     a, b = (load_model_results(f).tasks["TinySTS"] for f in folders)
     row = _row(compare_folders(folders, CompareOptions(rounds=300, seed=3), ["TinySTS"]), "TinySTS")
-    deltas = [stats.spearmanr(b.columns["cosine"][i], b.columns["gold"][i])[0]
-              - stats.spearmanr(a.columns["cosine"][i], a.columns["gold"][i])[0]
-              for block in bootstrap_index_blocks(24, 300, 3) for i in block]
+    deltas = [
+        stats.spearmanr(b.columns["cosine"][i], b.columns["gold"][i])[0]
+        - stats.spearmanr(a.columns["cosine"][i], a.columns["gold"][i])[0]
+        for block in bootstrap_index_blocks(24, 300, 3)
+        for i in block
+    ]
     assert row.test == "bootstrap-pairs" and row.n == 24
     assert (row.ci_low, row.ci_high) == pytest.approx(tuple(np.quantile(deltas, [0.025, 0.975])), abs=1e-12)
     assert row.delta == pytest.approx(b.score - a.score)
@@ -132,7 +145,9 @@ def test_fidelity_measures(folders):
     retrieval, sts = _row(comparison, "TinyRetrieval"), _row(comparison, "TinySTS")
     assert set(retrieval.extra) == {"top10_jaccard", "top10_rbo", "queries"} and retrieval.extra["queries"] == 3
     a, b = (load_model_results(f).tasks["TinySTS"] for f in folders)
-    assert sts.extra["similarity_spearman"] == pytest.approx(stats.spearmanr(a.columns["cosine"], b.columns["cosine"])[0])
+    assert sts.extra["similarity_spearman"] == pytest.approx(
+        stats.spearmanr(a.columns["cosine"], b.columns["cosine"])[0]
+    )
     tau = stats.kendalltau(a.columns["cosine"], b.columns["cosine"], variant="c")
     assert sts.extra["pairs"] == 24 and 0 < sts.extra["discordant_pairs"] < 276
     assert "top10_rbo" in comparison_text(comparison) and np.isfinite(tau.statistic)

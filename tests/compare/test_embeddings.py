@@ -62,8 +62,21 @@ def test_cli_models_needs_two_models_and_tasks(capsys):
 
 @pytest.mark.slow
 def test_cli_models_minilm_against_its_int8_export(tmp_path, capsys):
-    args = ["compare", "--models", "minilm", "minilm-int8", "--tasks", "LeeDocumentSimilarity", "--limits", "40",
-            "--output-folder", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--json"]
+    args = [
+        "compare",
+        "--models",
+        "minilm",
+        "minilm-int8",
+        "--tasks",
+        "LeeDocumentSimilarity",
+        "--limits",
+        "40",
+        "--output-folder",
+        str(tmp_path / "out"),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--json",
+    ]
     assert main(args) == 0
     import json
 

@@ -43,8 +43,13 @@ def test_t_test_equals_scipy_ttest_rel(n, shift):
 def test_exact_permutation_test_equals_scipy(n, shift):
     """2^n ≤ 10,000 rounds: both enumerate every sign vector, so the p-values are identical."""
     a, b = _pair(n, shift, seed=n)
-    ref = stats.permutation_test((b, a), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
-                                 n_resamples=10_000, alternative="two-sided")
+    ref = stats.permutation_test(
+        (b, a),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        permutation_type="samples",
+        n_resamples=10_000,
+        alternative="two-sided",
+    )
     assert permutation_test(a, b, rounds=10_000) == ref.pvalue
 
 
@@ -54,8 +59,14 @@ def test_sampled_permutation_test_matches_scipy_and_ranx():
 
     a, b = _pair(300, 0.01, seed=3)
     ours = permutation_test(a, b, rounds=10_000, seed=1)
-    ref = stats.permutation_test((b, a), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
-                                 n_resamples=10_000, alternative="two-sided", rng=np.random.default_rng(7))
+    ref = stats.permutation_test(
+        (b, a),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        permutation_type="samples",
+        n_resamples=10_000,
+        alternative="two-sided",
+        rng=np.random.default_rng(7),
+    )
     ranx_p, _ = fisher_randomization_test(a, b, 10_000, 0.01, 42)
     assert 0.01 < ref.pvalue < 0.5  # a borderline case, where Monte Carlo error shows
     se = np.sqrt(ref.pvalue * (1 - ref.pvalue) / 10_000)
@@ -76,8 +87,12 @@ def test_ranx_compare_agrees_on_per_query_scores():
     qrels = {f"q{i}": {f"d{j}": 1 for j in rng.choice(20, 3, replace=False)} for i in range(60)}
     runs = []
     for name, boost in (("a", 0.5), ("b", 0.9)):  # relevant documents get a boost over uniform noise
-        runs.append(Run({q: {f"d{j}": float(rng.random() + boost * (f"d{j}" in qrels[q])) for j in range(20)}
-                         for q in qrels}, name=name))
+        runs.append(
+            Run(
+                {q: {f"d{j}": float(rng.random() + boost * (f"d{j}" in qrels[q])) for j in range(20)} for q in qrels},
+                name=name,
+            )
+        )
     report = compare(Qrels(qrels), runs, metrics=["ndcg@10"], stat_test="student", max_p=0.05)
     a, b = (np.array(list(r.scores["ndcg@10"].values())) for r in runs)
     assert paired_t_test(a, b).p_value == pytest.approx(report.comparisons[("a", "b")]["ndcg@10"]["p_value"], rel=1e-9)
@@ -114,7 +129,9 @@ def test_row_statistics_equal_scipy_and_sklearn():
     for i in range(5):
         assert spearman_rows(x, y)[i] == pytest.approx(stats.spearmanr(x[i], y[i])[0], abs=1e-12)
         assert pearson_rows(x, y)[i] == pytest.approx(stats.pearsonr(x[i], y[i])[0], abs=1e-12)
-        assert average_precision_rows(x, labels)[i] == pytest.approx(average_precision_score(labels[i], x[i]), abs=1e-12)
+        assert average_precision_rows(x, labels)[i] == pytest.approx(
+            average_precision_score(labels[i], x[i]), abs=1e-12
+        )
 
 
 def test_holm_and_bonferroni_by_hand():

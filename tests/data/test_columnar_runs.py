@@ -73,12 +73,15 @@ def test_rectangular_run_and_exact_scores(tmp_path):
     assert run.doc_ids == tuple(f"d{i}" for i in range(6)) and (run.doc_index >= 0).all()
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("q9 Q0 d1 1 abc tag", r"line 58: score 'abc' is not a number"),
-    ("q9 Q0 d1 1 nan tag", r"line 58: score is NaN"),
-    ("q9 d1 0.5", r"line 58: expected 6 fields 'qid Q0 docid rank score tag', got 3"),
-    ("q9 Q0 d1 1 NA tag", r"line 58: score 'NA' is not a number"),
-])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("q9 Q0 d1 1 abc tag", r"line 58: score 'abc' is not a number"),
+        ("q9 Q0 d1 1 nan tag", r"line 58: score is NaN"),
+        ("q9 d1 0.5", r"line 58: expected 6 fields 'qid Q0 docid rank score tag', got 3"),
+        ("q9 Q0 d1 1 NA tag", r"line 58: score 'NA' is not a number"),
+    ],
+)
 def test_errors_name_the_line_and_rescan_only_that_block(tmp_path, small_blocks, monkeypatch, line, message):
     lines = _random_lines(queries=5)
     assert len(lines) > 60
@@ -86,8 +89,9 @@ def test_errors_name_the_line_and_rescan_only_that_block(tmp_path, small_blocks,
     (tmp_path / "run.trec").write_text("\n".join(lines) + "\n")
     scanned = []
     python_block = runs._python_block
-    monkeypatch.setattr(runs, "_python_block", lambda path, block, first: scanned.append(first) or python_block(
-        path, block, first))
+    monkeypatch.setattr(
+        runs, "_python_block", lambda path, block, first: scanned.append(first) or python_block(path, block, first)
+    )
     with pytest.raises(DataFormatError, match=r"run.trec, " + message):
         read_run(tmp_path / "run.trec")
     assert len(scanned) == 1 and scanned[0] <= 58  # only the failing block was read line by line
@@ -109,8 +113,11 @@ def test_duplicates_name_both_lines_across_blocks(tmp_path, small_blocks, shuffl
     lines.insert(later, f"{victim[0]} Q0 {victim[2]} 99 0.5 t")  # far from the first: another block
     (tmp_path / "run").write_text("\n\n".join(lines) + "\n")  # blank lines: line numbers are not row numbers
     first = 2 * lines.index(lines[10]) + 1
-    with pytest.raises(DataFormatError, match=rf"run, line {2 * later + 1}: document '{victim[2]}' appears twice for "
-                       rf"query '{victim[0]}' \(first at line {first}\)"):
+    with pytest.raises(
+        DataFormatError,
+        match=rf"run, line {2 * later + 1}: document '{victim[2]}' appears twice for "
+        rf"query '{victim[0]}' \(first at line {first}\)",
+    ):
         read_ranked_run(tmp_path / "run")
 
 
@@ -151,7 +158,9 @@ def test_qrels_fast_path_leaves_odd_lines_to_the_line_reading(tmp_path):
 
 
 @pytest.mark.parametrize("gz", [False, True])
-@pytest.mark.parametrize("text", [b"", b"\xef\xbb\xbf", b"a\nbb\n", b"\xef\xbb\xbfa b\nc", b"x" * 1000 + b"\ny\n" * 300])
+@pytest.mark.parametrize(
+    "text", [b"", b"\xef\xbb\xbf", b"a\nbb\n", b"\xef\xbb\xbfa b\nc", b"x" * 1000 + b"\ny\n" * 300]
+)
 def test_blocks_are_whole_lines_at_their_offsets(tmp_path, small_blocks, text, gz):
     path = tmp_path / ("run.trec.gz" if gz else "run.trec")  # mapped, or read through two buffers
     path.write_bytes(gzip.compress(text) if gz else text)

@@ -39,8 +39,10 @@ def _files(tmp_path, names, variant, seed=0):
         qrels += [f"q{q} 0 {names(int(d))} {int(rng.integers(0, 4))}" for d in dict.fromkeys(judged)]
     if variant == "shuffled":
         lines = [lines[i] for i in rng.permutation(len(lines))]
-    text = "\n".join(ln.replace(" ", "  ") if variant == "spaces" and i % 7 == 3 else ln
-                     for i, ln in enumerate(lines)) + "\n"
+    text = (
+        "\n".join(ln.replace(" ", "  ") if variant == "spaces" and i % 7 == 3 else ln for i, ln in enumerate(lines))
+        + "\n"
+    )
     run_path = tmp_path / ("run.trec.gz" if variant == "gz" else "run.trec")
     run_path.write_bytes(gzip.compress(text.encode()) if variant == "gz" else text.encode())
     qrels_path = tmp_path / "qrels.trec"
@@ -83,8 +85,13 @@ def test_shared_keys_fall_back_to_the_vocabulary(tmp_path, monkeypatch):
 
 def test_a_retrieved_id_sharing_a_relevant_ids_key_is_caught():
     [k_relevant, k_other] = id_keys(pa.array(["relevant-doc", "other-doc"])).tolist()
-    run = KeyedRun(("q1",), np.array([[k_relevant, k_other]]), np.array([[0.9, 0.5]]), np.array([0, 1]),
-                   pa.array(["impostor-doc", "other-doc"]))  # slot 0's id is not relevant-doc, yet has its key
+    run = KeyedRun(
+        ("q1",),
+        np.array([[k_relevant, k_other]]),
+        np.array([[0.9, 0.5]]),
+        np.array([0, 1]),
+        pa.array(["impostor-doc", "other-doc"]),
+    )  # slot 0's id is not relevant-doc, yet has its key
     with pytest.raises(KeyClash):
         evaluate_ranking({"q1": {"relevant-doc": 1}}, run)
 
@@ -95,7 +102,9 @@ def test_duplicates_still_name_both_lines(tmp_path):
     qrels = tmp_path / "qrels.trec"
     qrels.write_text("q1 0 d1 1\n")
     assert read_keyed_run(path) is None
-    with pytest.raises(DataFormatError, match="line 3: document 'd1' appears twice for query 'q1' \(first at line 1\)"):
+    with pytest.raises(
+        DataFormatError, match=r"line 3: document 'd1' appears twice for query 'q1' \(first at line 1\)"
+    ):
         rank_run(qrels, path)
 
 
@@ -118,7 +127,7 @@ def test_keys_at_the_end_of_the_data_and_of_slices(n):
     keys = id_keys(column).tolist()
     one_by_one = [id_keys(pa.array([i]))[0] for i in ids[:50] + ids[-50:]]
     assert keys[:50] + keys[-50:] == one_by_one
-    assert (len(set(keys)) == len(set(ids)))
+    assert len(set(keys)) == len(set(ids))
 
 
 @pytest.mark.parametrize("shared", [False, True])

@@ -10,8 +10,12 @@ import pytest
 from embedscope.data.detect import detect_layout, load_retrieval
 from embedscope.errors import ConfigError, DataFormatError
 
-CORPUS = [{"_id": "d1", "title": "Cats", "text": "A cat sat."}, {"_id": "d2", "title": "", "text": " Dogs bark. "},
-          {"_id": "d3", "text": "Fish swim."}, {"_id": "d4", "title": "Only title", "text": ""}]
+CORPUS = [
+    {"_id": "d1", "title": "Cats", "text": "A cat sat."},
+    {"_id": "d2", "title": "", "text": " Dogs bark. "},
+    {"_id": "d3", "text": "Fish swim."},
+    {"_id": "d4", "title": "Only title", "text": ""},
+]
 QUERIES = [{"_id": "q1", "text": "cat"}, {"_id": "q2", "text": "dog"}, {"_id": "q3", "text": "bird"}]
 TEXTS = ("Cats A cat sat.", "Dogs bark.", "Fish swim.", "Only title")
 QRELS = {"q1": {"d1": 1}, "q2": {"d2": 2, "d3": 0}}
@@ -81,9 +85,14 @@ def test_mteb_loader_on_hub_copy_agrees(tmp_path, monkeypatch):
     for sub, rows in (("corpus", corpus), ("queries", QUERIES), ("default", qrels)):
         (repo / sub).mkdir(parents=True)
         pd.DataFrame(rows).to_parquet(repo / sub / "test-00000-of-00001.parquet")
-    (repo / "README.md").write_text("---\nconfigs:\n" + "".join(
-        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: {c}/test-*.parquet\n"
-        for c in ("corpus", "queries", "default")) + "---\n")
+    (repo / "README.md").write_text(
+        "---\nconfigs:\n"
+        + "".join(
+            f"- config_name: {c}\n  data_files:\n  - split: test\n    path: {c}/test-*.parquet\n"
+            for c in ("corpus", "queries", "default")
+        )
+        + "---\n"
+    )
     ours = load_retrieval(repo)
     theirs = RetrievalDatasetLoader(str(repo), revision=None, split="test").load()
     assert {k: dict(v) for k, v in theirs["relevant_docs"].items()} == ours.qrels
@@ -97,9 +106,14 @@ def test_evalscope_qrels_jsonl(tmp_path):
     folder = tmp_path / "evalscope"
     jsonl(folder / "corpus.jsonl", CORPUS)
     jsonl(folder / "queries.jsonl", QUERIES)
-    jsonl(folder / "qrels.jsonl", [{"query-id": "q1", "corpus-id": "d1", "score": 1},
-                                   {"query_id": "q2", "corpus_id": "d2", "score": "2"},
-                                   {"query_id": "q2", "doc_id": "d3", "score": 0.0}])
+    jsonl(
+        folder / "qrels.jsonl",
+        [
+            {"query-id": "q1", "corpus-id": "d1", "score": 1},
+            {"query_id": "q2", "corpus_id": "d2", "score": "2"},
+            {"query_id": "q2", "doc_id": "d3", "score": 0.0},
+        ],
+    )
     assert detect_layout(folder) == "beir"
     data = load_retrieval(folder)
     assert data.qrels == QRELS and data.corpus.texts == TEXTS
@@ -134,12 +148,19 @@ def test_tables_with_column_mapping(tmp_path):
     pd = pytest.importorskip("pandas")
     folder = tmp_path / "tables"
     folder.mkdir()
-    pd.DataFrame({"doc_id": ["d1", "d2"], "headline": ["Cats", None], "body": ["A cat sat.", "Dogs bark."]}
-                 ).to_parquet(folder / "corpus.parquet")
+    pd.DataFrame({"doc_id": ["d1", "d2"], "headline": ["Cats", None], "body": ["A cat sat.", "Dogs bark."]}).to_parquet(
+        folder / "corpus.parquet"
+    )
     pd.DataFrame({"doc_id": ["q1", "q2"], "body": ["cat", "dog"]}).to_csv(folder / "queries.csv", index=False)
     jsonl(folder / "qrels.jsonl", [{"qid": "q1", "pid": "d1", "label": 1}, {"qid": "q2", "pid": "d2", "label": 0}])
-    columns = {"id": "doc_id", "text": "body", "title": "headline", "query-id": "qid", "corpus-id": "pid",
-               "score": "label"}
+    columns = {
+        "id": "doc_id",
+        "text": "body",
+        "title": "headline",
+        "query-id": "qid",
+        "corpus-id": "pid",
+        "score": "label",
+    }
     data = load_retrieval(folder, columns=columns)
     assert data.corpus.ids == ("d1", "d2") and data.corpus.texts == ("Cats A cat sat.", "Dogs bark.")
     assert data.queries.texts == ("cat", "dog")
@@ -183,10 +204,15 @@ def test_tsv_corpus_and_csv_qrels(tmp_path):
 
 
 def test_pairs_file_dedupes_passages(tmp_path):
-    path = jsonl(tmp_path / "pairs.jsonl", [{"query": "cat?", "positive": "A cat."},
-                                           {"query": "kitten?", "positive": " A cat. "},
-                                           {"query": "dog?", "positive": "A dog."},
-                                           {"query": "cat?", "positive": "Cats purr."}])
+    path = jsonl(
+        tmp_path / "pairs.jsonl",
+        [
+            {"query": "cat?", "positive": "A cat."},
+            {"query": "kitten?", "positive": " A cat. "},
+            {"query": "dog?", "positive": "A dog."},
+            {"query": "cat?", "positive": "Cats purr."},
+        ],
+    )
     assert detect_layout(path) == "pairs"
     data = load_retrieval(path)
     assert data.corpus.ids == ("d1", "d2", "d3") and data.corpus.texts == ("A cat.", "A dog.", "Cats purr.")
@@ -200,16 +226,22 @@ def test_pairs_csv_with_ids_and_mapping(tmp_path):
     path = tmp_path / "pairs.csv"
     path.write_text("qid,question,pid,passage\nA,first?,P1,alpha\nB,second?,P1,alpha\n")
     data = load_retrieval(path, columns={"query-id": "qid", "corpus-id": "pid"})
-    assert data.queries.ids == ("A", "B") and data.corpus.ids == ("P1",) and data.qrels == {"A": {"P1": 1},
-                                                                                           "B": {"P1": 1}}
+    assert (
+        data.queries.ids == ("A", "B") and data.corpus.ids == ("P1",) and data.qrels == {"A": {"P1": 1}, "B": {"P1": 1}}
+    )
     path.write_text("qid,question,pid,passage\nA,first?,P1,alpha\nB,second?,P1,beta\n")
     with pytest.raises(DataFormatError, match=r"pairs.csv, line 3: document id 'P1' is used for two different"):
         load_retrieval(path, columns={"query-id": "qid", "corpus-id": "pid"})
 
 
 def test_flagembedding_pos_neg_lists(tmp_path):
-    path = jsonl(tmp_path / "train.jsonl", [{"query": "q one", "pos": ["p1", "p2"], "neg": ["n1"]},
-                                           {"query": "q two", "pos": ["n1"], "neg": ["p1", "n2"]}])
+    path = jsonl(
+        tmp_path / "train.jsonl",
+        [
+            {"query": "q one", "pos": ["p1", "p2"], "neg": ["n1"]},
+            {"query": "q two", "pos": ["n1"], "neg": ["p1", "n2"]},
+        ],
+    )
     data = load_retrieval(path)
     assert data.corpus.as_dict() == {"d1": "p1", "d2": "p2", "d3": "n1", "d4": "n2"}
     assert data.qrels == {"q1": {"d1": 1, "d2": 1}, "q2": {"d3": 1}}
@@ -217,13 +249,17 @@ def test_flagembedding_pos_neg_lists(tmp_path):
 
 def test_saved_dataset_dict(tmp_path):
     datasets = pytest.importorskip("datasets")
-    dd = datasets.DatasetDict({
-        "corpus": datasets.Dataset.from_list([{"_id": r["_id"], "title": r.get("title", ""), "text": r["text"]}
-                                              for r in CORPUS]),
-        "queries": datasets.Dataset.from_list(QUERIES),
-        "qrels": datasets.Dataset.from_list([{"query-id": "q1", "corpus-id": "d1", "score": 1},
-                                             {"query-id": "q2", "corpus-id": "d3", "score": 0}]),
-    })
+    dd = datasets.DatasetDict(
+        {
+            "corpus": datasets.Dataset.from_list(
+                [{"_id": r["_id"], "title": r.get("title", ""), "text": r["text"]} for r in CORPUS]
+            ),
+            "queries": datasets.Dataset.from_list(QUERIES),
+            "qrels": datasets.Dataset.from_list(
+                [{"query-id": "q1", "corpus-id": "d1", "score": 1}, {"query-id": "q2", "corpus-id": "d3", "score": 0}]
+            ),
+        }
+    )
     dd.save_to_disk(str(tmp_path / "saved"))
     assert detect_layout(tmp_path / "saved") == "saved"
     data = load_retrieval(tmp_path / "saved")
@@ -234,12 +270,18 @@ def test_saved_dataset_dict(tmp_path):
 def test_saved_subfolders_with_split_dicts(tmp_path):
     datasets = pytest.importorskip("datasets")
     root = tmp_path / "saved"
-    datasets.Dataset.from_list([{"id": "d1", "text": "x"}, {"id": "d2", "text": "y"}]).save_to_disk(str(root / "corpus"))
+    datasets.Dataset.from_list([{"id": "d1", "text": "x"}, {"id": "d2", "text": "y"}]).save_to_disk(
+        str(root / "corpus")
+    )
     datasets.DatasetDict({"test": datasets.Dataset.from_list([{"id": "q1", "text": "x?"}])}).save_to_disk(
-        str(root / "queries"))
-    datasets.DatasetDict({"test": datasets.Dataset.from_list([{"query-id": "q1", "corpus-id": "d2", "score": 1}]),
-                          "dev": datasets.Dataset.from_list([{"query-id": "q1", "corpus-id": "d1", "score": 1}])}
-                         ).save_to_disk(str(root / "qrels"))
+        str(root / "queries")
+    )
+    datasets.DatasetDict(
+        {
+            "test": datasets.Dataset.from_list([{"query-id": "q1", "corpus-id": "d2", "score": 1}]),
+            "dev": datasets.Dataset.from_list([{"query-id": "q1", "corpus-id": "d1", "score": 1}]),
+        }
+    ).save_to_disk(str(root / "qrels"))
     assert load_retrieval(root).qrels == {"q1": {"d2": 1}}
     assert load_retrieval(root, split="dev").qrels == {"q1": {"d1": 1}}
     with pytest.raises(DataFormatError, match=r"no split 'train'; available: dev, test"):
@@ -248,11 +290,14 @@ def test_saved_subfolders_with_split_dicts(tmp_path):
 
 def hub_copy(repo, prefix=""):
     pd = pytest.importorskip("pandas")
-    for sub, rows in ((f"{prefix}corpus", [{"_id": "d1", "title": "T", "text": "x"}, {"_id": "d2", "title": "",
-                                                                                        "text": "y"}]),
-                      (f"{prefix}queries", [{"_id": "q1", "text": "x?"}, {"_id": "q2", "text": "y?"}]),
-                      (f"{prefix}qrels" if prefix else "default", [{"query-id": "q1", "corpus-id": "d1", "score": 1},
-                                                                   {"query-id": "q2", "corpus-id": "d2", "score": 0}])):
+    for sub, rows in (
+        (f"{prefix}corpus", [{"_id": "d1", "title": "T", "text": "x"}, {"_id": "d2", "title": "", "text": "y"}]),
+        (f"{prefix}queries", [{"_id": "q1", "text": "x?"}, {"_id": "q2", "text": "y?"}]),
+        (
+            f"{prefix}qrels" if prefix else "default",
+            [{"query-id": "q1", "corpus-id": "d1", "score": 1}, {"query-id": "q2", "corpus-id": "d2", "score": 0}],
+        ),
+    ):
         (repo / sub).mkdir(parents=True)
         pd.DataFrame(rows).to_parquet(repo / sub / "test-00000-of-00001.parquet")
     return repo
@@ -284,7 +329,8 @@ def test_hub_copy_with_readme_configs(tmp_path):
     (repo / "README.md").write_text(
         "---\nconfigs:\n- config_name: corpus\n  data_files:\n  - split: corpus\n    path: data/docs.jsonl\n"
         "- config_name: queries\n  data_files:\n  - split: queries\n    path: data/qs.jsonl\n"
-        "- config_name: default\n  data_files:\n  - split: test\n    path: qrels/test.tsv\n---\n# Data\n")
+        "- config_name: default\n  data_files:\n  - split: test\n    path: qrels/test.tsv\n---\n# Data\n"
+    )
     assert detect_layout(repo) == "hub"
     data = load_retrieval(repo)
     assert data.corpus.texts == ("A b",) and data.qrels == {"q1": {"d1": 2}}
@@ -312,7 +358,8 @@ def test_hub_copy_keeps_empty_documents_with_a_warning(tmp_path):
     pd = pytest.importorskip("pandas")
     repo = hub_copy(tmp_path / "r")
     pd.DataFrame([{"_id": "d1", "title": "", "text": ""}, {"_id": "d2", "title": "", "text": "y"}]).to_parquet(
-        repo / "corpus" / "test-00000-of-00001.parquet")
+        repo / "corpus" / "test-00000-of-00001.parquet"
+    )
     with pytest.warns(UserWarning, match=r"1 documents with empty text \('d1'\)"):
         data = load_hub_retrieval(str(repo))
     assert data.corpus.texts == ("", "y")

@@ -16,9 +16,13 @@ def test_round_trip_exact_with_numpy_scores_and_ranks(tmp_path):
     path = tmp_path / "out" / "run.txt"
     write_trec_run(run, path, tag="mine")
     lines = [line.split() for line in path.read_text().splitlines()]
-    assert [(x[0], x[2], x[3], x[5]) for x in lines] == [("q1", "d3", "1", "mine"), ("q1", "d2", "2", "mine"),
-                                                          ("q1", "d1", "3", "mine"), ("q2", "b", "1", "mine"),
-                                                          ("q2", "a", "2", "mine")]
+    assert [(x[0], x[2], x[3], x[5]) for x in lines] == [
+        ("q1", "d3", "1", "mine"),
+        ("q1", "d2", "2", "mine"),
+        ("q1", "d1", "3", "mine"),
+        ("q2", "b", "1", "mine"),
+        ("q2", "a", "2", "mine"),
+    ]
     back = read_run(path)
     assert back == {"q1": {"d3": 7.0, "d2": 0.1 + 0.2, "d1": 0.25}, "q2": {"b": -1e-12, "a": -1e-12}}
 
@@ -61,14 +65,20 @@ def test_trec_run_errors_name_line(tmp_path):
 EXPECTED = {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}
 
 
-@pytest.mark.parametrize("text", [
-    "q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 2\n",  # TREC
-    "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td3\t2\n",  # BEIR tsv
-    "q1\td1\t1\nq1\td2\t0\nq2\td3\t2\n",  # header-less 3 columns
-    json.dumps(EXPECTED),  # JSON
-    "".join(json.dumps({"query-id": q, "corpus-id": d, "score": s}) + "\n"
-            for q, docs in EXPECTED.items() for d, s in docs.items()),  # EvalScope qrels.jsonl
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 2\n",  # TREC
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td3\t2\n",  # BEIR tsv
+        "q1\td1\t1\nq1\td2\t0\nq2\td3\t2\n",  # header-less 3 columns
+        json.dumps(EXPECTED),  # JSON
+        "".join(
+            json.dumps({"query-id": q, "corpus-id": d, "score": s}) + "\n"
+            for q, docs in EXPECTED.items()
+            for d, s in docs.items()
+        ),  # EvalScope qrels.jsonl
+    ],
+)
 def test_qrels_formats_keep_zero_judgments(tmp_path, text):
     (tmp_path / "qrels").write_text(text)
     assert read_qrels(tmp_path / "qrels") == EXPECTED

@@ -25,11 +25,16 @@ def test_json_run_and_qrels(tmp_path):
     assert read_qrels(tmp_path / "qrels.json") == {"q1": {"d1": 1}}
 
 
-@pytest.mark.parametrize("text", ["q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 2\n",
-                                  "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td3\t2\n",
-                                  '{"query-id": "q1", "corpus-id": "d1", "score": 1}\n'
-                                  '{"query-id": "q1", "corpus-id": "d2", "score": 0}\n'
-                                  '{"query-id": "q2", "corpus-id": "d3", "score": 2}\n'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 2\n",
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td3\t2\n",
+        '{"query-id": "q1", "corpus-id": "d1", "score": 1}\n'
+        '{"query-id": "q1", "corpus-id": "d2", "score": 0}\n'
+        '{"query-id": "q2", "corpus-id": "d3", "score": 2}\n',
+    ],
+)
 def test_qrels_formats(tmp_path, text):
     (tmp_path / "qrels").write_text(text)
     assert read_qrels(tmp_path / "qrels") == {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}

@@ -9,8 +9,11 @@ import pytest
 from embedscope.data.detect import load_retrieval
 from embedscope.errors import DataFormatError
 
-CORPUS = [{"_id": "d1", "title": "Cats", "text": "A cat sat."}, {"_id": "d2", "text": "Dogs bark."},
-          {"_id": "d3", "text": "Fish swim."}]
+CORPUS = [
+    {"_id": "d1", "title": "Cats", "text": "A cat sat."},
+    {"_id": "d2", "text": "Dogs bark."},
+    {"_id": "d3", "text": "Fish swim."},
+]
 QUERIES = [{"_id": "q1", "text": "cat"}, {"_id": "q2", "text": "dog"}]
 HEADER = "query-id\tcorpus-id\tscore\n"
 

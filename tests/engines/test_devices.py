@@ -76,15 +76,29 @@ def test_evaluate_on_two_devices_equals_one(tiny_st, tmp_path):
     import embedscope
     from embedscope.testing.tiny import tiny_retrieval_task
 
-    one = embedscope.evaluate(str(tiny_st), [tiny_retrieval_task()], output_folder=tmp_path / "one", cache=False,
-                              show_progress=False, device="cpu")
-    two = embedscope.evaluate(str(tiny_st), [tiny_retrieval_task()], output_folder=tmp_path / "two", cache=False,
-                              show_progress=False, device="cpu,cpu", batch_size=2)
+    one = embedscope.evaluate(
+        str(tiny_st),
+        [tiny_retrieval_task()],
+        output_folder=tmp_path / "one",
+        cache=False,
+        show_progress=False,
+        device="cpu",
+    )
+    two = embedscope.evaluate(
+        str(tiny_st),
+        [tiny_retrieval_task()],
+        output_folder=tmp_path / "two",
+        cache=False,
+        show_progress=False,
+        device="cpu,cpu",
+        batch_size=2,
+    )
     one_scores = one.outcomes[0].result.scores
     assert json.dumps(two.outcomes[0].result.scores, sort_keys=True) == json.dumps(one_scores, sort_keys=True)
     assert two.outcomes[0].result.extra["engine"] == "devices"
-    meta = json.loads((tmp_path / "two" / two.outcomes[0].path.parent.relative_to(tmp_path / "two") /
-                       "model_meta.json").read_text())
+    meta = json.loads(
+        (tmp_path / "two" / two.outcomes[0].path.parent.relative_to(tmp_path / "two") / "model_meta.json").read_text()
+    )
     assert meta["device"] == "cpu,cpu" and meta["dtype"] == "fp32"
 
 
@@ -102,10 +116,15 @@ def test_pipeline_model_meta_records_each_stage_placement(tmp_path):
     from embedscope.retrieval.pipeline import Pipeline
     from embedscope.testing.tiny import tiny_retrieval_task
 
-    pipeline = Pipeline([DenseRetriever(KeywordEncoder(["cat", "dog", "fish"])),
-                         DenseRetriever(KeywordEncoder(["cat", "dog"], name="fake/two"))])  # fused by RRF
-    report = embedscope.evaluate(pipeline, [tiny_retrieval_task()], output_folder=tmp_path, cache=False,
-                                 show_progress=False)
+    pipeline = Pipeline(
+        [
+            DenseRetriever(KeywordEncoder(["cat", "dog", "fish"])),
+            DenseRetriever(KeywordEncoder(["cat", "dog"], name="fake/two")),
+        ]
+    )  # fused by RRF
+    report = embedscope.evaluate(
+        pipeline, [tiny_retrieval_task()], output_folder=tmp_path, cache=False, show_progress=False
+    )
     meta = json.loads(next(tmp_path.rglob("model_meta.json")).read_text())
     assert meta["stages"] == [{"device": "cpu", "dtype": "fp32", "engine": "local"}] * 2
     assert report.outcomes[0].result.extra["stages"] == meta["stages"]

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray")
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
-                                                            "ignore::DeprecationWarning")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning"),
+]
 
 TEXTS = [("token " * (i % 29 + 1)) + f"text number {i}" for i in range(240)]
 
@@ -32,10 +34,23 @@ def tiny_st(tmp_path_factory):
 def test_lee_through_ray_equals_in_process(cluster, tmp_path):
     import embedscope
 
-    local = embedscope.evaluate("minilm", ["LeeDocumentSimilarity"], output_folder=tmp_path / "local",
-                                cache=False, show_progress=False, device="cpu")
-    remote = embedscope.evaluate("minilm", ["LeeDocumentSimilarity"], output_folder=tmp_path / "ray",
-                                 cache=False, show_progress=False, engine="ray", ray_workers=2)
+    local = embedscope.evaluate(
+        "minilm",
+        ["LeeDocumentSimilarity"],
+        output_folder=tmp_path / "local",
+        cache=False,
+        show_progress=False,
+        device="cpu",
+    )
+    remote = embedscope.evaluate(
+        "minilm",
+        ["LeeDocumentSimilarity"],
+        output_folder=tmp_path / "ray",
+        cache=False,
+        show_progress=False,
+        engine="ray",
+        ray_workers=2,
+    )
     a, b = local.outcomes[0].result.scores["test"][0], remote.outcomes[0].result.scores["test"][0]
     assert round(a["cosine_spearman"], 5) == round(b["cosine_spearman"], 5) == 0.50827
     numeric = [k for k, v in a.items() if isinstance(v, float)]
@@ -84,7 +99,8 @@ def test_only_cache_misses_are_sent_and_vectors_stream_into_the_cache(cluster, t
 
     with pytest.raises(KeyboardInterrupt):
         CachedEncoder(Interrupted(load_encoder(str(tiny_st), device="cpu")), store).encode(
-            TEXTS, role="document", batch_size=8)
+            TEXTS, role="document", batch_size=8
+        )
     assert store.count(load_encoder(str(tiny_st), device="cpu").fingerprint) == 96
 
     enc = RayEncoder(str(tiny_st), {"device": "cpu"}, workers=2)
@@ -95,8 +111,9 @@ def test_only_cache_misses_are_sent_and_vectors_stream_into_the_cache(cluster, t
     assert enc.texts_sent == 144 and cached.stats.hits == 96  # the call resumed with its stored batches
     assert stored_while_running[1] > 96  # batches reached the cache before the call ended
     assert store.count(enc.fingerprint) == len(TEXTS)
-    assert got.tobytes() == load_encoder(str(tiny_st), device="cpu").encode(TEXTS, role="document",
-                                                                           batch_size=8).tobytes()
+    assert (
+        got.tobytes() == load_encoder(str(tiny_st), device="cpu").encode(TEXTS, role="document", batch_size=8).tobytes()
+    )
     enc.close()
 
 
@@ -106,14 +123,33 @@ def test_cli_engine_ray_runs_and_records_it(cluster, tiny_st, tmp_path):
 
     task_dir = tmp_path / "task"
     (task_dir / "qrels").mkdir(parents=True)
-    (task_dir / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n"
-                                                   for k, v in TINY_CORPUS.items()))
-    (task_dir / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n"
-                                                    for k, v in TINY_QUERIES.items()))
-    (task_dir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{r}\n" for q, docs in TINY_QRELS.items() for d, r in docs.items()))
-    code = main(["run", "--model", str(tiny_st), "--tasks", str(task_dir), "--engine", "ray", "--ray-workers", "1",
-                 "--no-cache", "--output-folder", str(tmp_path / "out"), "--json"])
+    (task_dir / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in TINY_CORPUS.items())
+    )
+    (task_dir / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in TINY_QUERIES.items())
+    )
+    (task_dir / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"{q}\t{d}\t{r}\n" for q, docs in TINY_QRELS.items() for d, r in docs.items())
+    )
+    code = main(
+        [
+            "run",
+            "--model",
+            str(tiny_st),
+            "--tasks",
+            str(task_dir),
+            "--engine",
+            "ray",
+            "--ray-workers",
+            "1",
+            "--no-cache",
+            "--output-folder",
+            str(tmp_path / "out"),
+            "--json",
+        ]
+    )
     assert code == 0
     meta = json.loads(next((tmp_path / "out").rglob("model_meta.json")).read_text())
     assert meta["engine"] == "ray" and meta["device"] == "cpu"

@@ -20,7 +20,7 @@ WORDS = ["cat", "dog", "fish", "bird"]
 def _pairs_file(path, n=40):
     rng = np.random.default_rng(0)
     rows = []
-    for i in range(n):
+    for _ in range(n):
         a = " ".join(rng.choice(WORDS, size=3))
         b = " ".join(rng.choice(WORDS, size=3))
         rows.append({"left": a, "right": b, "gold": float(rng.integers(0, 6))})
@@ -36,24 +36,37 @@ def test_spearman_x100_of_cosines_matches_scipy_on_the_shuffled_sample(tmp_path)
 
     rows = _pairs_file(tmp_path / "pairs.csv")
     columns = parse_column_mapping(["input_column_1=left", "input_column_2=right", "score_column=gold"])
-    record = evaluate_feature_extraction(KeywordEncoder(WORDS), model_id="kw", model_path="kw", dataset=str(
-        tmp_path / "pairs.csv"), samples=25, columns=columns)
+    record = evaluate_feature_extraction(
+        KeywordEncoder(WORDS),
+        model_id="kw",
+        model_path="kw",
+        dataset=str(tmp_path / "pairs.csv"),
+        samples=25,
+        columns=columns,
+    )
     sample = datasets.Dataset.from_list(rows).shuffle(seed=42).select(range(25))  # the seed's sampling
     enc = KeywordEncoder(WORDS)
     a = enc.encode(sample["left"], role="document").astype(np.float64)
     b = enc.encode(sample["right"], role="document").astype(np.float64)
     cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     assert record["metrics"]["cosine_spearman"] == round(spearmanr(cos, sample["gold"]).statistic * 100, 2)
-    assert record["dataset"] == {"path": str(tmp_path / "pairs.csv"), "split": "test", "samples": 25, "shuffle": True,
-                                 "seed": 42, "columns_mapping": columns}
+    assert record["dataset"] == {
+        "path": str(tmp_path / "pairs.csv"),
+        "split": "test",
+        "samples": 25,
+        "shuffle": True,
+        "seed": 42,
+        "columns_mapping": columns,
+    }
     assert list(record) == ["model_id", "model_path", "task", "device", "dataset", "metrics"]
 
 
 def test_bad_columns_and_keys_are_explained(tmp_path):
     _pairs_file(tmp_path / "pairs.csv")
     with pytest.raises(DataFormatError, match="sentence1.*columns are"):
-        evaluate_feature_extraction(KeywordEncoder(WORDS), model_id="kw", model_path="kw",
-                                    dataset=str(tmp_path / "pairs.csv"))
+        evaluate_feature_extraction(
+            KeywordEncoder(WORDS), model_id="kw", model_path="kw", dataset=str(tmp_path / "pairs.csv")
+        )
     with pytest.raises(ConfigError, match="valid keys"):
         parse_column_mapping(["text=left"])
 
@@ -62,10 +75,29 @@ def test_bad_columns_and_keys_are_explained(tmp_path):
 def test_cli_writes_the_seed_json_for_an_onnx_alias(tmp_path, capsys):
     _pairs_file(tmp_path / "pairs.csv", n=30)
     out = tmp_path / "eval.json"
-    code = main(["eval", "-m", "paraphrase-minilm-l3", "--model-id", "sentence-transformers/paraphrase-MiniLM-L3-v2",
-                 "--task", "feature-extraction", "--dataset", str(tmp_path / "pairs.csv"), "--split", "test",
-                 "--column", "input_column_1=left", "--column", "input_column_2=right", "--column", "score_column=gold",
-                 "--output", str(out)])
+    code = main(
+        [
+            "eval",
+            "-m",
+            "paraphrase-minilm-l3",
+            "--model-id",
+            "sentence-transformers/paraphrase-MiniLM-L3-v2",
+            "--task",
+            "feature-extraction",
+            "--dataset",
+            str(tmp_path / "pairs.csv"),
+            "--split",
+            "test",
+            "--column",
+            "input_column_1=left",
+            "--column",
+            "input_column_2=right",
+            "--column",
+            "score_column=gold",
+            "--output",
+            str(out),
+        ]
+    )
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     assert json.loads(out.read_text()) == printed
@@ -78,8 +110,14 @@ def test_reference_model_fidelity_against_scipy(tmp_path):
     columns = {"input_column_1": "left", "input_column_2": "right", "score_column": "gold"}
     reference = KeywordEncoder(WORDS, name="ref")
     candidate = KeywordEncoder(WORDS[:3], name="cand")  # loses a dimension: other vectors, other similarities
-    record = evaluate_feature_extraction(candidate, model_id="cand", model_path="x", dataset=str(tmp_path / "pairs.csv"),
-                                         columns=columns, reference=reference)
+    record = evaluate_feature_extraction(
+        candidate,
+        model_id="cand",
+        model_path="x",
+        dataset=str(tmp_path / "pairs.csv"),
+        columns=columns,
+        reference=reference,
+    )
     ref = record["reference"]
     gold = np.array([r["gold"] for r in rows])
 
@@ -91,7 +129,9 @@ def test_reference_model_fidelity_against_scipy(tmp_path):
 
     rs, cs = cosines(reference), cosines(candidate)
     assert ref["metrics"]["cosine_spearman"] == round(spearmanr(rs, gold).statistic * 100, 2)
-    assert ref["cosine_spearman_shift"] == round(record["metrics"]["cosine_spearman"] - ref["metrics"]["cosine_spearman"], 2)
+    assert ref["cosine_spearman_shift"] == round(
+        record["metrics"]["cosine_spearman"] - ref["metrics"]["cosine_spearman"], 2
+    )
     assert ref["similarity_spearman"] == pytest.approx(spearmanr(rs, cs).statistic, abs=1e-12)
     low, high = ref["shift_ci95"]
     assert low <= ref["cosine_spearman_shift"] + 0.01 and ref["cosine_spearman_shift"] - 0.01 <= high
@@ -100,8 +140,14 @@ def test_reference_model_fidelity_against_scipy(tmp_path):
     assert ref["discordant_pairs"] == discordant
     assert "dimensions differ (4 vs 3)" in ref["embedding_agreement"]
 
-    same = evaluate_feature_extraction(reference, model_id="ref", model_path="x", dataset=str(tmp_path / "pairs.csv"),
-                                       columns=columns, reference=KeywordEncoder(WORDS))
+    same = evaluate_feature_extraction(
+        reference,
+        model_id="ref",
+        model_path="x",
+        dataset=str(tmp_path / "pairs.csv"),
+        columns=columns,
+        reference=KeywordEncoder(WORDS),
+    )
     agreement = same["reference"]["embedding_agreement"]
     assert agreement["embedding_cosine_min"] == pytest.approx(1.0) and agreement["texts"] == 120
     assert same["reference"]["cosine_spearman_shift"] == 0 and same["reference"]["discordant_pairs"] == 0

@@ -76,11 +76,26 @@ def _corpus(folder: Path) -> Path:
 def _run(tmp: Path, name: str, cache: Path, delay: float) -> subprocess.Popen:
     script = tmp / "run.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(cache_module.__file__).parents[2]),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    return subprocess.Popen([sys.executable, str(script), str(tmp / "data"), str(tmp / name), str(cache),
-                             str(tmp / f"{name}.log"), str(delay)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(Path(cache_module.__file__).parents[2]), os.environ.get("PYTHONPATH")])
+        ),
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(script),
+            str(tmp / "data"),
+            str(tmp / name),
+            str(cache),
+            str(tmp / f"{name}.log"),
+            str(delay),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _documents_encoded(log: Path) -> int:

@@ -24,8 +24,11 @@ def test_writes_mteb_layout_and_reuses_stored_results(tmp_path):
     (outcome,) = report.outcomes
     assert outcome.result.main_score() == 1.0 and not outcome.reused
     folder = tmp_path / "fake__keyword-encoder" / _kw().revision
-    assert sorted(p.name for p in folder.iterdir()) == ["TinyRetrieval.json", "TinyRetrieval.per_item.jsonl.gz",
-                                                        "model_meta.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "TinyRetrieval.json",
+        "TinyRetrieval.per_item.jsonl.gz",
+        "model_meta.json",
+    ]
     data = json.loads((folder / "TinyRetrieval.json").read_text())
     entry = data["scores"]["test"][0]
     assert entry["main_score"] == entry["ndcg_at_10"] == 1.0 and entry["hf_subset"] == "default"
@@ -82,8 +85,11 @@ def _assert_same_scores(ours: dict, theirs: dict) -> None:
             assert ours[key] == pytest.approx(value, abs=1e-12, rel=0), key
 
 
-@pytest.mark.parametrize("make_encoder", [HashEncoder, lambda: KeywordEncoder(["the", "of", "to", "and", "in"])],
-                         ids=["hash-cosine", "keyword-dot-many-ties"])
+@pytest.mark.parametrize(
+    "make_encoder",
+    [HashEncoder, lambda: KeywordEncoder(["the", "of", "to", "and", "in"])],
+    ids=["hash-cosine", "keyword-dot-many-ties"],
+)
 @pytest.mark.parametrize("ignore_identical_ids", [False, True])
 def test_same_numbers_as_mteb_on_the_same_data(tmp_path, make_encoder, ignore_identical_ids):
     from support.mteb_reference import mteb_scores
@@ -92,8 +98,11 @@ def test_same_numbers_as_mteb_on_the_same_data(tmp_path, make_encoder, ignore_id
     if ignore_identical_ids:  # give each query the id of another article's document
         ids = data.corpus.ids
         rename = {q: ids[(i + 1) % len(ids)] for i, q in enumerate(data.queries.ids)}
-        data = RetrievalData(data.corpus, Queries(tuple(rename[q] for q in data.queries.ids), data.queries.texts),
-                             {rename[q]: docs for q, docs in data.qrels.items()})
+        data = RetrievalData(
+            data.corpus,
+            Queries(tuple(rename[q] for q in data.queries.ids), data.queries.texts),
+            {rename[q]: docs for q, docs in data.qrels.items()},
+        )
     task = RetrievalTask("BBC150", lambda split: data, ignore_identical_ids=ignore_identical_ids)
     ours = evaluate(make_encoder(), [task], output_folder=tmp_path, cache=False).outcomes[0].result.scores["test"][0]
     theirs = mteb_scores(make_encoder(), data, ignore_identical_ids=ignore_identical_ids)

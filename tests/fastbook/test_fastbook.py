@@ -40,25 +40,65 @@ def _notebook(path: Path, cells: list[dict]) -> Path:
 
 
 def _component(text, context, explicit="true", extraneous="false"):
-    return {"answer_component": text, "scoring_type": "simple", "context": context,
-            "explicit_context": explicit, "extraneous_answer": extraneous}
+    return {
+        "answer_component": text,
+        "scoring_type": "simple",
+        "context": context,
+        "explicit_context": explicit,
+        "extraneous_answer": extraneous,
+    }
 
 
-BENCHMARK = {"questions": [
-    {"chapter": 1, "question_number": 1, "question_text": '"Why do cats purr?"', "gold_standard_answer": "...",
-     "answer_context": [_component("happy", ["Cats purr when they are happy"]),
-                        _component("dogs", ["Dogs bark"], extraneous="true")], "question_context": []},
-    {"chapter": 1, "question_number": 2, "question_text": "What do fish do?", "gold_standard_answer": "...",
-     "answer_context": [_component("schools", ["Fish swim in schools"]), _component("?", [], explicit="false")],
-     "question_context": []},
-    {"chapter": 2, "question_number": 1, "question_text": "What is a model?", "gold_standard_answer": "...",
-     "answer_context": [_component("maps", ["A model maps inputs"]), _component("weights", ["Training adjusts the weights"])],
-     "question_context": []},
-    {"chapter": 2, "question_number": 2, "question_text": "Where is good coffee?", "gold_standard_answer": "...",
-     "answer_context": [_component("cafe", ["The cafÃ© serves"])], "question_context": []},  # mojibake: ftfy repairs it
-    {"chapter": 2, "question_number": 3, "question_text": "What comes after outputs?", "gold_standard_answer": "...",
-     "answer_context": [_component("split", ["to outputs. Training adjusts"])], "question_context": []},  # spans 2 chunks
-]}
+BENCHMARK = {
+    "questions": [
+        {
+            "chapter": 1,
+            "question_number": 1,
+            "question_text": '"Why do cats purr?"',
+            "gold_standard_answer": "...",
+            "answer_context": [
+                _component("happy", ["Cats purr when they are happy"]),
+                _component("dogs", ["Dogs bark"], extraneous="true"),
+            ],
+            "question_context": [],
+        },
+        {
+            "chapter": 1,
+            "question_number": 2,
+            "question_text": "What do fish do?",
+            "gold_standard_answer": "...",
+            "answer_context": [_component("schools", ["Fish swim in schools"]), _component("?", [], explicit="false")],
+            "question_context": [],
+        },
+        {
+            "chapter": 2,
+            "question_number": 1,
+            "question_text": "What is a model?",
+            "gold_standard_answer": "...",
+            "answer_context": [
+                _component("maps", ["A model maps inputs"]),
+                _component("weights", ["Training adjusts the weights"]),
+            ],
+            "question_context": [],
+        },
+        {
+            "chapter": 2,
+            "question_number": 2,
+            "question_text": "Where is good coffee?",
+            "gold_standard_answer": "...",
+            "answer_context": [_component("cafe", ["The cafÃ© serves"])],
+            "question_context": [],
+        },  # mojibake: ftfy repairs it
+        {
+            "chapter": 2,
+            "question_number": 3,
+            "question_text": "What comes after outputs?",
+            "gold_standard_answer": "...",
+            "answer_context": [_component("split", ["to outputs. Training adjusts"])],
+            "question_context": [],
+        },  # spans 2 chunks
+    ]
+}
 KEYWORDS = {(1, 1): "purr", (1, 2): "fish", (2, 1): '"model, weights"', (2, 2): "coffee", (2, 3): "outputs training"}
 
 
@@ -66,17 +106,30 @@ KEYWORDS = {(1, 1): "purr", (1, 2): "fish", (2, 1): '"model, weights"', (2, 2): 
 def study(tmp_path):
     docs = tmp_path / "notebooks"
     docs.mkdir()
-    _notebook(docs / "01_pets.ipynb", [
-        _cell("markdown", "# Chapter 1: Pets\n\nCats purr when they are happy.\n\nDogs bark at strangers."),
-        _cell("code", "print('hello')", outputs=[{"output_type": "stream", "name": "stdout", "text": ["NOT-IN-TEXT\n"]}]),
-        _cell("markdown", "Fish swim in schools for safety."),
-        _cell("markdown", "## Questionnaire\n\n1. Why do cats purr?"),
-        _cell("markdown", "After the questionnaire"),
-    ])
-    _notebook(docs / "02_models.ipynb", [
-        _cell("markdown", "# Chapter 2: Models\n\nA model maps inputs to outputs.\n\nTraining adjusts the weights of the model."),
-        _cell("markdown", "The café serves “good” coffee."),
-    ])
+    _notebook(
+        docs / "01_pets.ipynb",
+        [
+            _cell("markdown", "# Chapter 1: Pets\n\nCats purr when they are happy.\n\nDogs bark at strangers."),
+            _cell(
+                "code",
+                "print('hello')",
+                outputs=[{"output_type": "stream", "name": "stdout", "text": ["NOT-IN-TEXT\n"]}],
+            ),
+            _cell("markdown", "Fish swim in schools for safety."),
+            _cell("markdown", "## Questionnaire\n\n1. Why do cats purr?"),
+            _cell("markdown", "After the questionnaire"),
+        ],
+    )
+    _notebook(
+        docs / "02_models.ipynb",
+        [
+            _cell(
+                "markdown",
+                "# Chapter 2: Models\n\nA model maps inputs to outputs.\n\nTraining adjusts the weights of the model.",
+            ),
+            _cell("markdown", "The café serves “good” coffee."),
+        ],
+    )
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps(BENCHMARK))
     queries = tmp_path / "keywords.csv"
@@ -94,14 +147,19 @@ PARAGRAPHS = ChunkOptions(method="paragraphs", paragraphs=1)
 def test_notebook_reading_drops_outputs_and_stops_at_the_questionnaire(study):
     docs, _, _ = study
     text = read_notebook(docs / "01_pets.ipynb")
-    assert text == ("# Chapter 1: Pets\n\nCats purr when they are happy.\n\nDogs bark at strangers.\n"
-                    "print('hello')\nFish swim in schools for safety.\n")
+    assert text == (
+        "# Chapter 1: Pets\n\nCats purr when they are happy.\n\nDogs bark at strangers.\n"
+        "print('hello')\nFish swim in schools for safety.\n"
+    )
     assert "After the questionnaire" in read_notebook(docs / "01_pets.ipynb", stop_at=None)
     passages = chunk_documents([docs], PARAGRAPHS)
     assert [p.id for p in passages][:3] == ["01_pets-0000", "01_pets-0001", "01_pets-0002"]
     assert {p.chapter for p in passages} == {1, 2} and passages[0].source == "01_pets.ipynb"
     no_headers = chunk_documents([docs], ChunkOptions(method="paragraphs", paragraphs=2, keep_headers=False))
-    assert no_headers[0].text == "Cats purr when they are happy.\n\nDogs bark at strangers.\nprint('hello')\nFish swim in schools for safety."
+    assert (
+        no_headers[0].text
+        == "Cats purr when they are happy.\n\nDogs bark at strangers.\nprint('hello')\nFish swim in schools for safety."
+    )
 
 
 def test_token_windows_respect_size_and_overlap():
@@ -124,12 +182,20 @@ def test_benchmark_loading_validation_and_stats(study, tmp_path):
     b = load_benchmark(bench)
     assert b.questions[0].components[1].extraneous_answer is True and b.questions[0].query_text == "Why do cats purr?"
     stats = benchmark_stats(b)
-    assert stats["1"] == {"questions": 2, "answer components": 4, "avg components per question": 2.0,
-                          "empty contexts": 1, "implicit components": 1, "extraneous components": 1}
+    assert stats["1"] == {
+        "questions": 2,
+        "answer components": 4,
+        "avg components per question": 2.0,
+        "empty contexts": 1,
+        "implicit components": 1,
+        "extraneous components": 1,
+    }
     assert stats["Total"]["answer components"] == 8 and stats["Total"]["avg components per question"] == 1.6
     bad = json.loads(json.dumps(BENCHMARK))
     bad["questions"][2]["answer_context"][1]["explicit_context"] = "yes"
-    with pytest.raises(DataFormatError, match=r"questions\[2\] \(chapter 2, question 1\)\.answer_context\[1\]\.explicit_context"):
+    with pytest.raises(
+        DataFormatError, match=r"questions\[2\] \(chapter 2, question 1\)\.answer_context\[1\]\.explicit_context"
+    ):
         parse_benchmark(bad, "b.json")
     bad["questions"][2] = {"chapter": 2}
     with pytest.raises(DataFormatError, match="missing field"):
@@ -154,9 +220,12 @@ def test_fts5_keywords_chapter_scope_hand_checked(study, tmp_path):
     docs, bench, queries = study
     b = load_benchmark(bench)
     passages = chunk_documents([docs], PARAGRAPHS)
-    report = run_fastbook(b, passages, "fts5", keywords=read_keyword_queries(queries, b), k=10,
-                          output_folder=tmp_path / "out")
-    got = {(r["chapter"], r["question_number"]): (r["modified_mrr_at_10"], r["modified_recall_at_10"]) for r in report.rows}
+    report = run_fastbook(
+        b, passages, "fts5", keywords=read_keyword_queries(queries, b), k=10, output_folder=tmp_path / "out"
+    )
+    got = {
+        (r["chapter"], r["question_number"]): (r["modified_mrr_at_10"], r["modified_recall_at_10"]) for r in report.rows
+    }
     # 1-1 finds the cats passage only (the extraneous dogs component is missed); 1-2's second component has
     # no context; 2-1: both found, the weights passage first (rank 1) and the maps passage second (rank 2);
     # 2-2 found through ftfy; 2-3's context spans two passages, so it is never found.
@@ -170,8 +239,9 @@ def test_fts5_keywords_chapter_scope_hand_checked(study, tmp_path):
     assert report.csv_path.read_text().startswith("chapter,question_number,components,modified_mrr_at_10")
     with pytest.raises(ResultExistsError):
         run_fastbook(b, passages, "fts5", keywords=read_keyword_queries(queries, b), output_folder=tmp_path / "out")
-    strict = run_fastbook(b, passages, "fts5", keywords=read_keyword_queries(queries, b),
-                          exclude_extraneous=True, exclude_implicit=True)
+    strict = run_fastbook(
+        b, passages, "fts5", keywords=read_keyword_queries(queries, b), exclude_extraneous=True, exclude_implicit=True
+    )
     got = {(r["chapter"], r["question_number"]): r["modified_mrr_at_10"] for r in strict.rows}
     assert got[(1, 1)] == 1.0 and got[(1, 2)] == 1.0
 
@@ -183,8 +253,12 @@ def test_every_retriever_runs_the_study(study):
     words = ["cats", "purr", "fish", "model", "coffee", "outputs", "dogs"]
     # lexical retrievers return only passages sharing a word with "Why do cats purr?" (not the dogs one);
     # dense and late-interaction search rank all 3 passages of chapter 1
-    for retriever, recall in (("bm25", 0.5), ("fts5", 0.5), (Pipeline([DenseRetriever(KeywordEncoder(words))]), 1.0),
-                              (Pipeline([LateInteraction(WordTokenEncoder())]), 1.0)):
+    for retriever, recall in (
+        ("bm25", 0.5),
+        ("fts5", 0.5),
+        (Pipeline([DenseRetriever(KeywordEncoder(words))]), 1.0),
+        (Pipeline([LateInteraction(WordTokenEncoder())]), 1.0),
+    ):
         report = run_fastbook(b, passages, retriever, k=10)
         rows = {(r["chapter"], r["question_number"]): r for r in report.rows}
         assert rows[(1, 1)]["modified_recall_at_10"] == recall
@@ -201,12 +275,41 @@ def test_cli_stats_chunk_run_and_beir_export(study, tmp_path, capsys):
     corpus = tmp_path / "corpus.jsonl"
     assert main(["chunk", str(docs), "-o", str(corpus), "--method", "paragraphs"]) == 0
     assert len(read_passages(corpus)) == 6
-    args = ["fastbook", "run", "--benchmark", str(bench), "--passages", str(corpus), "--retriever", "fts5",
-            "--queries", str(queries), "--scope", "chapter", "--k", "10"]
+    args = [
+        "fastbook",
+        "run",
+        "--benchmark",
+        str(bench),
+        "--passages",
+        str(corpus),
+        "--retriever",
+        "fts5",
+        "--queries",
+        str(queries),
+        "--scope",
+        "chapter",
+        "--k",
+        "10",
+    ]
     assert main(args) == 0
     assert "| all | 5 | 0.3000 | 0.6000 |" in capsys.readouterr().out
-    assert main(["fastbook", "run", "--benchmark", str(bench), "--notebooks", str(docs), "--retriever", "bm25",
-                 "--queries", str(queries)]) == 2
+    assert (
+        main(
+            [
+                "fastbook",
+                "run",
+                "--benchmark",
+                str(bench),
+                "--notebooks",
+                str(docs),
+                "--retriever",
+                "bm25",
+                "--queries",
+                str(queries),
+            ]
+        )
+        == 2
+    )
     assert "fts5 retriever only" in capsys.readouterr().err
     beir = tmp_path / "beir"
     assert main(["fastbook", "export-beir", "--benchmark", str(bench), "--passages", str(corpus), "-o", str(beir)]) == 0
@@ -232,8 +335,14 @@ def test_fastbook_results_load_with_mteb(study, tmp_path):
 
     docs, bench, queries = study
     b = load_benchmark(bench)
-    report = run_fastbook(b, chunk_documents([docs], PARAGRAPHS), "fts5", keywords=read_keyword_queries(queries, b),
-                          k=10, output_folder=tmp_path / "out")
+    report = run_fastbook(
+        b,
+        chunk_documents([docs], PARAGRAPHS),
+        "fts5",
+        keywords=read_keyword_queries(queries, b),
+        k=10,
+        output_folder=tmp_path / "out",
+    )
     scores = mteb_file_scores(tmp_path / "out")
     assert list(scores) == [report.path]
     entries = json.loads(report.path.read_text())["scores"]["test"]
@@ -255,7 +364,9 @@ def test_published_shapes_load_and_keep_their_parts(study, tmp_path):
     (qc,) = b.questions[0].question_context
     assert (qc.question_component, qc.context) == ("purring", ("Cats purr", "loudly"))
     comp = b.questions[2].components[1]
-    assert comp.parts == ("Training adjusts", "the weights") and comp.answer_component == "Training adjusts\nthe weights"
+    assert (
+        comp.parts == ("Training adjusts", "the weights") and comp.answer_component == "Training adjusts\nthe weights"
+    )
     assert b.questions[2].components[0].parts == ()
     assert benchmark_stats(b) == benchmark_stats(parse_benchmark(BENCHMARK))  # a list is one component
     docs, _, _ = study
@@ -265,19 +376,32 @@ def test_published_shapes_load_and_keep_their_parts(study, tmp_path):
     assert report.overall["questions"] == 5
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("question_context", ["a string"], r"question_context\[0\]: expected an object, got str"),
-    ("question_context", [{"question_component": "x"}], r"question_context\[0\]: missing field\(s\) \['context'\]"),
-    ("question_context", [{"question_component": 1, "context": []}],
-     r"question_context\[0\]\.question_component: expected a string, got int"),
-    ("question_context", [{"question_component": "x", "context": [1]}],
-     r"question_context\[0\]\.context\[0\]: expected a string, got int"),
-    ("question_context", {"question_component": "x"}, r"question_context: expected a list"),
-    ("answer_component", ["ok", 3], r"answer_context\[0\]\.answer_component\[1\]: expected a string, got int"),
-    ("answer_component", [], r"answer_context\[0\]\.answer_component: expected a string or a non-empty list"),
-    ("answer_component", {"a": 1}, r"answer_context\[0\]\.answer_component: expected a string or a list of strings, "
-                                    "got dict"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("question_context", ["a string"], r"question_context\[0\]: expected an object, got str"),
+        ("question_context", [{"question_component": "x"}], r"question_context\[0\]: missing field\(s\) \['context'\]"),
+        (
+            "question_context",
+            [{"question_component": 1, "context": []}],
+            r"question_context\[0\]\.question_component: expected a string, got int",
+        ),
+        (
+            "question_context",
+            [{"question_component": "x", "context": [1]}],
+            r"question_context\[0\]\.context\[0\]: expected a string, got int",
+        ),
+        ("question_context", {"question_component": "x"}, r"question_context: expected a list"),
+        ("answer_component", ["ok", 3], r"answer_context\[0\]\.answer_component\[1\]: expected a string, got int"),
+        ("answer_component", [], r"answer_context\[0\]\.answer_component: expected a string or a non-empty list"),
+        (
+            "answer_component",
+            {"a": 1},
+            r"answer_context\[0\]\.answer_component: expected a string or a list of strings, "
+            "got dict",
+        ),
+    ],
+)
 def test_other_shapes_are_rejected_naming_the_field(field, value, message):
     data = _published_shapes()
     question = data["questions"][1]
@@ -295,8 +419,23 @@ def test_cli_stats_and_run_on_published_shapes(study, tmp_path, capsys):
     path.write_text(json.dumps(_published_shapes()))
     assert main(["fastbook", "stats", str(path)]) == 0
     assert "| Total | 5 | 8 | 1.6 | 1 | 1 | 1 |" in capsys.readouterr().out
-    assert main(["fastbook", "run", "--benchmark", str(path), "--notebooks", str(docs), "--method", "paragraphs",
-                 "--retriever", "bm25"]) == 0
+    assert (
+        main(
+            [
+                "fastbook",
+                "run",
+                "--benchmark",
+                str(path),
+                "--notebooks",
+                str(docs),
+                "--method",
+                "paragraphs",
+                "--retriever",
+                "bm25",
+            ]
+        )
+        == 0
+    )
     assert "| all | 5 |" in capsys.readouterr().out
 
 
@@ -355,10 +494,13 @@ def test_fastbook_reference_is_fixed_and_the_default_of_fastbook_run(study, tmp_
 
     parse = build_parser().parse_args
     assert parse(["fastbook", "run", "--benchmark", "b.json", "--notebooks", "nb", "--retriever", "bm25"]).method == (
-        "fastbook-reference")
+        "fastbook-reference"
+    )
     assert parse(["chunk", "nb", "-o", "c.jsonl"]).method == "tokens"  # the chunk command keeps plain windows
     export = tmp_path / "beir"
-    assert main(["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(path), "-o", str(export)]) == 0
+    assert (
+        main(["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(path), "-o", str(export)]) == 0
+    )
     assert read_passages(export / "corpus.jsonl") == reference  # fastbook commands chunk the reference way by default
 
 
@@ -402,9 +544,26 @@ def test_fused_retrievers_run_the_study_as_run_does(study, tmp_path, capsys):
     with pytest.raises(ConfigError, match="fts5 retriever only"):
         run_fastbook(b, passages, ["bm25", "bm25:k1=1.2"], keywords=keywords)
     table = tmp_path / "table.csv"
-    args = ["fastbook", "run", "--benchmark", str(bench), "--passages", str(_corpus(tmp_path, passages)),
-            "--retriever", "bm25", "--retriever", "fts5", "--fusion", "rrf", "--rrf-k", "10", "--queries", "question",
-            "--table-csv", str(table)]
+    args = [
+        "fastbook",
+        "run",
+        "--benchmark",
+        str(bench),
+        "--passages",
+        str(_corpus(tmp_path, passages)),
+        "--retriever",
+        "bm25",
+        "--retriever",
+        "fts5",
+        "--fusion",
+        "rrf",
+        "--rrf-k",
+        "10",
+        "--queries",
+        "question",
+        "--table-csv",
+        str(table),
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "retriever: bm25-lucene+fts5_rrf-k10" in out
@@ -424,6 +583,21 @@ def _corpus(tmp_path: Path, passages) -> Path:
 def test_cli_run_without_output_folder_says_nothing_was_written(study, tmp_path, capsys, monkeypatch):
     docs, bench, queries = study
     monkeypatch.chdir(tmp_path)
-    assert main(["fastbook", "run", "--benchmark", str(bench), "--notebooks", str(docs), "--retriever", "fts5",
-                 "--queries", str(queries)]) == 0
+    assert (
+        main(
+            [
+                "fastbook",
+                "run",
+                "--benchmark",
+                str(bench),
+                "--notebooks",
+                str(docs),
+                "--retriever",
+                "fts5",
+                "--queries",
+                str(queries),
+            ]
+        )
+        == 0
+    )
     assert "results not written: give --output-folder" in capsys.readouterr().err

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,8 +27,17 @@ from hypothesis import strategies as st
 from embedscope.errors import EmbedscopeError
 
 DEFAULT_TOTAL = 10_000
-_SHARES = {"beir": 1300, "evalscope": 1100, "tables": 1300, "parquet": 500, "qrels": 1400, "runs": 1300,
-           "config": 1300, "fastbook": 1000, "notebooks": 800}
+_SHARES = {
+    "beir": 1300,
+    "evalscope": 1100,
+    "tables": 1300,
+    "parquet": 500,
+    "qrels": 1400,
+    "runs": 1300,
+    "config": 1300,
+    "fastbook": 1000,
+    "notebooks": 800,
+}
 assert sum(_SHARES.values()) == DEFAULT_TOTAL
 
 
@@ -44,8 +51,14 @@ def examples(kind: str, total: int | None = None) -> int:
 def fuzz(kind: str):
     def decorate(test):
         test.fuzz_kind = kind
-        return settings(max_examples=examples(kind), derandomize=True, database=None, deadline=None,
-                        suppress_health_check=list(HealthCheck), print_blob=True)(test)
+        return settings(
+            max_examples=examples(kind),
+            derandomize=True,
+            database=None,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            print_blob=True,
+        )(test)
 
     return decorate
 
@@ -53,8 +66,9 @@ def fuzz(kind: str):
 SAMPLE_TOTAL = 300  # the fast tier's examples, over all properties
 
 
-@pytest.fixture(autouse=True, params=[pytest.param("sample", id="sample"),
-                                      pytest.param("full", id="full", marks=pytest.mark.slow)])
+@pytest.fixture(
+    autouse=True, params=[pytest.param("sample", id="sample"), pytest.param("full", id="full", marks=pytest.mark.slow)]
+)
 def tier(request):
     """``full``: the property with all of its examples; ``sample``: with its share of ``SAMPLE_TOTAL``."""
     test = request.function
@@ -72,24 +86,121 @@ def tier(request):
 
 # -- building blocks ------------------------------------------------------------------------------
 
-KEYS = ["_id", "id", "text", "title", "query-id", "corpus-id", "score", "query_id", "corpus_id", "doc_id", "qid",
-        "docid", "pid", "label", "relevance", "query", "positive", "negative", "body", ""]
+KEYS = [
+    "_id",
+    "id",
+    "text",
+    "title",
+    "query-id",
+    "corpus-id",
+    "score",
+    "query_id",
+    "corpus_id",
+    "doc_id",
+    "qid",
+    "docid",
+    "pid",
+    "label",
+    "relevance",
+    "query",
+    "positive",
+    "negative",
+    "body",
+    "",
+]
 # Mostly picks from pools of awkward values (one cheap draw each), sometimes freely generated ones.
-WEIRD = ["", " ", "\t", "q1", "q2", "d1", "d2", "d3", "0", "1", "-1", "1.5", "NaN", "inf", "1e309", "é", "日本",
-         "a b", "a\tb", "a\nb", "a,b", '"', "'", "\\", "\u0000", "\u2028", "\ufeff", "Q0", "#", "{", "[", "null"]
-JSON_POOL: list[Any] = [None, True, False, 0, 1, -1, 2, 2**63, -(2**70), 0.5, 1.0, -0.0, float("nan"), float("inf"),
-                        float("-inf"), 1e308, *WEIRD, [], {}, [None], ["d1"], [1, 2], [[]], {"_id": None},
-                        {"text": ["a"]}, {"q1": {"d1": 1}}, {"q1": ["d1"]}, {"": ""}, {"score": "x"}]
-text = st.one_of(st.sampled_from(WEIRD), st.sampled_from(WEIRD), st.sampled_from(WEIRD),
-                 st.text(st.characters(blacklist_categories=("Cs",)), max_size=8))
+WEIRD = [
+    "",
+    " ",
+    "\t",
+    "q1",
+    "q2",
+    "d1",
+    "d2",
+    "d3",
+    "0",
+    "1",
+    "-1",
+    "1.5",
+    "NaN",
+    "inf",
+    "1e309",
+    "é",
+    "日本",
+    "a b",
+    "a\tb",
+    "a\nb",
+    "a,b",
+    '"',
+    "'",
+    "\\",
+    "\u0000",
+    "\u2028",
+    "\ufeff",
+    "Q0",
+    "#",
+    "{",
+    "[",
+    "null",
+]
+JSON_POOL: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    2,
+    2**63,
+    -(2**70),
+    0.5,
+    1.0,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    1e308,
+    *WEIRD,
+    [],
+    {},
+    [None],
+    ["d1"],
+    [1, 2],
+    [[]],
+    {"_id": None},
+    {"text": ["a"]},
+    {"q1": {"d1": 1}},
+    {"q1": ["d1"]},
+    {"": ""},
+    {"score": "x"},
+]
+text = st.one_of(
+    st.sampled_from(WEIRD),
+    st.sampled_from(WEIRD),
+    st.sampled_from(WEIRD),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=8),
+)
 ids = st.one_of(st.sampled_from(["q1", "q2", "d1", "d2", "d3", "0", "1"]), st.sampled_from(["q1", "d1", "d2"]), text)
-scalars = st.one_of(st.sampled_from(JSON_POOL), st.sampled_from(JSON_POOL), st.sampled_from(JSON_POOL),
-                    st.integers(), st.floats(allow_nan=True, allow_infinity=True), text)
-json_values = st.one_of(st.sampled_from(JSON_POOL), st.sampled_from(JSON_POOL), st.sampled_from(JSON_POOL),
-                        st.recursive(scalars, lambda inner: st.one_of(
-                            st.lists(inner, max_size=3),
-                            st.dictionaries(st.one_of(st.sampled_from(KEYS), text), inner, max_size=3)),
-                            max_leaves=4))
+scalars = st.one_of(
+    st.sampled_from(JSON_POOL),
+    st.sampled_from(JSON_POOL),
+    st.sampled_from(JSON_POOL),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    text,
+)
+json_values = st.one_of(
+    st.sampled_from(JSON_POOL),
+    st.sampled_from(JSON_POOL),
+    st.sampled_from(JSON_POOL),
+    st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(st.one_of(st.sampled_from(KEYS), text), inner, max_size=3)
+        ),
+        max_leaves=4,
+    ),
+)
 
 
 def dumps(value: Any) -> str:
@@ -116,13 +227,21 @@ def records(draw, fields: list[str]) -> str:
 
 
 def lines_of(line: st.SearchStrategy[str], max_size: int = 5) -> st.SearchStrategy[str]:
-    return st.builds(lambda ls, end: "\n".join(ls) + end, st.lists(line, max_size=max_size),
-                     st.sampled_from(["", "\n", "\n\n", "\r\n"]))
+    return st.builds(
+        lambda ls, end: "\n".join(ls) + end,
+        st.lists(line, max_size=max_size),
+        st.sampled_from(["", "\n", "\n\n", "\r\n"]),
+    )
 
 
 def separated(separator: str, max_fields: int = 6) -> st.SearchStrategy[str]:
-    field = st.one_of(ids, st.integers(-2, 5).map(str), st.floats(allow_nan=True).map(str), text,
-                      st.sampled_from(['"', '"a', 'a"b', "Q0", "0"]))
+    field = st.one_of(
+        ids,
+        st.integers(-2, 5).map(str),
+        st.floats(allow_nan=True).map(str),
+        text,
+        st.sampled_from(['"', '"a', 'a"b', "Q0", "0"]),
+    )
     return st.lists(field, max_size=max_fields).map(separator.join)
 
 
@@ -132,10 +251,15 @@ def tsv_qrels() -> st.SearchStrategy[str]:
 
 
 def trec_lines(fields: int) -> st.SearchStrategy[str]:
-    good = st.builds(lambda q, d, n, s: " ".join([q, "Q0" if fields == 6 else "0", d, *([str(n), str(s), "t"]
-                                                                                         if fields == 6 else [str(n)])]),
-                     st.sampled_from(["q1", "q2"]), st.sampled_from(["d1", "d2", "d3"]), st.integers(-1, 3),
-                     st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers()))
+    good = st.builds(
+        lambda q, d, n, s: " ".join(
+            [q, "Q0" if fields == 6 else "0", d, *([str(n), str(s), "t"] if fields == 6 else [str(n)])]
+        ),
+        st.sampled_from(["q1", "q2"]),
+        st.sampled_from(["d1", "d2", "d3"]),
+        st.integers(-1, 3),
+        st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers()),
+    )
     return lines_of(st.one_of(good, good, separated(" "), separated("\t")), 8)
 
 
@@ -191,8 +315,14 @@ query_lines = lines_of(records(["_id", "text"]))
 
 
 @fuzz("beir")
-@given(corpus=corpus_lines, queries=query_lines, qrels=tsv_qrels(), qrels_name=st.sampled_from(["test", "dev"]),
-       split=st.sampled_from(["test", "dev"]), drop=st.sampled_from([None, "corpus.jsonl", "queries.jsonl"]))
+@given(
+    corpus=corpus_lines,
+    queries=query_lines,
+    qrels=tsv_qrels(),
+    qrels_name=st.sampled_from(["test", "dev"]),
+    split=st.sampled_from(["test", "dev"]),
+    drop=st.sampled_from([None, "corpus.jsonl", "queries.jsonl"]),
+)
 def test_beir_folder(box, corpus, queries, qrels, qrels_name, split, drop):
     from embedscope.data.detect import load_retrieval
 
@@ -203,8 +333,12 @@ def test_beir_folder(box, corpus, queries, qrels, qrels_name, split, drop):
 
 
 @fuzz("evalscope")
-@given(corpus=corpus_lines, queries=query_lines, qrels=lines_of(records(["query-id", "corpus-id", "score"])),
-       split=st.sampled_from(["test", "test", "dev"]))
+@given(
+    corpus=corpus_lines,
+    queries=query_lines,
+    qrels=lines_of(records(["query-id", "corpus-id", "score"])),
+    split=st.sampled_from(["test", "test", "dev"]),
+)
 def test_evalscope_folder(box, corpus, queries, qrels, split):
     from embedscope.data.beir import load_text_folder
 
@@ -216,18 +350,47 @@ def test_evalscope_folder(box, corpus, queries, qrels, split):
 
 # -- tables: CSV / TSV / JSONL / Parquet with column mappings ----------------------------------------
 
-column_maps = st.one_of(st.none(), st.dictionaries(
-    st.sampled_from(["id", "text", "title", "corpus.id", "queries.text", "query-id", "corpus-id", "score",
-                     "qrels.score", "query", "positive", "negative", "doc_id", "qid", "bogus"]),
-    st.one_of(st.sampled_from(KEYS), text), max_size=3))
+column_maps = st.one_of(
+    st.none(),
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "id",
+                "text",
+                "title",
+                "corpus.id",
+                "queries.text",
+                "query-id",
+                "corpus-id",
+                "score",
+                "qrels.score",
+                "query",
+                "positive",
+                "negative",
+                "doc_id",
+                "qid",
+                "bogus",
+            ]
+        ),
+        st.one_of(st.sampled_from(KEYS), text),
+        max_size=3,
+    ),
+)
 
 
 def csv_table(columns: list[str]) -> st.SearchStrategy[str]:
     valid = ",".join(columns)
-    header = st.one_of(st.just(valid), st.just(valid), st.lists(st.one_of(st.sampled_from(columns + KEYS), text),
-                                                               max_size=4).map(",".join))
-    row = st.one_of(st.lists(st.sampled_from(["q1", "d1", "d2", "1", "0", "x y"]), min_size=len(columns),
-                             max_size=len(columns)).map(",".join), separated(",", 4))
+    header = st.one_of(
+        st.just(valid),
+        st.just(valid),
+        st.lists(st.one_of(st.sampled_from(columns + KEYS), text), max_size=4).map(",".join),
+    )
+    row = st.one_of(
+        st.lists(
+            st.sampled_from(["q1", "d1", "d2", "1", "0", "x y"]), min_size=len(columns), max_size=len(columns)
+        ).map(",".join),
+        separated(",", 4),
+    )
     return st.builds(lambda h, body: h + "\n" + body, header, lines_of(row, 5))
 
 
@@ -235,8 +398,9 @@ TABLES = {"corpus": ["_id", "text", "title"], "queries": ["_id", "text"], "qrels
 
 
 @fuzz("tables")
-@given(layout=st.sampled_from(["folder-csv", "pairs-csv", "pairs-jsonl", "pairs-tsv"]), columns=column_maps,
-       data=st.data())
+@given(
+    layout=st.sampled_from(["folder-csv", "pairs-csv", "pairs-jsonl", "pairs-tsv"]), columns=column_maps, data=st.data()
+)
 def test_tables(box, layout, columns, data):
     from embedscope.data.detect import load_retrieval
 
@@ -252,24 +416,38 @@ def test_tables(box, layout, columns, data):
     box.run(lambda: load_retrieval(target, columns=columns))
 
 
-arrow_columns = st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(["str", "int", "float", "bytes", "null",
-                                                                           "list"])), max_size=4, unique_by=lambda c: c[0])
+arrow_columns = st.lists(
+    st.tuples(st.sampled_from(KEYS), st.sampled_from(["str", "int", "float", "bytes", "null", "list"])),
+    max_size=4,
+    unique_by=lambda c: c[0],
+)
 
 
 def _arrow_table(spec: list[tuple[str, str]], rows: int, seed: int):
     import pyarrow as pa
 
-    values = {"str": lambda i: f"v{(i + seed) % 3}", "int": lambda i: (i + seed) % 4 - 1,
-              "float": lambda i: [0.5, float("nan"), 1.0, float("inf")][(i + seed) % 4],
-              "bytes": lambda i: b"\xff\x00" if (i + seed) % 2 else b"ok", "null": lambda i: None,
-              "list": lambda i: [f"x{i}"]}
+    values = {
+        "str": lambda i: f"v{(i + seed) % 3}",
+        "int": lambda i: (i + seed) % 4 - 1,
+        "float": lambda i: [0.5, float("nan"), 1.0, float("inf")][(i + seed) % 4],
+        "bytes": lambda i: b"\xff\x00" if (i + seed) % 2 else b"ok",
+        "null": lambda i: None,
+        "list": lambda i: [f"x{i}"],
+    }
     return pa.table({name: [values[kind](i) for i in range(rows)] for name, kind in spec})
 
 
 @fuzz("parquet")
-@given(layout=st.sampled_from(["folder", "pairs"]), corpus=arrow_columns, queries=arrow_columns,
-       qrels=arrow_columns, rows=st.integers(0, 4), seed=st.integers(0, 3), truncate=st.integers(-1, 60),
-       columns=column_maps)
+@given(
+    layout=st.sampled_from(["folder", "pairs"]),
+    corpus=arrow_columns,
+    queries=arrow_columns,
+    qrels=arrow_columns,
+    rows=st.integers(0, 4),
+    seed=st.integers(0, 3),
+    truncate=st.integers(-1, 60),
+    columns=column_maps,
+)
 def test_parquet(box, layout, corpus, queries, qrels, rows, seed, truncate, columns):
     import io
 
@@ -294,11 +472,19 @@ def test_parquet(box, layout, corpus, queries, qrels, rows, seed, truncate, colu
 
 # -- qrels and run files ---------------------------------------------------------------------------
 
-qrels_texts = st.one_of(trec_lines(4), tsv_qrels(), lines_of(records(["query-id", "corpus-id", "score"])),
-                        st.builds(dumps, json_values), st.builds(dumps, st.dictionaries(ids, st.dictionaries(
-                            ids, scalars, max_size=3), max_size=3)))
-run_texts = st.one_of(trec_lines(6), trec_lines(6), st.builds(dumps, json_values),
-                      st.builds(dumps, st.dictionaries(ids, st.dictionaries(ids, scalars, max_size=3), max_size=3)))
+qrels_texts = st.one_of(
+    trec_lines(4),
+    tsv_qrels(),
+    lines_of(records(["query-id", "corpus-id", "score"])),
+    st.builds(dumps, json_values),
+    st.builds(dumps, st.dictionaries(ids, st.dictionaries(ids, scalars, max_size=3), max_size=3)),
+)
+run_texts = st.one_of(
+    trec_lines(6),
+    trec_lines(6),
+    st.builds(dumps, json_values),
+    st.builds(dumps, st.dictionaries(ids, st.dictionaries(ids, scalars, max_size=3), max_size=3)),
+)
 
 
 @fuzz("qrels")
@@ -321,31 +507,98 @@ def test_run_file(box, content, name, ranked):
 
 # -- config files (native and EvalScope schemas) -------------------------------------------------------
 
-CONFIG_KEYS = ["model", "models", "pipeline", "pipelines", "model_options", "tasks", "custom_tasks", "output_folder",
-               "batch_size", "top_k", "overwrite", "name", "data_path", "eval_splits", "columns", "type", "retriever",
-               "retrievers", "fusion", "reranker", "eval_backend", "eval_config", "eval", "tool", "task_names",
-               "dataset_path", "limits", "model_name_or_path", "is_cross_encoder", "pooling_mode", "max_seq_length",
-               "prompt", "prompts", "work_dir", "device", "dtype", "main_score"]
-config_values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(CONFIG_KEYS), inner, max_size=4)), max_leaves=10)
+CONFIG_KEYS = [
+    "model",
+    "models",
+    "pipeline",
+    "pipelines",
+    "model_options",
+    "tasks",
+    "custom_tasks",
+    "output_folder",
+    "batch_size",
+    "top_k",
+    "overwrite",
+    "name",
+    "data_path",
+    "eval_splits",
+    "columns",
+    "type",
+    "retriever",
+    "retrievers",
+    "fusion",
+    "reranker",
+    "eval_backend",
+    "eval_config",
+    "eval",
+    "tool",
+    "task_names",
+    "dataset_path",
+    "limits",
+    "model_name_or_path",
+    "is_cross_encoder",
+    "pooling_mode",
+    "max_seq_length",
+    "prompt",
+    "prompts",
+    "work_dir",
+    "device",
+    "dtype",
+    "main_score",
+]
+config_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(CONFIG_KEYS), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
 
 
 @st.composite
 def configs(draw) -> dict:
     schema = draw(st.sampled_from(["native", "evalscope", "evalscope-task", "any"]))
-    task = st.fixed_dictionaries({"name": ids, "data_path": ids}, optional={
-        "eval_splits": config_values, "type": st.one_of(st.sampled_from(["Retrieval", "STS", "Bogus"]), scalars),
-        "columns": config_values})
+    task = st.fixed_dictionaries(
+        {"name": ids, "data_path": ids},
+        optional={
+            "eval_splits": config_values,
+            "type": st.one_of(st.sampled_from(["Retrieval", "STS", "Bogus"]), scalars),
+            "columns": config_values,
+        },
+    )
     if schema == "native":
-        return draw(st.fixed_dictionaries({}, optional={"model": st.one_of(ids, config_values), "tasks": config_values,
-                                                       "custom_tasks": st.lists(st.one_of(task, config_values), max_size=2),
-                                                       "output_folder": st.one_of(ids, scalars),
-                                                       "pipeline": config_values, "batch_size": scalars}))
-    evalscope = st.fixed_dictionaries({}, optional={
-        "tool": st.one_of(st.just("MTEB"), scalars), "models": st.lists(config_values, max_size=2),
-        "eval": st.one_of(config_values, st.fixed_dictionaries({}, optional={
-            "custom_tasks": st.lists(st.one_of(task, config_values), max_size=2), "task_names": config_values,
-            "output_folder": scalars, "limits": scalars}))})
+        return draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "model": st.one_of(ids, config_values),
+                    "tasks": config_values,
+                    "custom_tasks": st.lists(st.one_of(task, config_values), max_size=2),
+                    "output_folder": st.one_of(ids, scalars),
+                    "pipeline": config_values,
+                    "batch_size": scalars,
+                },
+            )
+        )
+    evalscope = st.fixed_dictionaries(
+        {},
+        optional={
+            "tool": st.one_of(st.just("MTEB"), scalars),
+            "models": st.lists(config_values, max_size=2),
+            "eval": st.one_of(
+                config_values,
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "custom_tasks": st.lists(st.one_of(task, config_values), max_size=2),
+                        "task_names": config_values,
+                        "output_folder": scalars,
+                        "limits": scalars,
+                    },
+                ),
+            ),
+        },
+    )
     if schema == "evalscope":
         return {"eval": {}, **draw(evalscope)}
     if schema == "evalscope-task":
@@ -370,20 +623,46 @@ def test_config_file(box, config, as_yaml, garbage):
 
 # -- fastbook benchmark JSON and notebooks -------------------------------------------------------------
 
-component = st.one_of(json_values, st.fixed_dictionaries({}, optional={
-    "component": text, "context": st.one_of(st.lists(text, max_size=2), json_values),
-    "explicit_context": st.one_of(st.booleans(), scalars), "extraneous": st.one_of(st.booleans(), scalars)}))
-question = st.one_of(json_values, st.fixed_dictionaries(
-    {"chapter": st.one_of(st.integers(0, 3), scalars), "question_number": st.one_of(st.integers(0, 3), scalars),
-     "question_text": st.one_of(text, scalars), "answer_context": st.one_of(st.lists(component, max_size=3), scalars)},
-    optional={"gold_standard_answer": st.one_of(text, scalars), "question_context": st.one_of(
-        st.lists(st.one_of(json_values, st.fixed_dictionaries({"question_component": text, "context": json_values})),
-                 max_size=2), scalars)}))
+component = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "component": text,
+            "context": st.one_of(st.lists(text, max_size=2), json_values),
+            "explicit_context": st.one_of(st.booleans(), scalars),
+            "extraneous": st.one_of(st.booleans(), scalars),
+        },
+    ),
+)
+question = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {
+            "chapter": st.one_of(st.integers(0, 3), scalars),
+            "question_number": st.one_of(st.integers(0, 3), scalars),
+            "question_text": st.one_of(text, scalars),
+            "answer_context": st.one_of(st.lists(component, max_size=3), scalars),
+        },
+        optional={
+            "gold_standard_answer": st.one_of(text, scalars),
+            "question_context": st.one_of(
+                st.lists(
+                    st.one_of(json_values, st.fixed_dictionaries({"question_component": text, "context": json_values})),
+                    max_size=2,
+                ),
+                scalars,
+            ),
+        },
+    ),
+)
 
 
 @fuzz("fastbook")
-@given(data=st.one_of(st.fixed_dictionaries({"questions": st.lists(question, max_size=3)}), json_values),
-       raw=st.one_of(st.none(), text))
+@given(
+    data=st.one_of(st.fixed_dictionaries({"questions": st.lists(question, max_size=3)}), json_values),
+    raw=st.one_of(st.none(), text),
+)
 def test_fastbook_json(box, data, raw):
     from embedscope.studies.fastbook.data import benchmark_stats, load_benchmark
 
@@ -391,18 +670,28 @@ def test_fastbook_json(box, data, raw):
     box.run(lambda: benchmark_stats(load_benchmark(path)))
 
 
-cell = st.one_of(json_values, st.fixed_dictionaries(
-    {"cell_type": st.one_of(st.sampled_from(["markdown", "code", "raw"]), scalars)},
-    optional={"source": st.one_of(text, st.lists(st.one_of(text, scalars), max_size=3), scalars),
-              "outputs": json_values}))
+cell = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {"cell_type": st.one_of(st.sampled_from(["markdown", "code", "raw"]), scalars)},
+        optional={
+            "source": st.one_of(text, st.lists(st.one_of(text, scalars), max_size=3), scalars),
+            "outputs": json_values,
+        },
+    ),
+)
 
 
 @fuzz("notebooks")
-@given(notebook=st.one_of(st.fixed_dictionaries({"cells": st.lists(cell, max_size=4)}), json_values),
-       markdown=st.text(st.sampled_from("#\n abc*`-_|\t"), max_size=60), suffix=st.sampled_from([".ipynb", ".md"]),
-       paragraphs=st.integers(1, 3))
-@example(notebook={"cells": [{"cell_type": "markdown", "source": [None]}]}, markdown="", suffix=".ipynb",
-         paragraphs=1)  # found by this fuzzer: was a TypeError
+@given(
+    notebook=st.one_of(st.fixed_dictionaries({"cells": st.lists(cell, max_size=4)}), json_values),
+    markdown=st.text(st.sampled_from("#\n abc*`-_|\t"), max_size=60),
+    suffix=st.sampled_from([".ipynb", ".md"]),
+    paragraphs=st.integers(1, 3),
+)
+@example(
+    notebook={"cells": [{"cell_type": "markdown", "source": [None]}]}, markdown="", suffix=".ipynb", paragraphs=1
+)  # found by this fuzzer: was a TypeError
 def test_notebook(box, notebook, markdown, suffix, paragraphs):
     from embedscope.data.documents import ChunkOptions, chunk_documents
 

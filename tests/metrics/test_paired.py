@@ -10,8 +10,9 @@ from embedscope.metrics import paired
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("name", ["paired_cosine_distances", "paired_euclidean_distances",
-                                  "paired_manhattan_distances"])
+@pytest.mark.parametrize(
+    "name", ["paired_cosine_distances", "paired_euclidean_distances", "paired_manhattan_distances"]
+)
 def test_bit_identical_to_sklearn(dtype, name):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((500, 384)).astype(dtype)

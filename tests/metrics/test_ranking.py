@@ -20,7 +20,9 @@ from embedscope.types import RankedRun
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
 TREC_NAMES = {"ndcg": "ndcg_cut", "map": "map_cut", "recall": "recall", "precision": "P", "hit_rate": "success"}
-DOC_IDS = ["d1", "d2", "d10", "d11", "D3", "doc", "doc_9", "a", "zz", "é1", "q0", "q1", "q7"] + [f"x{i}" for i in range(40)]
+DOC_IDS = ["d1", "d2", "d10", "d11", "D3", "doc", "doc_9", "a", "zz", "é1", "q0", "q1", "q7"] + [
+    f"x{i}" for i in range(40)
+]
 
 
 def _scores(rng: np.random.Generator, n: int, style: int) -> list[float]:
@@ -72,8 +74,16 @@ def mteb_scores(qrels: dict, run: dict, ks=DEFAULT_K_VALUES, ignore_identical_id
         None, qrels, results, list(ks), ignore_identical_ids=ignore_identical_ids
     )
     return make_score_dict(
-        ndcg=ndcg, _map=_map, recall=recall, precision=precision, mrr=mrr, naucs=naucs,
-        naucs_mrr=naucs_mrr, hit_rate=hit_rate, task_scores={}, previous_results_model_meta=None,
+        ndcg=ndcg,
+        _map=_map,
+        recall=recall,
+        precision=precision,
+        mrr=mrr,
+        naucs=naucs,
+        naucs_mrr=naucs_mrr,
+        hit_rate=hit_rate,
+        task_scores={},
+        previous_results_model_meta=None,
     )
 
 

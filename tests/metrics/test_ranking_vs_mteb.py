@@ -48,8 +48,9 @@ def test_every_query_and_metric_equals_pytrec_eval(seed, ties):
     for family, name in PYTREC_NAMES.items():
         for k in DEFAULT_K_VALUES:
             want = np.array([expected[q][f"{name}_{k}"] for q in ours.query_ids])
-            np.testing.assert_allclose(ours.per_query[f"{family}_at_{k}"], want, rtol=0, atol=1e-12,
-                                       err_msg=f"{family}@{k}")
+            np.testing.assert_allclose(
+                ours.per_query[f"{family}_at_{k}"], want, rtol=0, atol=1e-12, err_msg=f"{family}@{k}"
+            )
 
 
 def test_float64_scores_are_compared_as_float32_like_trec_eval():
@@ -65,11 +66,20 @@ def mteb_reference(qrels, run, ignore_identical_ids=False):
     from mteb._evaluators.retrieval_evaluator import RetrievalEvaluator
     from mteb._evaluators.retrieval_metrics import make_score_dict
 
-    result = RetrievalEvaluator.evaluate(None, qrels, copy.deepcopy(run), list(DEFAULT_K_VALUES),
-                                         ignore_identical_ids=ignore_identical_ids)
-    return make_score_dict(ndcg=result.ndcg, _map=result.map, recall=result.recall, precision=result.precision,
-                           mrr=result.mrr, naucs=result.naucs, naucs_mrr=result.naucs_mrr, hit_rate=result.hit_rate,
-                           task_scores={})
+    result = RetrievalEvaluator.evaluate(
+        None, qrels, copy.deepcopy(run), list(DEFAULT_K_VALUES), ignore_identical_ids=ignore_identical_ids
+    )
+    return make_score_dict(
+        ndcg=result.ndcg,
+        _map=result.map,
+        recall=result.recall,
+        precision=result.precision,
+        mrr=result.mrr,
+        naucs=result.naucs,
+        naucs_mrr=result.naucs_mrr,
+        hit_rate=result.hit_rate,
+        task_scores={},
+    )
 
 
 def assert_same_dict(ours: dict, theirs: dict) -> None:

@@ -55,11 +55,25 @@ def _mteb_encode(model, texts, prompt_type, model_prompts=None, batch_size=32):
     from support.mteb_reference import _GENERAL
 
     wrapper = mteb_wrapper.SentenceTransformerEncoderWrapper(model, model_prompts=model_prompts)
-    metadata = TaskMetadata(type="Retrieval", name="LocalCheck", main_score="ndcg_at_10",
-                            dataset={"path": "local/LocalCheck", "revision": "1"}, **_GENERAL)
+    metadata = TaskMetadata(
+        type="Retrieval",
+        name="LocalCheck",
+        main_score="ndcg_at_10",
+        dataset={"path": "local/LocalCheck", "revision": "1"},
+        **_GENERAL,
+    )
     loader = DataLoader(Dataset.from_dict({"text": list(texts)}), batch_size=batch_size)
-    return np.asarray(wrapper.encode(loader, task_metadata=metadata, hf_split="test", hf_subset="default",
-                                     prompt_type=prompt_type, batch_size=batch_size, show_progress_bar=False))
+    return np.asarray(
+        wrapper.encode(
+            loader,
+            task_metadata=metadata,
+            hf_split="test",
+            hf_subset="default",
+            prompt_type=prompt_type,
+            batch_size=batch_size,
+            show_progress_bar=False,
+        )
+    )
 
 
 @pytest.mark.slow
@@ -94,7 +108,12 @@ def test_sentence_transformers_attributes(minilm):
     assert isinstance(minilm, Encoder)
     assert minilm.name == "sentence-transformers/all-MiniLM-L6-v2"
     assert (minilm.backend, minilm.pooling, minilm.max_seq_length, minilm.normalize, minilm.embed_dim) == (
-        "sentence-transformers", "mean", 256, True, 384)
+        "sentence-transformers",
+        "mean",
+        256,
+        True,
+        384,
+    )
     assert minilm.similarity == "cosine" and minilm.prompts == {}
     assert len(minilm.revision) == 12 and len(minilm.fingerprint) == 64
     assert minilm.encode([], role="query").shape == (0, 384)
@@ -213,8 +232,16 @@ def _export(folder, *, seq: int | None, batch: int | None = None, with_types=Fal
     else:
         original = None
     try:
-        torch.onnx.export(model, args, str(folder / "model.onnx"), input_names=names, output_names=outputs,
-                          dynamic_axes={k: v for k, v in axes.items() if v}, opset_version=17, dynamo=False)
+        torch.onnx.export(
+            model,
+            args,
+            str(folder / "model.onnx"),
+            input_names=names,
+            output_names=outputs,
+            dynamic_axes={k: v for k, v in axes.items() if v},
+            opset_version=17,
+            dynamo=False,
+        )
     except Exception as e:  # pragma: no cover - exporter unavailable
         pytest.skip(f"torch.onnx.export unavailable: {e}")
     finally:
@@ -289,8 +316,9 @@ def test_onnx_dynamic_graph_token_type_ids_and_output_choice(tmp_path):
 
     tokens = OnnxEncoder(tmp_path / "dyn", pooling="cls", normalize=True, prompts={"query": "the "})
     assert tokens.output_name == "token_embeddings" and tokens.pooling == "cls"
-    np.testing.assert_allclose(tokens.encode(SMALL, role="document"), normalize_rows(pool(h[0], mask, "cls")),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        tokens.encode(SMALL, role="document"), normalize_rows(pool(h[0], mask, "cls")), rtol=1e-5, atol=1e-6
+    )
     named = OnnxEncoder(tmp_path / "dyn", output_name="token_embeddings", max_seq_length=3)
     assert named.pooling == "mean" and named.max_seq_length == 3
     h3, mask3 = _reference(model, SMALL, 3)
@@ -323,7 +351,10 @@ def test_onnx_without_tokenizer_asks_for_one(tmp_path):
     (tmp_path / "t" / "tokenizer.json").rename(tmp_path / "tok.json")
     with pytest.raises(ConfigError, match="tokenizer="):
         OnnxEncoder(tmp_path / "t")
-    assert OnnxEncoder(tmp_path / "t", tokenizer=str(tmp_path / "tok.json")).encode(["cat"], role="query").shape == (1, 6)
+    assert OnnxEncoder(tmp_path / "t", tokenizer=str(tmp_path / "tok.json")).encode(["cat"], role="query").shape == (
+        1,
+        6,
+    )
 
 
 # -- static backend ------------------------------------------------------------------------------

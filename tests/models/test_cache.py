@@ -35,8 +35,14 @@ def test_query_vector_is_never_reused_for_identical_document_text(tmp_path):
 
 
 def test_key_covers_role_prompt_and_text():
-    keys = {text_key("query", "", "x"), text_key("document", "", "x"), text_key("query", "p", "x"),
-            text_key("query", "", "y"), text_key("query", "a", "bc"), text_key("query", "ab", "c")}
+    keys = {
+        text_key("query", "", "x"),
+        text_key("document", "", "x"),
+        text_key("query", "p", "x"),
+        text_key("query", "", "y"),
+        text_key("query", "a", "bc"),
+        text_key("query", "ab", "c"),
+    }
     assert len(keys) == 6
 
 
@@ -192,6 +198,7 @@ def test_a_lock_is_not_taken_for_damage(tmp_path):
 
 # -- embedscope cache list | verify | clear -----------------------------------------------------
 
+
 def _two_models(folder):
     cache = EmbeddingCache(folder)
     CachedEncoder(HashEncoder(dim=8), cache).encode([f"t{i}" for i in range(50)], role="document")
@@ -208,8 +215,10 @@ def test_list_verify_and_clear(tmp_path):
     assert all(r.ok for r in verify_stores(tmp_path))
     with sqlite3.connect(cache.path(HashEncoder(dim=8).fingerprint)) as conn:
         conn.execute("UPDATE vectors SET vec = x'0000' WHERE rowid IN (SELECT rowid FROM vectors LIMIT 2)")
-        conn.execute("UPDATE vectors SET vec = ? WHERE rowid IN (SELECT rowid FROM vectors LIMIT 1 OFFSET 5)",
-                     (np.full(8, np.nan, np.float32).tobytes(),))
+        conn.execute(
+            "UPDATE vectors SET vec = ? WHERE rowid IN (SELECT rowid FROM vectors LIMIT 1 OFFSET 5)",
+            (np.full(8, np.nan, np.float32).tobytes(),),
+        )
     conn.close()
     [bad] = verify_stores(tmp_path, model="fake/hash-encoder")
     assert (bad.checked, bad.wrong_length, bad.non_finite, bad.ok) == (50, 2, 1, False)
@@ -300,7 +309,8 @@ def test_an_interrupted_call_resumes_with_its_stored_batches_bit_for_bit(tmp_pat
 
     with pytest.raises(KeyboardInterrupt):
         CachedEncoder(Interrupted(PaddedHashEncoder()), EmbeddingCache(tmp_path)).encode(
-            texts, role="document", batch_size=4)
+            texts, role="document", batch_size=4
+        )
     sent: list[int] = []
 
     class Counting(LocalPlanned):

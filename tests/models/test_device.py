@@ -72,7 +72,12 @@ def test_malformed_devices_are_config_errors(bad):
 
 def test_dtypes():
     assert [dev.parse_dtype(d) for d in ("fp32", "FP16", "bf16", "float16", None)] == [
-        "float32", "float16", "bfloat16", "float16", "float32"]
+        "float32",
+        "float16",
+        "bfloat16",
+        "float16",
+        "float32",
+    ]
     assert dev.torch_dtype("bf16") is torch.bfloat16
     with pytest.raises(ConfigError, match="fp32 .* fp16 or bf16"):
         dev.parse_dtype("int8")
@@ -200,9 +205,13 @@ def test_sentence_transformers_plan_is_its_own_order():
 def test_no_backend_pins_a_device():
     """No call passes ``device="cpu"`` (the static backend's numpy lookup records its CPU, it pins nothing)."""
     keyword = re.compile(r"(?<![.\w])device=[\"']cpu[\"']")  # a keyword argument, not an attribute
-    pinned = [f"{p.relative_to(SRC)}:{n}" for p in SRC.rglob("*.py") if "testing" not in p.parts
-              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-              if keyword.search(line) and ">>>" not in line]
+    pinned = [
+        f"{p.relative_to(SRC)}:{n}"
+        for p in SRC.rglob("*.py")
+        if "testing" not in p.parts
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if keyword.search(line) and ">>>" not in line
+    ]
     assert pinned == []
     assert keyword.search('SentenceTransformer(path, device="cpu")')
 
@@ -211,8 +220,23 @@ def test_no_backend_pins_a_device():
 def test_cli_cuda_on_a_cpu_machine_fails_in_one_line(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    proc = subprocess.run([sys.executable, "-m", "embedscope", "run", "--device", "cuda", "--model", "static-64",
-                           "--output-folder", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "embedscope",
+            "run",
+            "--device",
+            "cuda",
+            "--model",
+            "static-64",
+            "--output-folder",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "'cuda:0' is not available here; this machine has: cpu" in lines[0], proc.stderr
@@ -221,8 +245,9 @@ def test_cli_cuda_on_a_cpu_machine_fails_in_one_line(tmp_path):
 
 
 def test_run_help_documents_device_dtype_engine():
-    proc = subprocess.run([sys.executable, "-m", "embedscope", "run", "--help"], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "embedscope", "run", "--help"], capture_output=True, text=True, timeout=60
+    )
     for flag in ("--device", "--dtype", "--engine", "--ray-address", "--ray-gpus-per-worker", "fp16", "bf16"):
         assert flag in proc.stdout
 

@@ -38,8 +38,9 @@ def loads(monkeypatch):
 
 
 def _run(model, out, cache, **kwargs):
-    return embedscope.evaluate(model, [tiny_retrieval_task()], output_folder=out, cache=cache, show_progress=False,
-                               device="cpu", **kwargs)
+    return embedscope.evaluate(
+        model, [tiny_retrieval_task()], output_folder=out, cache=cache, show_progress=False, device="cpu", **kwargs
+    )
 
 
 def _scores(report) -> str:
@@ -61,13 +62,22 @@ def test_a_fully_cached_run_loads_no_model(tiny_st, tmp_path, loads):
 def test_a_missing_text_loads_the_model_and_checks_its_fingerprint(tiny_st, tmp_path, loads):
     _run(str(tiny_st), tmp_path / "cold", tmp_path / "cache")
     other = tiny_retrieval_task("TinyRetrieval2")
-    report = embedscope.evaluate(str(tiny_st), [other], output_folder=tmp_path / "b", cache=tmp_path / "cache",
-                                 show_progress=False, device="cpu", model_options={"query_prompt": "find: "})
+    report = embedscope.evaluate(
+        str(tiny_st),
+        [other],
+        output_folder=tmp_path / "b",
+        cache=tmp_path / "cache",
+        show_progress=False,
+        device="cpu",
+        model_options={"query_prompt": "find: "},
+    )
     assert len(loads) == 2 and report.cache.encoded > 0  # another prompt: other query texts, other identity
     store = IdentityStore(tmp_path / "cache")
     key = identity_key(str(tiny_st), {}, "cpu")
     info = store.get(key)
-    lazy = LazyEncoder({**info, "fingerprint": "not-the-real-one"}, lambda: specs.load_encoder(str(tiny_st), device="cpu"))
+    lazy = LazyEncoder(
+        {**info, "fingerprint": "not-the-real-one"}, lambda: specs.load_encoder(str(tiny_st), device="cpu")
+    )
     with pytest.raises(RuntimeError, match="fingerprint differs"):
         lazy.encode(["never cached"], role="query")
 
@@ -91,12 +101,18 @@ def test_warm_process_imports_no_model_library(tiny_st, tmp_path):
 import json, sys
 import embedscope
 from embedscope.testing.tiny import tiny_retrieval_task
-r = embedscope.evaluate({str(tiny_st)!r}, [tiny_retrieval_task()], output_folder={str(tmp_path / 'o')!r} + sys.argv[1],
-                        cache={str(tmp_path / 'cache')!r}, show_progress=False, device="cpu")
+r = embedscope.evaluate({str(tiny_st)!r}, [tiny_retrieval_task()], output_folder={str(tmp_path / "o")!r} + sys.argv[1],
+                        cache={str(tmp_path / "cache")!r}, show_progress=False, device="cpu")
 print(json.dumps({{"encoded": r.cache.encoded, "st": "sentence_transformers" in sys.modules,
                    "transformers": "transformers" in sys.modules}}))
 """
-    runs = [json.loads(subprocess.run([sys.executable, "-c", code, tag], capture_output=True, text=True,
-                                      check=True, timeout=300).stdout.strip().splitlines()[-1]) for tag in ("1", "2")]
+    runs = [
+        json.loads(
+            subprocess.run([sys.executable, "-c", code, tag], capture_output=True, text=True, check=True, timeout=300)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        for tag in ("1", "2")
+    ]
     assert runs[0]["encoded"] > 0 and runs[0]["st"]
     assert runs[1] == {"encoded": 0, "st": False, "transformers": False}

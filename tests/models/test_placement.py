@@ -80,7 +80,9 @@ def test_fp32_cpu_is_todays_path(tiny_st):
 
 def _same_scores(a, b) -> bool:
     """Equal score dicts, NaN (nAUC of a constant run) equal to NaN."""
-    return json.dumps(a.outcomes[0].result.scores, sort_keys=True) == json.dumps(b.outcomes[0].result.scores, sort_keys=True)
+    return json.dumps(a.outcomes[0].result.scores, sort_keys=True) == json.dumps(
+        b.outcomes[0].result.scores, sort_keys=True
+    )
 
 
 def _task():
@@ -95,22 +97,26 @@ def test_evaluate_a_held_sentence_transformer(tiny_st, tmp_path):
     import embedscope
 
     model = SentenceTransformer(str(tiny_st))
-    report = embedscope.evaluate(model, [_task()], output_folder=tmp_path / "a", cache=tmp_path / "cache",
-                                 show_progress=False)
+    report = embedscope.evaluate(
+        model, [_task()], output_folder=tmp_path / "a", cache=tmp_path / "cache", show_progress=False
+    )
     assert report.cache is not None and report.cache.encoded > 0  # fingerprinted from its weights, so cached
-    by_path = embedscope.evaluate(str(tiny_st), [_task()], output_folder=tmp_path / "b", cache=False,
-                                  show_progress=False, device="cpu")
+    by_path = embedscope.evaluate(
+        str(tiny_st), [_task()], output_folder=tmp_path / "b", cache=False, show_progress=False, device="cpu"
+    )
     assert _same_scores(report, by_path)
     assert report.outcomes[0].result.extra["device"] == "cpu"
     assert report.outcomes[0].result.extra["dtype"] == "fp32"
 
-    again = embedscope.evaluate(model, [_task()], output_folder=tmp_path / "c", cache=tmp_path / "cache",
-                                show_progress=False)
+    again = embedscope.evaluate(
+        model, [_task()], output_folder=tmp_path / "c", cache=tmp_path / "cache", show_progress=False
+    )
     assert again.cache.encoded == 0  # same weights, same fingerprint: all from the cache
     with torch.no_grad():
         next(model.parameters()).add_(0.01)
-    changed = embedscope.evaluate(model, [_task()], output_folder=tmp_path / "d", cache=tmp_path / "cache",
-                                  show_progress=False)
+    changed = embedscope.evaluate(
+        model, [_task()], output_folder=tmp_path / "d", cache=tmp_path / "cache", show_progress=False
+    )
     assert changed.cache.encoded > 0  # other weights: never served the old vectors
 
 
@@ -129,8 +135,14 @@ def test_held_object_with_encode_only_runs_uncached_and_says_so(tmp_path, caplog
         report = embedscope.evaluate(Plain(), [_task()], output_folder=tmp_path / "out", show_progress=False)
     assert report.cache is None
     assert "no fingerprint" in caplog.text and "cache off" in caplog.text
-    cached = embedscope.evaluate(Plain(), [_task()], output_folder=tmp_path / "out2", show_progress=False,
-                                 fingerprint="plain-v1", cache=tmp_path / "cache")
+    cached = embedscope.evaluate(
+        Plain(),
+        [_task()],
+        output_folder=tmp_path / "out2",
+        show_progress=False,
+        fingerprint="plain-v1",
+        cache=tmp_path / "cache",
+    )
     assert cached.cache is not None and cached.cache.encoded > 0
     assert _same_scores(cached, report)
 

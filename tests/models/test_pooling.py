@@ -57,4 +57,6 @@ def test_unknown_mode_suggests_a_close_one():
 def test_normalize_rows_matches_torch():
     x = torch.randn(4, 6)
     x[2] = 0
-    np.testing.assert_allclose(normalize_rows(x), torch.nn.functional.normalize(x, dim=-1).numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        normalize_rows(x), torch.nn.functional.normalize(x, dim=-1).numpy(), rtol=1e-6, atol=1e-7
+    )

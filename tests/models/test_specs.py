@@ -39,9 +39,19 @@ def test_alias_resolution_names_and_backends():
 
 
 def test_missing_alias_package_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(ALIASES, "ghost", specs.Alias(
-        name="x/ghost", description="-", distribution="no-such-dist-embedscope", module="no_such_mod_embedscope",
-        backend="onnx", locate="model.onnx", folder=False))
+    monkeypatch.setitem(
+        ALIASES,
+        "ghost",
+        specs.Alias(
+            name="x/ghost",
+            description="-",
+            distribution="no-such-dist-embedscope",
+            module="no_such_mod_embedscope",
+            backend="onnx",
+            locate="model.onnx",
+            folder=False,
+        ),
+    )
     with pytest.raises(MissingDependencyError, match="pip install no-such-dist-embedscope"):
         load_encoder("ghost")
 

@@ -26,8 +26,11 @@ def report(tmp_path_factory):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for encoder in (HashEncoder(), KeywordEncoder(TINY_WORDS, similarity="cosine"), HashEncoder(8, "fake/hash-8")):
-            tasks = [t for t in tiny_tasks_of_every_type() if t.type in ("Retrieval", "STS", "Classification",
-                                                                         "PairClassification")]
+            tasks = [
+                t
+                for t in tiny_tasks_of_every_type()
+                if t.type in ("Retrieval", "STS", "Classification", "PairClassification")
+            ]
             embedscope.evaluate(encoder, tasks, output_folder=root / "res", cache=False, show_progress=False)
     path = root / "report.html"
     assert main(["report", str(root / "res"), "--html", str(path), "--rounds", "500"]) == 0
@@ -50,8 +53,12 @@ def _json_means(root):
 def test_page_is_self_contained(report):
     _, path = report
     text = path.read_text()
-    assert "<script src" not in text and "<link" not in text and "http://" not in text.replace(
-        "http://www.w3.org/2000/svg", "") and "https://" not in text
+    assert (
+        "<script src" not in text
+        and "<link" not in text
+        and "http://" not in text.replace("http://www.w3.org/2000/svg", "")
+        and "https://" not in text
+    )
 
 
 @pytest.mark.slow
@@ -72,8 +79,11 @@ def test_in_headless_chromium(report):
         page.goto(path.as_uri())
 
         def rows():
-            return page.eval_on_selector_all("#leaderboard tbody tr", "rs => rs.map(r => [r.cells[0].textContent, "
-                                             "r.cells[2].getAttribute('data-value'), r.cells[2].textContent])")
+            return page.eval_on_selector_all(
+                "#leaderboard tbody tr",
+                "rs => rs.map(r => [r.cells[0].textContent, "
+                "r.cells[2].getAttribute('data-value'), r.cells[2].textContent])",
+            )
 
         shown = rows()
         assert {m for m, _, _ in shown} == set(MODELS)
@@ -89,7 +99,9 @@ def test_in_headless_chromium(report):
         markers = page.eval_on_selector("figure[data-task='TinySTS']", "f => f.textContent")
         assert "▲" in markers  # the keyword model beats the baseline (first model) on STS
         assert page.locator("#metadata tbody tr").count() == 3
-        artifacts = Path(os.environ.get("EMBEDSCOPE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
+        artifacts = Path(
+            os.environ.get("EMBEDSCOPE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")
+        )
         artifacts.mkdir(parents=True, exist_ok=True)
         shot = page.screenshot(path=str(artifacts / "html_report.png"), full_page=True)
         assert shot[:8] == b"\x89PNG\r\n\x1a\n" and (artifacts / "html_report.png").stat().st_size > 1000

@@ -11,8 +11,8 @@ import embedscope
 from embedscope.retrieval.late_interaction import LateInteraction
 from embedscope.retrieval.pipeline import Pipeline, RerankStep
 from embedscope.testing.fakes import HashEncoder, OverlapReranker, WordTokenEncoder
-from support.mteb_results import mteb_file_scores, mteb_folder_scores, result_files
 from embedscope.testing.tiny import tiny_retrieval_task, tiny_tasks_of_every_type
+from support.mteb_results import mteb_file_scores, mteb_folder_scores
 
 pytest.importorskip("mteb")
 
@@ -22,8 +22,14 @@ def every_type(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report = embedscope.evaluate(HashEncoder(), tiny_tasks_of_every_type(), output_folder=out, cache=False,
-                                     show_progress=False, save_predictions=True)
+        report = embedscope.evaluate(
+            HashEncoder(),
+            tiny_tasks_of_every_type(),
+            output_folder=out,
+            cache=False,
+            show_progress=False,
+            save_predictions=True,
+        )
     return out, report
 
 
@@ -62,9 +68,16 @@ def test_extra_fields_stay_in_the_file(every_type):
 
 def test_two_stage_stage_files_load_with_mteb(tmp_path):
     pipeline = Pipeline([LateInteraction(WordTokenEncoder())], rerankers=[RerankStep(OverlapReranker())], name="p")
-    report = embedscope.evaluate(pipeline, [tiny_retrieval_task()], output_folder=tmp_path / "out", top_k=2, cache=False,
-                                 show_progress=False)
+    report = embedscope.evaluate(
+        pipeline, [tiny_retrieval_task()], output_folder=tmp_path / "out", top_k=2, cache=False, show_progress=False
+    )
     scores = mteb_file_scores(tmp_path / "out")
     folder = report.outcomes[0].path.parent
-    assert set(scores) == {folder / "TinyRetrieval.json", folder / "stage1" / "TinyRetrieval.json", folder / "stage2" / "TinyRetrieval.json"}
-    assert mteb_folder_scores(tmp_path / "out") == {("p", pipeline.revision, "TinyRetrieval"): scores[folder / "TinyRetrieval.json"]}
+    assert set(scores) == {
+        folder / "TinyRetrieval.json",
+        folder / "stage1" / "TinyRetrieval.json",
+        folder / "stage2" / "TinyRetrieval.json",
+    }
+    assert mteb_folder_scores(tmp_path / "out") == {
+        ("p", pipeline.revision, "TinyRetrieval"): scores[folder / "TinyRetrieval.json"]
+    }

@@ -9,8 +9,8 @@ import pytest
 from scipy.stats import spearmanr
 
 import embedscope
-from embedscope.results.per_item import encode_rows, item_rows, merge_rows, per_item_path, read_per_item
 from embedscope.metrics.pairs import HIGHER_IS_SIMILAR, threshold_metrics
+from embedscope.results.per_item import encode_rows, item_rows, merge_rows, per_item_path, read_per_item
 from embedscope.testing.fakes import HashEncoder
 from embedscope.testing.tiny import tiny_tasks_of_every_type
 
@@ -21,8 +21,9 @@ def run(tmp_path_factory):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tasks = [t for t in tiny_tasks_of_every_type() if t.type != "Clustering"]
-        report = embedscope.evaluate(HashEncoder(), tasks, output_folder=out, cache=False, show_progress=False,
-                                     save_predictions=True)
+        report = embedscope.evaluate(
+            HashEncoder(), tasks, output_folder=out, cache=False, show_progress=False, save_predictions=True
+        )
     return {o.task.name: o for o in report.outcomes}
 
 
@@ -49,8 +50,9 @@ def test_ranking_columns_average_to_the_scores(run, task):
 
 def test_top_10_is_the_saved_ranking(run):
     outcome = run["TinyRetrieval"]
-    preds = __import__("json").loads((outcome.path.parent / "predictions" / "TinyRetrieval_predictions.json")
-                                     .read_text())["default"]["test"]
+    preds = __import__("json").loads(
+        (outcome.path.parent / "predictions" / "TinyRetrieval_predictions.json").read_text()
+    )["default"]["test"]
     for row in _rows(outcome):
         ranked = sorted(preds[row["id"]].items(), key=lambda kv: -kv[1])
         assert row["top_10"] == [d for d, _ in ranked][:10]
@@ -82,7 +84,9 @@ def test_pair_classification_pairs_reproduce_ap(run):
 
 
 def test_rerun_of_a_missing_split_keeps_stored_rows():
-    old = item_rows("dev", "default", {"id": ["a"], "x": [1.0]}) + item_rows("test", "default", {"id": ["a"], "x": [2.0]})
+    old = item_rows("dev", "default", {"id": ["a"], "x": [1.0]}) + item_rows(
+        "test", "default", {"id": ["a"], "x": [2.0]}
+    )
     new = item_rows("test", "default", {"id": ["a"], "x": [3.0]})
     assert [(r["split"], r["x"]) for r in merge_rows(old, new)] == [("dev", 1.0), ("test", 3.0)]
 
@@ -112,10 +116,12 @@ def test_two_stage_results_have_per_item_files_per_stage(tmp_path):
     from embedscope.testing.fakes import OverlapReranker, WordTokenEncoder
     from embedscope.testing.tiny import tiny_retrieval_task
 
-    pipeline = Pipeline([LateInteraction(WordTokenEncoder())], rerankers=[RerankStep(OverlapReranker({"d4": 9.0}))],
-                        name="p")
-    report = embedscope.evaluate(pipeline, [tiny_retrieval_task()], output_folder=tmp_path, top_k=2, cache=False,
-                                 show_progress=False)
+    pipeline = Pipeline(
+        [LateInteraction(WordTokenEncoder())], rerankers=[RerankStep(OverlapReranker({"d4": 9.0}))], name="p"
+    )
+    report = embedscope.evaluate(
+        pipeline, [tiny_retrieval_task()], output_folder=tmp_path, top_k=2, cache=False, show_progress=False
+    )
     folder = report.outcomes[0].path.parent
     for stage in ("stage1", "stage2"):
         rows = read_per_item(per_item_path(folder / stage / "TinyRetrieval.json"))

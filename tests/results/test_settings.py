@@ -23,8 +23,10 @@ def _beir(folder: Path, corpus: dict, queries: dict, qrels: dict) -> Path:
     (folder / "qrels").mkdir(parents=True)
     (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in corpus.items()))
     (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{s}\n" for q, docs in qrels.items() for d, s in docs.items()))
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"{q}\t{d}\t{s}\n" for q, docs in qrels.items() for d, s in docs.items())
+    )
     return folder
 
 
@@ -46,13 +48,15 @@ def test_other_pooling_and_prompt_get_their_own_result_and_score(tmp_path):
     data = _bbc_folder(tmp_path / "bbc")
     out = tmp_path / "out"
     common = dict(output_folder=out, cache=False, show_progress=False, device="cpu")
-    cls = embedscope.evaluate(str(model), [str(data)], model_options={"pooling": "cls", "query_prompt": "query: "},
-                              **common).outcomes[0]
+    cls = embedscope.evaluate(
+        str(model), [str(data)], model_options={"pooling": "cls", "query_prompt": "query: "}, **common
+    ).outcomes[0]
     plain = embedscope.evaluate(str(model), [str(data)], **common).outcomes[0]
     assert not plain.reused and plain.path != cls.path
     assert plain.result.main_score() != cls.result.main_score()
-    again = embedscope.evaluate(str(model), [str(data)], model_options={"pooling": "cls", "query_prompt": "query: "},
-                                **common).outcomes[0]
+    again = embedscope.evaluate(
+        str(model), [str(data)], model_options={"pooling": "cls", "query_prompt": "query: "}, **common
+    ).outcomes[0]
     assert again.reused and again.result.main_score() == cls.result.main_score()
     cls_meta = json.loads((cls.path.parent / "model_meta.json").read_text())
     plain_meta = json.loads((plain.path.parent / "model_meta.json").read_text())
@@ -65,19 +69,23 @@ def test_other_pooling_and_prompt_get_their_own_result_and_score(tmp_path):
 
 def test_a_stored_result_of_other_settings_is_run_again(tmp_path, caplog):
     task = embedscope.tasks.registry.custom_retrieval_task(
-        _beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS))
-    first = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"]), [task], output_folder=tmp_path / "o",
-                                cache=False).outcomes[0]
+        _beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+    )
+    first = embedscope.evaluate(
+        KeywordEncoder(["cat", "dog", "fish"]), [task], output_folder=tmp_path / "o", cache=False
+    ).outcomes[0]
     stored = json.loads(first.path.read_text())
     stored["run_settings"]["model"]["prompts"] = {"query": "query: "}  # as if written with another prompt
     first.path.write_text(json.dumps(stored))
-    second = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"]), [task], output_folder=tmp_path / "o",
-                                 cache=False).outcomes[0]
+    second = embedscope.evaluate(
+        KeywordEncoder(["cat", "dog", "fish"]), [task], output_folder=tmp_path / "o", cache=False
+    ).outcomes[0]
     assert not second.reused and "other settings" in caplog.text and "prompts" in caplog.text
     first.path.write_text(json.dumps(stored))
     with pytest.raises(ConfigError, match="other settings.*prompts"):
-        embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"]), [task], output_folder=tmp_path / "o",
-                            cache=False, overwrite="never")
+        embedscope.evaluate(
+            KeywordEncoder(["cat", "dog", "fish"]), [task], output_folder=tmp_path / "o", cache=False, overwrite="never"
+        )
 
 
 def test_custom_folders_of_the_same_name_never_share_a_result(tmp_path):
@@ -101,8 +109,12 @@ def test_custom_folders_of_the_same_name_never_share_a_result(tmp_path):
 def test_task_names_that_leave_the_output_folder_are_refused(tmp_path, name):
     data = _beir(tmp_path / "data", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     native = {"model": "minilm", "custom_tasks": [{"name": name, "data_path": str(data)}]}
-    evalscope = {"eval_config": {"models": [{"model_name_or_path": "minilm"}],
-                                 "eval": {"custom_tasks": [{"name": name, "data_path": str(data)}]}}}
+    evalscope = {
+        "eval_config": {
+            "models": [{"model_name_or_path": "minilm"}],
+            "eval": {"custom_tasks": [{"name": name, "data_path": str(data)}]},
+        }
+    }
     for config in (native, evalscope):
         with pytest.raises(ConfigError, match="custom_tasks.0.name.*cannot name a result file"):
             load_config(config)
@@ -116,8 +128,15 @@ def test_task_names_that_leave_the_output_folder_are_refused(tmp_path, name):
 def test_config_file_with_an_escaping_name_exits_2_and_writes_nothing(tmp_path, capsys):
     data = _beir(tmp_path / "data", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"model": "minilm", "output_folder": str(tmp_path / "out" / "o"),
-                               "custom_tasks": [{"name": "../../../x", "data_path": str(data)}]}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "model": "minilm",
+                "output_folder": str(tmp_path / "out" / "o"),
+                "custom_tasks": [{"name": "../../../x", "data_path": str(data)}],
+            }
+        )
+    )
     before = _files(tmp_path)
     assert main(["run", "--config", str(cfg)]) == 2
     err = capsys.readouterr().err

@@ -12,8 +12,10 @@ from embedscope.results.store import ResultStore, check_strategy, safe_name, spl
 
 
 def _result(splits=("test",)) -> TaskResult:
-    scores = {s: [score_entry({"ndcg_at_10": 0.5, "recall_at_5": 0.25}, "ndcg_at_10", "default", ("eng-Latn",))]
-              for s in splits}
+    scores = {
+        s: [score_entry({"ndcg_at_10": 0.5, "recall_at_5": 0.25}, "ndcg_at_10", "default", ("eng-Latn",))]
+        for s in splits
+    }
     return TaskResult(task_name="T", dataset_revision="rev1", scores=scores, evaluation_time=1.5, date="2026-01-01")
 
 

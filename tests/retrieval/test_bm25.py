@@ -31,8 +31,9 @@ def _tokens(retriever: BM25Retriever, corpus: Corpus, queries: Queries):
     return docs, qs
 
 
-def _term_score(method: str, tf: int, df: int, n_docs: int, length_ratio: float, k1: float, b: float,
-                delta: float) -> float:
+def _term_score(
+    method: str, tf: int, df: int, n_docs: int, length_ratio: float, k1: float, b: float, delta: float
+) -> float:
     """One query term's contribution, as Kamphuis et al. (2020) write the variants.
 
     BM25L counts every query term of the vocabulary, an absent one with c = 0, as bm25s does
@@ -49,8 +50,9 @@ def _term_score(method: str, tf: int, df: int, n_docs: int, length_ratio: float,
     return math.log(n_docs / df) * tf * (k1 + 1) / (tf + k1 * norm)  # atire
 
 
-def _formula_scores(method: str, docs: list[list[str]], query: list[str], k1: float, b: float,
-                    delta: float) -> np.ndarray:
+def _formula_scores(
+    method: str, docs: list[list[str]], query: list[str], k1: float, b: float, delta: float
+) -> np.ndarray:
     avg = sum(len(d) for d in docs) / len(docs)
     df = Counter(t for d in docs for t in set(d))
     out = np.zeros(len(docs))

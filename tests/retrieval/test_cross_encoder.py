@@ -9,8 +9,8 @@ import torch
 from embedscope.errors import ConfigError
 from embedscope.retrieval.base import SearchOptions, rerank
 from embedscope.retrieval.cross_encoder import CrossEncoderReranker, is_cross_encoder_checkpoint
-from support.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
 from embedscope.types import Corpus, Queries, RankedRun
+from support.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,9 @@ def _data(n_q=37, n_d=503, dim=24, seed=0):
 def test_chunked_search_equals_full_sort(similarity, chunk, query_block):
     q, d = _data()
     full = similarity_matrix(torch.from_numpy(q), torch.from_numpy(d), similarity).numpy()
-    idx, scores = top_k_search(q, [d[i : i + chunk] for i in range(0, len(d), chunk)], top_k=50,
-                               similarity=similarity, query_block=query_block)
+    idx, scores = top_k_search(
+        q, [d[i : i + chunk] for i in range(0, len(d), chunk)], top_k=50, similarity=similarity, query_block=query_block
+    )
     assert idx.shape == (37, 50)
     expected = np.argsort(-full, axis=1, kind="stable")[:, :50]
     np.testing.assert_array_equal(idx, expected)

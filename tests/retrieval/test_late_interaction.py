@@ -18,8 +18,8 @@ from embedscope.retrieval.late_interaction import (
 )
 from embedscope.testing.fakes import WordTokenEncoder
 from embedscope.testing.tiny import tiny_retrieval_data
-from support.tiny_models import build_tiny_pylate_colbert
 from embedscope.types import Corpus, Queries
+from support.tiny_models import build_tiny_pylate_colbert
 
 
 def _direct_maxsim(q: np.ndarray, d: np.ndarray) -> float:
@@ -97,8 +97,9 @@ def test_maxsim_on_checkpoint_equals_sentence_transformers_similarity(tiny_colbe
     corpus = Corpus(("x", "y", "z"), ("The cat sat on the mat.", "A dog barked!", "Rain tomorrow."))
     model = LateInteraction(encoder)
     run = model.retrieve(queries, corpus, SearchOptions(top_k=3))
-    reference = encoder.model.similarity(encoder.model.encode_query(list(queries.texts)),
-                                         encoder.model.encode_document(list(corpus.texts))).numpy()
+    reference = encoder.model.similarity(
+        encoder.model.encode_query(list(queries.texts)), encoder.model.encode_document(list(corpus.texts))
+    ).numpy()
     for i in range(2):
         np.testing.assert_allclose(run.scores[i], reference[i][run.doc_index[i]], rtol=1e-5)
         assert run.doc_index[i].tolist() == np.argsort(-reference[i], kind="stable").tolist()
@@ -116,15 +117,24 @@ def test_minilm_stand_in_ranks_the_relevant_document_first():
     encoder = load_token_encoder("minilm")
     corpus = Corpus(
         ("bank", "river", "python", "cooking", "football"),
-        ("The central bank raised interest rates to fight inflation.",
-         "The river overflowed its banks after days of heavy rain.",
-         "Python is a programming language used for data science and web development.",
-         "Simmer the tomato sauce for twenty minutes before adding fresh basil.",
-         "The striker scored twice as the home team won the league title."),
+        (
+            "The central bank raised interest rates to fight inflation.",
+            "The river overflowed its banks after days of heavy rain.",
+            "Python is a programming language used for data science and web development.",
+            "Simmer the tomato sauce for twenty minutes before adding fresh basil.",
+            "The striker scored twice as the home team won the league title.",
+        ),
     )
-    queries = Queries(("q1", "q2", "q3", "q4", "q5"), (
-        "Why did borrowing costs go up?", "flooding after a storm", "which language do data scientists code in",
-        "how long to cook pasta sauce", "who won the championship match"))
+    queries = Queries(
+        ("q1", "q2", "q3", "q4", "q5"),
+        (
+            "Why did borrowing costs go up?",
+            "flooding after a storm",
+            "which language do data scientists code in",
+            "how long to cook pasta sauce",
+            "who won the championship match",
+        ),
+    )
     run = LateInteraction(encoder).retrieve(queries, corpus, SearchOptions(top_k=5))
     assert [corpus.ids[i] for i in run.doc_index[:, 0]] == ["bank", "river", "python", "cooking", "football"]
     assert len(encoder.encode_tokens(["two words"], role="query")[0]) == 4  # [CLS] two words [SEP]

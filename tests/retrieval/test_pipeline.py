@@ -16,8 +16,8 @@ from embedscope.retrieval.fusion import reciprocal_rank_fusion
 from embedscope.retrieval.late_interaction import LateInteraction
 from embedscope.retrieval.pipeline import Pipeline, RerankStep, build_stage, is_pipeline_spec, parse_fusion, parse_stage
 from embedscope.testing.fakes import OverlapReranker
-from support.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
 from embedscope.types import Corpus, Queries
+from support.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
 
 CORPUS = Corpus(
     ("d1", "d2", "d3", "d4"),

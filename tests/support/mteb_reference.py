@@ -38,18 +38,25 @@ def mteb_retrieval_task(data: RetrievalData, *, name: str = "LocalRetrieval", ig
     from mteb.abstasks.task_metadata import TaskMetadata
 
     metadata = TaskMetadata(
-        type="Retrieval", name=name, main_score="ndcg_at_10",
-        dataset={"path": "local/" + name, "revision": data.revision}, **_GENERAL,
+        type="Retrieval",
+        name=name,
+        main_score="ndcg_at_10",
+        dataset={"path": "local/" + name, "revision": data.revision},
+        **_GENERAL,
     )
 
     class _Task(AbsTaskRetrieval):
         def load_data(self, **kwargs: Any) -> None:
-            corpus = Dataset.from_dict({"id": list(data.corpus.ids), "text": list(data.corpus.texts),
-                                        "title": [""] * len(data.corpus)})
+            corpus = Dataset.from_dict(
+                {"id": list(data.corpus.ids), "text": list(data.corpus.texts), "title": [""] * len(data.corpus)}
+            )
             queries = Dataset.from_dict({"id": list(data.queries.ids), "text": list(data.queries.texts)})
             qrels = {q: dict(d) for q, d in data.qrels.items()}
-            self.dataset = {"default": {"test": RetrievalSplitData(
-                queries=queries, corpus=corpus, relevant_docs=qrels, top_ranked=None)}}
+            self.dataset = {
+                "default": {
+                    "test": RetrievalSplitData(queries=queries, corpus=corpus, relevant_docs=qrels, top_ranked=None)
+                }
+            }
             self.data_loaded = True
 
     _Task.metadata = metadata
@@ -66,11 +73,23 @@ class EncoderForMteb:
         self.encoder = encoder
         self.batch_size = batch_size
         self.mteb_model_meta = ModelMeta(
-            loader=None, name=encoder.name if "/" in encoder.name else f"embedscope/{encoder.name}",
-            revision=encoder.revision, release_date=None, languages=None, n_parameters=None,
-            memory_usage_mb=None, max_tokens=None, embed_dim=None, license=None, open_weights=None,
-            public_training_code=None, public_training_data=None, framework=[], similarity_fn_name=encoder.similarity,
-            use_instructions=None, training_datasets=None,
+            loader=None,
+            name=encoder.name if "/" in encoder.name else f"embedscope/{encoder.name}",
+            revision=encoder.revision,
+            release_date=None,
+            languages=None,
+            n_parameters=None,
+            memory_usage_mb=None,
+            max_tokens=None,
+            embed_dim=None,
+            license=None,
+            open_weights=None,
+            public_training_code=None,
+            public_training_data=None,
+            framework=[],
+            similarity_fn_name=encoder.similarity,
+            use_instructions=None,
+            training_datasets=None,
         )
 
     def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs) -> np.ndarray:
@@ -89,16 +108,23 @@ class EncoderForMteb:
         return pairwise_cos_sim(a, b) if self.encoder.similarity == "cosine" else pairwise_dot_score(a, b)
 
 
-def mteb_scores(model, data: RetrievalData, *, name: str = "LocalRetrieval", ignore_identical_ids: bool = False,
-                batch_size: int = 32) -> dict[str, Any]:
+def mteb_scores(
+    model,
+    data: RetrievalData,
+    *,
+    name: str = "LocalRetrieval",
+    ignore_identical_ids: bool = False,
+    batch_size: int = 32,
+) -> dict[str, Any]:
     """mteb's score dict for ``data`` with ``model`` (an mteb model wrapper, or an embedscope Encoder)."""
     import mteb
 
     if not hasattr(model, "mteb_model_meta"):
         model = EncoderForMteb(model, batch_size)
     task = mteb_retrieval_task(data, name=name, ignore_identical_ids=ignore_identical_ids)
-    result = mteb.evaluate(model, [task], cache=None,
-                           encode_kwargs={"batch_size": batch_size, "show_progress_bar": False})
+    result = mteb.evaluate(
+        model, [task], cache=None, encode_kwargs={"batch_size": batch_size, "show_progress_bar": False}
+    )
     return dict(result.task_results[0].scores["test"][0])
 
 

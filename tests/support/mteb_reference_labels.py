@@ -18,18 +18,23 @@ def _metadata(name: str, task_type: str, main_score: str, eval_splits: Sequence[
 
     general = {**_GENERAL, "eval_splits": list(eval_splits)}
     return TaskMetadata(
-        type=task_type, name=name, main_score=main_score,
-        dataset={"path": "local/" + name, "revision": "custom"}, **general,
+        type=task_type,
+        name=name,
+        main_score=main_score,
+        dataset={"path": "local/" + name, "revision": "custom"},
+        **general,
     )
 
 
 def _split_dict(splits: dict[str, Any], text_column: str, label_column: str):
     from datasets import Dataset, DatasetDict
 
-    return DatasetDict({
-        split: Dataset.from_dict({text_column: list(data.texts), label_column: [_plain(x) for x in data.labels]})
-        for split, data in splits.items()
-    })
+    return DatasetDict(
+        {
+            split: Dataset.from_dict({text_column: list(data.texts), label_column: [_plain(x) for x in data.labels]})
+            for split, data in splits.items()
+        }
+    )
 
 
 def _plain(label: Any) -> Any:
@@ -37,9 +42,15 @@ def _plain(label: Any) -> Any:
 
 
 def mteb_classification_task(
-    splits: dict[str, Any], *, name: str = "LocalClassification", eval_splits: Sequence[str] = ("test",),
-    samples_per_label: int = 8, n_experiments: int = 10, train_split: str = "train",
-    test_subsample_size: int | None = None, subsample_splits: Sequence[str] = ("test",),
+    splits: dict[str, Any],
+    *,
+    name: str = "LocalClassification",
+    eval_splits: Sequence[str] = ("test",),
+    samples_per_label: int = 8,
+    n_experiments: int = 10,
+    train_split: str = "train",
+    test_subsample_size: int | None = None,
+    subsample_splits: Sequence[str] = ("test",),
 ):
     """An mteb ``AbsTaskClassification`` over ``{split: LabelledTexts}``.
 
@@ -64,9 +75,15 @@ def mteb_classification_task(
 
 
 def mteb_multilabel_task(
-    splits: dict[str, Any], *, name: str = "LocalMultilabel", eval_splits: Sequence[str] = ("test",),
-    main_score: str = "accuracy", samples_per_label: int = 8, n_experiments: int = 10,
-    max_eval_samples: int | None = 3000, train_split: str = "train",
+    splits: dict[str, Any],
+    *,
+    name: str = "LocalMultilabel",
+    eval_splits: Sequence[str] = ("test",),
+    main_score: str = "accuracy",
+    samples_per_label: int = 8,
+    n_experiments: int = 10,
+    max_eval_samples: int | None = 3000,
+    train_split: str = "train",
 ):
     """An mteb ``AbsTaskMultilabelClassification`` over ``{split: MultilabelTexts}``."""
     from mteb.abstasks.multilabel_classification import AbsTaskMultilabelClassification
@@ -85,9 +102,15 @@ def mteb_multilabel_task(
 
 
 def mteb_clustering_task(
-    splits: dict[str, Any], *, name: str = "LocalClustering", eval_splits: Sequence[str] = ("test",),
-    max_fraction_of_documents_to_embed: float | None = 0.04, max_document_to_embed: int | None = None,
-    max_documents_per_cluster: int = 16_384, n_clusters: int = 10, max_depth: int | None = None,
+    splits: dict[str, Any],
+    *,
+    name: str = "LocalClustering",
+    eval_splits: Sequence[str] = ("test",),
+    max_fraction_of_documents_to_embed: float | None = 0.04,
+    max_document_to_embed: int | None = None,
+    max_documents_per_cluster: int = 16_384,
+    n_clusters: int = 10,
+    max_depth: int | None = None,
 ):
     """An mteb ``AbsTaskClustering`` (v2 "fast") over ``{split: LabelledTexts}`` (labels may be level lists)."""
     from mteb.abstasks.clustering import AbsTaskClustering
@@ -107,7 +130,10 @@ def mteb_clustering_task(
 
 
 def mteb_legacy_clustering_task(
-    splits: dict[str, Sequence[Any]], *, name: str = "LocalClusteringLegacy", eval_splits: Sequence[str] = ("test",),
+    splits: dict[str, Sequence[Any]],
+    *,
+    name: str = "LocalClusteringLegacy",
+    eval_splits: Sequence[str] = ("test",),
 ):
     """An mteb ``AbsTaskClusteringLegacy`` over ``{split: [LabelledTexts, ...]}`` (one row per set)."""
     from datasets import Dataset, DatasetDict
@@ -115,13 +141,17 @@ def mteb_legacy_clustering_task(
 
     class _Task(AbsTaskClusteringLegacy):
         def load_data(self, **kwargs: Any) -> None:
-            self.dataset = DatasetDict({
-                split: Dataset.from_dict({
-                    "sentences": [list(s.texts) for s in sets],
-                    "labels": [[_plain(x) for x in s.labels] for s in sets],
-                })
-                for split, sets in splits.items()
-            })
+            self.dataset = DatasetDict(
+                {
+                    split: Dataset.from_dict(
+                        {
+                            "sentences": [list(s.texts) for s in sets],
+                            "labels": [[_plain(x) for x in s.labels] for s in sets],
+                        }
+                    )
+                    for split, sets in splits.items()
+                }
+            )
             self.data_loaded = True
 
     _Task.metadata = _metadata(name, "Clustering", "v_measure", eval_splits)
@@ -134,8 +164,9 @@ def mteb_label_scores(model, task, *, batch_size: int = 32) -> dict[str, list[di
 
     if not hasattr(model, "mteb_model_meta"):
         model = EncoderForMteb(model, batch_size)
-    result = mteb.evaluate(model, [task], cache=None,
-                           encode_kwargs={"batch_size": batch_size, "show_progress_bar": False})
+    result = mteb.evaluate(
+        model, [task], cache=None, encode_kwargs={"batch_size": batch_size, "show_progress_bar": False}
+    )
     return {split: [dict(entry) for entry in entries] for split, entries in result.task_results[0].scores.items()}
 
 

@@ -18,8 +18,13 @@ from support.mteb_reference_labels import mteb_label_scores
 def _metadata(name: str, task_type: str, main_score: str):
     from mteb.abstasks.task_metadata import TaskMetadata
 
-    return TaskMetadata(type=task_type, name=name, main_score=main_score,
-                        dataset={"path": "local/" + name, "revision": "custom"}, **_GENERAL)
+    return TaskMetadata(
+        type=task_type,
+        name=name,
+        main_score=main_score,
+        dataset={"path": "local/" + name, "revision": "custom"},
+        **_GENERAL,
+    )
 
 
 def mteb_sts_task(data: Any, *, min_score: float = 0, max_score: float = 5, name: str = "LocalSTS"):
@@ -29,8 +34,11 @@ def mteb_sts_task(data: Any, *, min_score: float = 0, max_score: float = 5, name
 
     class _Task(AbsTaskSTS):
         def load_data(self, **kwargs: Any) -> None:
-            self.dataset = {"test": Dataset.from_dict({
-                "sentence1": list(data.sentence1), "sentence2": list(data.sentence2), "score": list(data.scores)})}
+            self.dataset = {
+                "test": Dataset.from_dict(
+                    {"sentence1": list(data.sentence1), "sentence2": list(data.sentence2), "score": list(data.scores)}
+                )
+            }
             self.data_loaded = True
 
     _Task.metadata = _metadata(name, "STS", "cosine_spearman")
@@ -45,16 +53,20 @@ def mteb_pair_classification_task(data: Any, *, name: str = "LocalPairClassifica
 
     class _Task(AbsTaskPairClassification):
         def load_data(self, **kwargs: Any) -> None:
-            self.dataset = {"test": Dataset.from_dict({
-                "sentence1": list(data.sentence1), "sentence2": list(data.sentence2), "labels": list(data.labels)})}
+            self.dataset = {
+                "test": Dataset.from_dict(
+                    {"sentence1": list(data.sentence1), "sentence2": list(data.sentence2), "labels": list(data.labels)}
+                )
+            }
             self.data_loaded = True
 
     _Task.metadata = _metadata(name, "PairClassification", main_score)
     return _Task()
 
 
-def mteb_reranking_task(data: Any, *, name: str = "LocalReranking", k_values: Iterable[int] | None = None,
-                        main_score: str = "map_at_1000"):
+def mteb_reranking_task(
+    data: Any, *, name: str = "LocalReranking", k_values: Iterable[int] | None = None, main_score: str = "map_at_1000"
+):
     """An mteb ``AbsTaskRetrieval`` with ``top_ranked`` (v2 reranking) over a ``RerankingData``.
 
     Corpus texts go in as ``text`` with an empty ``title``, as mteb's old-format conversion stores them.
@@ -65,12 +77,20 @@ def mteb_reranking_task(data: Any, *, name: str = "LocalReranking", k_values: It
 
     class _Task(AbsTaskRetrieval):
         def load_data(self, **kwargs: Any) -> None:
-            corpus = Dataset.from_dict({"id": list(data.corpus.ids), "text": list(data.corpus.texts),
-                                        "title": [""] * len(data.corpus)})
+            corpus = Dataset.from_dict(
+                {"id": list(data.corpus.ids), "text": list(data.corpus.texts), "title": [""] * len(data.corpus)}
+            )
             queries = Dataset.from_dict({"id": list(data.queries.ids), "text": list(data.queries.texts)})
-            self.dataset = {"default": {"test": RetrievalSplitData(
-                queries=queries, corpus=corpus, relevant_docs={q: dict(d) for q, d in data.qrels.items()},
-                top_ranked={q: list(c) for q, c in data.candidates.items()})}}
+            self.dataset = {
+                "default": {
+                    "test": RetrievalSplitData(
+                        queries=queries,
+                        corpus=corpus,
+                        relevant_docs={q: dict(d) for q, d in data.qrels.items()},
+                        top_ranked={q: list(c) for q, c in data.candidates.items()},
+                    )
+                }
+            }
             self.data_loaded = True
 
     _Task.metadata = _metadata(name, "Reranking", main_score)
@@ -96,9 +116,17 @@ def mteb_reranking_task_from_rows(rows: Iterable[Mapping[str, Any]], *, name: st
 
         class _Task(mteb_reranking.AbsTaskReranking):
             def load_data(self, **kwargs: Any) -> None:
-                given = DatasetDict({"test": Dataset.from_dict({
-                    "query": [r["query"] for r in rows], "positive": [list(r["positive"]) for r in rows],
-                    "negative": [list(r["negative"]) for r in rows]})})
+                given = DatasetDict(
+                    {
+                        "test": Dataset.from_dict(
+                            {
+                                "query": [r["query"] for r in rows],
+                                "positive": [list(r["positive"]) for r in rows],
+                                "negative": [list(r["negative"]) for r in rows],
+                            }
+                        )
+                    }
+                )
                 self.transform_old_dataset_format(given)
 
     _Task.metadata = _metadata(name, "Reranking", "map_at_1000")
@@ -110,5 +138,10 @@ def mteb_split_scores(model: Any, task: Any, *, batch_size: int = 32) -> dict[st
     return mteb_label_scores(model, task, batch_size=batch_size)["test"][0]
 
 
-__all__ = ["mteb_pair_classification_task", "mteb_reranking_task", "mteb_reranking_task_from_rows",
-           "mteb_split_scores", "mteb_sts_task"]
+__all__ = [
+    "mteb_pair_classification_task",
+    "mteb_reranking_task",
+    "mteb_reranking_task_from_rows",
+    "mteb_split_scores",
+    "mteb_sts_task",
+]

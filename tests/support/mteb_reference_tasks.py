@@ -22,8 +22,13 @@ def _metadata(name: str, task_type: str, main_score: str, eval_langs: Any = None
     general = dict(_GENERAL)
     if eval_langs is not None:
         general["eval_langs"] = eval_langs
-    return TaskMetadata(type=task_type, name=name, main_score=main_score,
-                        dataset={"path": "local/" + name, "revision": "custom"}, **general)
+    return TaskMetadata(
+        type=task_type,
+        name=name,
+        main_score=main_score,
+        dataset={"path": "local/" + name, "revision": "custom"},
+        **general,
+    )
 
 
 def mteb_bitext_task(data: Any, *, name: str = "LocalBitextMining"):
@@ -33,16 +38,18 @@ def mteb_bitext_task(data: Any, *, name: str = "LocalBitextMining"):
 
     class _Task(AbsTaskBitextMining):
         def load_data(self, **kwargs: Any) -> None:
-            self.dataset = {"test": Dataset.from_dict({"sentence1": list(data.sentence1),
-                                                       "sentence2": list(data.sentence2)})}
+            self.dataset = {
+                "test": Dataset.from_dict({"sentence1": list(data.sentence1), "sentence2": list(data.sentence2)})
+            }
             self.data_loaded = True
 
     _Task.metadata = _metadata(name, "BitextMining", "f1")
     return _Task()
 
 
-def mteb_parallel_bitext_task(columns: Mapping[str, Sequence[str]], pairs: Mapping[str, list[str]], *,
-                              name: str = "LocalParallelBitextMining"):
+def mteb_parallel_bitext_task(
+    columns: Mapping[str, Sequence[str]], pairs: Mapping[str, list[str]], *, name: str = "LocalParallelBitextMining"
+):
     """A *parallel* mteb bitext task: one column per language, subsets ``lang1-lang2`` (``pairs`` → languages)."""
     from datasets import Dataset
     from mteb.abstasks.text.bitext_mining import AbsTaskBitextMining
@@ -58,8 +65,9 @@ def mteb_parallel_bitext_task(columns: Mapping[str, Sequence[str]], pairs: Mappi
     return _Task()
 
 
-def mteb_summarization_task(data: Any, *, name: str = "LocalSummarization", min_score: float = 0,
-                            max_score: float = 5, deprecated: bool = False):
+def mteb_summarization_task(
+    data: Any, *, name: str = "LocalSummarization", min_score: float = 0, max_score: float = 5, deprecated: bool = False
+):
     """An mteb ``AbsTaskSummarization`` over a ``SummarizationData`` (``deprecated``: SummEval's old evaluator)."""
     from datasets import Dataset
     from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizationEvaluator
@@ -67,10 +75,16 @@ def mteb_summarization_task(data: Any, *, name: str = "LocalSummarization", min_
 
     class _Task(AbsTaskSummarization):
         def load_data(self, **kwargs: Any) -> None:
-            self.dataset = {"test": Dataset.from_dict({
-                "text": list(data.texts), "human_summaries": [list(x) for x in data.human_summaries],
-                "machine_summaries": [list(x) for x in data.machine_summaries],
-                "relevance": [list(x) for x in data.relevance]})}
+            self.dataset = {
+                "test": Dataset.from_dict(
+                    {
+                        "text": list(data.texts),
+                        "human_summaries": [list(x) for x in data.human_summaries],
+                        "machine_summaries": [list(x) for x in data.machine_summaries],
+                        "relevance": [list(x) for x in data.relevance],
+                    }
+                )
+            }
             self.data_loaded = True
 
     _Task.metadata = _metadata(name, "Summarization", "cosine_spearman")
@@ -86,15 +100,19 @@ def _split_data(given: Any):
     from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 
     data = given.data
-    corpus = Dataset.from_dict({"id": list(data.corpus.ids), "text": list(data.corpus.texts),
-                                "title": [""] * len(data.corpus)})
+    corpus = Dataset.from_dict(
+        {"id": list(data.corpus.ids), "text": list(data.corpus.texts), "title": [""] * len(data.corpus)}
+    )
     query_columns: dict[str, list[Any]] = {"id": list(data.queries.ids), "text": list(data.queries.texts)}
     if given.instructions:
         query_columns["instruction"] = [given.instructions[q] for q in data.queries.ids]
     candidates = getattr(data, "candidates", None)
-    return RetrievalSplitData(queries=Dataset.from_dict(query_columns), corpus=corpus,
-                              relevant_docs={q: dict(d) for q, d in data.qrels.items()},
-                              top_ranked={q: list(c) for q, c in candidates.items()} if candidates else None)
+    return RetrievalSplitData(
+        queries=Dataset.from_dict(query_columns),
+        corpus=corpus,
+        relevant_docs={q: dict(d) for q, d in data.qrels.items()},
+        top_ranked={q: list(c) for q, c in candidates.items()} if candidates else None,
+    )
 
 
 def mteb_followir_task(given: Any):
@@ -139,5 +157,11 @@ def mteb_instruct_ir_task(given: Any):
     return _Task()
 
 
-__all__ = ["mteb_bitext_task", "mteb_followir_task", "mteb_ifir_task", "mteb_instruct_ir_task",
-           "mteb_parallel_bitext_task", "mteb_summarization_task"]
+__all__ = [
+    "mteb_bitext_task",
+    "mteb_followir_task",
+    "mteb_ifir_task",
+    "mteb_instruct_ir_task",
+    "mteb_parallel_bitext_task",
+    "mteb_summarization_task",
+]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 def result_files(folder: str | Path) -> list[Path]:
     """Every task-result JSON under ``folder`` (final and ``stage*/`` results), not model metadata or predictions."""
-    return sorted(p for p in Path(folder).rglob("*.json")
-                  if p.name != "model_meta.json" and "predictions" not in p.parent.parts)
+    return sorted(
+        p for p in Path(folder).rglob("*.json") if p.name != "model_meta.json" and "predictions" not in p.parent.parts
+    )
 
 
 def mteb_file_scores(folder: str | Path) -> dict[Path, float]:
@@ -31,5 +32,8 @@ def mteb_folder_scores(output_folder: str | Path) -> dict[tuple[str, str, str], 
     with tempfile.TemporaryDirectory() as cache:
         (Path(cache) / "results").symlink_to(Path(output_folder).resolve(), target_is_directory=True)
         loaded = mteb.ResultCache(cache_path=cache).load_results(include_remote=False, load_experiments="match_name")
-        return {(m.model_name, str(m.model_revision), t.task_name): float(t.get_score())
-                for m in loaded.model_results for t in m.task_results}
+        return {
+            (m.model_name, str(m.model_revision), t.task_name): float(t.get_score())
+            for m in loaded.model_results
+            for t in m.task_results
+        }

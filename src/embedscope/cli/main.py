@@ -22,8 +22,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="embedscope", description="Evaluate embedding models and retrieval setups.")
     parser.add_argument("--version", action="version", version=f"embedscope {__version__}")
-    parser.add_argument("--verbose", "-v", action="count", default=0,
-                        help="more log output (-vv: debug); give it before the command: embedscope -v run …")
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="count",
+        default=0,
+        help="more log output (-vv: debug); give it before the command: embedscope -v run …",
+    )
     sub = parser.add_subparsers(dest="command")
     for group in (run, catalog, report, fastbook, cache):  # the order of 'embedscope --help'
         group.register(sub)

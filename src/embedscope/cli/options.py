@@ -10,16 +10,30 @@ from embedscope.errors import ConfigError, EmbedscopeError
 
 def add_pipeline_options(p: argparse.ArgumentParser, required: bool = False) -> None:
     """--retriever (repeatable), --fusion, --rrf-k, --weights, --reranker, --pipeline-name; see :func:`pipeline_spec`."""
-    p.add_argument("--retriever", action="append", default=None, metavar="SPEC", required=required,
-                   help="first-stage retriever (repeat to fuse several): bm25[:k1=..,b=..,method=..], "
-                   "fts5[:match=all], MODEL or dense:MODEL, colbert:MODEL")
-    p.add_argument("--fusion", default=None, help="how to fuse several retrievers: rrf (default), wsum-min-max, "
-                   "wsum-zmuv, wsum-none")
+    p.add_argument(
+        "--retriever",
+        action="append",
+        default=None,
+        metavar="SPEC",
+        required=required,
+        help="first-stage retriever (repeat to fuse several): bm25[:k1=..,b=..,method=..], "
+        "fts5[:match=all], MODEL or dense:MODEL, colbert:MODEL",
+    )
+    p.add_argument(
+        "--fusion",
+        default=None,
+        help="how to fuse several retrievers: rrf (default), wsum-min-max, wsum-zmuv, wsum-none",
+    )
     p.add_argument("--rrf-k", type=int, default=None, help="RRF constant k (default 60)")
     p.add_argument("--weights", type=float, nargs="+", default=None, help="wsum weights, one per retriever")
-    p.add_argument("--reranker", action="append", default=None, metavar="SPEC",
-                   help="rerank the top --top-k candidates: a cross-encoder folder (or cross-encoder:PATH), "
-                   "colbert:MODEL, or an embedding model; repeat for more stages")
+    p.add_argument(
+        "--reranker",
+        action="append",
+        default=None,
+        metavar="SPEC",
+        help="rerank the top --top-k candidates: a cross-encoder folder (or cross-encoder:PATH), "
+        "colbert:MODEL, or an embedding model; repeat for more stages",
+    )
     p.add_argument("--pipeline-name", default=None, help="name results are filed under (default: from the stages)")
 
 
@@ -43,8 +57,12 @@ def pipeline_spec(args: argparse.Namespace) -> dict | None:
 
         overrides = {"k": args.rrf_k, "weights": tuple(args.weights) if args.weights else None}
         fusion = replace(parse_fusion(args.fusion or "rrf"), **{k: v for k, v in overrides.items() if v is not None})
-    return {"retrievers": args.retriever or [args.model or "minilm"], "fusion": fusion,
-            "rerankers": args.reranker or [], "name": args.pipeline_name}
+    return {
+        "retrievers": args.retriever or [args.model or "minilm"],
+        "fusion": fusion,
+        "rerankers": args.reranker or [],
+        "name": args.pipeline_name,
+    }
 
 
 def benchmark_tasks(name: str | None) -> list[str]:
@@ -55,8 +73,11 @@ def benchmark_tasks(name: str | None) -> list[str]:
 
     specs, missing = benchmark_specs(name)
     if missing:
-        print(f"embedscope: {name}: {len(missing)} task(s) are not text tasks embedscope runs, left out: "
-              f"{', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}", file=sys.stderr)
+        print(
+            f"embedscope: {name}: {len(missing)} task(s) are not text tasks embedscope runs, left out: "
+            f"{', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}",
+            file=sys.stderr,
+        )
     if not specs:
         raise ConfigError(f"{name}: none of its tasks is a text task embedscope runs")
     return specs

@@ -10,17 +10,32 @@ from embedscope.errors import ConfigError
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="aggregate result folders: per task, per task type and overall, models side by side")
+    p = sub.add_parser(
+        "report", help="aggregate result folders: per task, per task type and overall, models side by side"
+    )
     p.add_argument("folders", nargs="+", help="results folders (as written by 'embedscope run' or mteb)")
     p.add_argument("--format", choices=("markdown", "csv"), default="markdown", help="table format printed")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the tables as CSV to FILE")
     p.add_argument("--digits", type=int, default=3, help="decimals shown (default 3)")
-    p.add_argument("--benchmark", "-b", default=None, metavar="NAME",
-                   help="only the tasks of one of mteb's benchmarks, e.g. \"MTEB(eng, v2)\"")
-    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report (sortable "
-                   "leaderboard, per-task charts with intervals and significance, run metadata) to FILE")
-    p.add_argument("--baseline", default=None, help="model (name or folder) the HTML report tests others against "
-                   "(default: the first)")
+    p.add_argument(
+        "--benchmark",
+        "-b",
+        default=None,
+        metavar="NAME",
+        help='only the tasks of one of mteb\'s benchmarks, e.g. "MTEB(eng, v2)"',
+    )
+    p.add_argument(
+        "--html",
+        default=None,
+        metavar="FILE",
+        help="also write a self-contained HTML report (sortable "
+        "leaderboard, per-task charts with intervals and significance, run metadata) to FILE",
+    )
+    p.add_argument(
+        "--baseline",
+        default=None,
+        help="model (name or folder) the HTML report tests others against (default: the first)",
+    )
     p.add_argument("--test", default="permutation", help="significance test for --html (as in 'compare')")
     p.add_argument("--rounds", type=int, default=10_000, help="resamples for --html intervals and tests")
     p.add_argument("--seed", type=int, default=42, help="random seed of --html's resampling (default 42)")
@@ -53,28 +68,46 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="significance of score differences between result folders (one model each)",
-                       description="For each task the folders share: main-score difference, confidence interval and "
-                       "p-value of every pair of models, from the per-item scores saved beside the results.")
+    p = sub.add_parser(
+        "compare",
+        help="significance of score differences between result folders (one model each)",
+        description="For each task the folders share: main-score difference, confidence interval and "
+        "p-value of every pair of models, from the per-item scores saved beside the results.",
+    )
     p.add_argument("folders", nargs="*", help="results folders, one model each (the first is the reference)")
-    p.add_argument("--models", nargs="+", default=None, metavar="MODEL", help="instead of folders: evaluate two models "
-                   "on --tasks (stored results and the embedding cache are reused) and add per-text embedding "
-                   "agreement (cosine of each text's two vectors) to the fidelity measures")
+    p.add_argument(
+        "--models",
+        nargs="+",
+        default=None,
+        metavar="MODEL",
+        help="instead of folders: evaluate two models "
+        "on --tasks (stored results and the embedding cache are reused) and add per-text embedding "
+        "agreement (cosine of each text's two vectors) to the fidelity measures",
+    )
     p.add_argument("--output-folder", default="results", help="where --models writes its results")
     p.add_argument("--cache-dir", default=None, help="embedding cache folder for --models")
     p.add_argument("--no-cache", action="store_true", help="--models without the embedding cache")
     p.add_argument("--limits", type=int, default=None, help="--models: EvalScope limits (first N items)")
-    p.add_argument("--test", default="permutation", help="permutation (Fisher's randomisation, default) | t-test | "
-                   "bootstrap; STS and pair classification always use a bootstrap over pairs")
+    p.add_argument(
+        "--test",
+        default="permutation",
+        help="permutation (Fisher's randomisation, default) | t-test | "
+        "bootstrap; STS and pair classification always use a bootstrap over pairs",
+    )
     p.add_argument("--rounds", type=int, default=10_000, help="randomisation / bootstrap rounds (default 10,000)")
     p.add_argument("--seed", type=int, default=42, help="random seed of the tests and intervals (default 42)")
-    p.add_argument("--correction", default="holm", help="multiple-comparison correction: holm (default) | "
-                   "bonferroni | none")
+    p.add_argument(
+        "--correction", default="holm", help="multiple-comparison correction: holm (default) | bonferroni | none"
+    )
     p.add_argument("--alpha", type=float, default=0.05, help="significance level for the markers (default 0.05)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
     p.add_argument("--tasks", "-t", nargs="+", default=None, help="only these shared tasks")
-    p.add_argument("--fidelity", action="store_true", help="also measure agreement with the first folder: top-10 "
-                   "Jaccard and RBO (rankings), similarity Spearman and discordant pairs (STS, pair classification)")
+    p.add_argument(
+        "--fidelity",
+        action="store_true",
+        help="also measure agreement with the first folder: top-10 "
+        "Jaccard and RBO (rankings), similarity Spearman and discordant pairs (STS, pair classification)",
+    )
     p.add_argument("--digits", type=int, default=4, help="decimals shown (default 4)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(func=_cmd_compare)
@@ -91,8 +124,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if args.folders:
             raise ConfigError("give result folders or --models, not both")
         cache = False if args.no_cache else (args.cache_dir or True)
-        comparison = compare_model_runs(args.models, args.tasks or [], args.output_folder, options, cache=cache,
-                                        limits=args.limits)
+        comparison = compare_model_runs(
+            args.models, args.tasks or [], args.output_folder, options, cache=cache, limits=args.limits
+        )
     else:
         comparison = compare_folders(args.folders, options, args.tasks, fidelity=args.fidelity)
     if args.json:

@@ -83,8 +83,15 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: NaN (no test possible) becomes None."""
-        return _no_nan({"models": self.models, "tasks": self.tasks, "scores": self.scores,
-                        "options": asdict(self.options), "comparisons": [asdict(r) for r in self.rows]})
+        return _no_nan(
+            {
+                "models": self.models,
+                "tasks": self.tasks,
+                "scores": self.scores,
+                "options": asdict(self.options),
+                "comparisons": [asdict(r) for r in self.rows],
+            }
+        )
 
 
 def _no_nan(value: Any) -> Any:
@@ -110,6 +117,7 @@ def pair_statistic(metric: str, task_type: str) -> Callable[[dict[str, np.ndarra
 
     The function takes the columns and an index block ``(R, n)`` and returns one value per row.
     """
+
     def correlation(column: str, rows: Callable[[np.ndarray, np.ndarray], np.ndarray]):
         return lambda cols, idx: rows(cols[column][idx], cols["gold"][idx])
 
@@ -145,8 +153,15 @@ def paired_test(a: TaskItems, b: TaskItems, options: CompareOptions) -> PairedOu
         cb = {k: v[ib] for k, v in b.columns.items()}
         every = np.arange(len(ia))[None, :]
         observed = float(stat(cb, every)[0] - stat(ca, every)[0])
-        return bootstrap_test(lambda idx: stat(cb, idx) - stat(ca, idx), observed, len(ia), options.rounds,
-                              options.seed, options.confidence, name="bootstrap-pairs")
+        return bootstrap_test(
+            lambda idx: stat(cb, idx) - stat(ca, idx),
+            observed,
+            len(ia),
+            options.rounds,
+            options.seed,
+            options.confidence,
+            name="bootstrap-pairs",
+        )
     va, vb = a.values[ia], b.values[ib]
     if options.test == "t-test":
         return paired_t_test(va, vb, options.confidence)
@@ -162,16 +177,23 @@ def score_interval(items: TaskItems, options: CompareOptions = CompareOptions())
     or the pair statistic recomputed); (nan, nan) without per-item scores."""
     if items.kind == "mean" and len(items.values) >= 2:
         values = items.values
-        out = bootstrap_test(lambda idx: values[idx].mean(axis=1), float(values.mean()), len(values),
-                             options.rounds, options.seed, options.confidence)
+        out = bootstrap_test(
+            lambda idx: values[idx].mean(axis=1),
+            float(values.mean()),
+            len(values),
+            options.rounds,
+            options.seed,
+            options.confidence,
+        )
         return out.ci_low, out.ci_high
     stat = pair_statistic(items.metric, items.task_type) if items.kind == "pairs" else None
     n = len(items.keys)
     if stat is None or n < 2:
         return math.nan, math.nan
     columns = items.columns
-    out = bootstrap_test(lambda idx: stat(columns, idx), items.score, n, options.rounds, options.seed,
-                         options.confidence)
+    out = bootstrap_test(
+        lambda idx: stat(columns, idx), items.score, n, options.rounds, options.seed, options.confidence
+    )
     return out.ci_low, out.ci_high
 
 
@@ -186,9 +208,12 @@ def check_options(options: CompareOptions) -> None:
         raise ConfigError("--alpha and --confidence must lie strictly between 0 and 1")
 
 
-def compare_models(models: Sequence[ModelResults], options: CompareOptions = CompareOptions(),
-                   tasks: Sequence[str] | None = None,
-                   extra: Callable[[TaskItems, TaskItems], dict[str, Any]] | None = None) -> Comparison:
+def compare_models(
+    models: Sequence[ModelResults],
+    options: CompareOptions = CompareOptions(),
+    tasks: Sequence[str] | None = None,
+    extra: Callable[[TaskItems, TaskItems], dict[str, Any]] | None = None,
+) -> Comparison:
     """Compare every pair of models (earlier one as ``a``) on the tasks all of them have."""
     check_options(options)
     if len(models) < 2:
@@ -201,15 +226,18 @@ def compare_models(models: Sequence[ModelResults], options: CompareOptions = Com
             raise UnknownNameError("shared task", unknown[0], shared)
         shared = list(tasks)
     if not shared:
-        raise ConfigError("the results folders have no task in common: " +
-                          "; ".join(f"{n}: {', '.join(sorted(m.tasks)) or '-'}" for n, m in zip(names, models)))
+        raise ConfigError(
+            "the results folders have no task in common: "
+            + "; ".join(f"{n}: {', '.join(sorted(m.tasks)) or '-'}" for n, m in zip(names, models))
+        )
     rows = []
     for i in range(len(models)):
         for j in range(i + 1, len(models)):
             for task in shared:
                 a, b = models[i].tasks[task], models[j].tasks[task]
-                row = TaskComparison(task, a.task_type, a.metric, names[i], names[j], a.score, b.score,
-                                     b.score - a.score)
+                row = TaskComparison(
+                    task, a.task_type, a.metric, names[i], names[j], a.score, b.score, b.score - a.score
+                )
                 outcome = paired_test(a, b, options)
                 if outcome is not None:
                     row.ci_low, row.ci_high, row.p_value = outcome.ci_low, outcome.ci_high, outcome.p_value
@@ -234,8 +262,12 @@ def unique_names(names: Sequence[str]) -> list[str]:
     return out
 
 
-def compare_folders(folders: Sequence[str | Path], options: CompareOptions = CompareOptions(),
-                    tasks: Sequence[str] | None = None, fidelity: bool = False) -> Comparison:
+def compare_folders(
+    folders: Sequence[str | Path],
+    options: CompareOptions = CompareOptions(),
+    tasks: Sequence[str] | None = None,
+    fidelity: bool = False,
+) -> Comparison:
     """:func:`compare_models` on result folders (one model each); ``fidelity`` adds agreement measures
     between each pair (see :mod:`embedscope.compare.fidelity`)."""
     check_options(options)

@@ -29,8 +29,9 @@ class TextRecorder(HashEncoder):
         super().__init__(dim=32, name="embedscope/text-recorder")
         self.texts: dict[tuple[Role, str], None] = {}
 
-    def encode(self, texts: Sequence[str], *, role: Role, batch_size: int = 32, show_progress: bool = False
-               ) -> np.ndarray:
+    def encode(
+        self, texts: Sequence[str], *, role: Role, batch_size: int = 32, show_progress: bool = False
+    ) -> np.ndarray:
         for t in texts:
             self.texts.setdefault((role, t))
         return super().encode(texts, role=role)
@@ -50,8 +51,10 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``cos(a_i, b_i) = a_i · b_i / (‖a_i‖ ‖b_i‖)`` per row (0 when a vector is zero)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
-        raise ConfigError(f"the two models' embeddings differ in shape ({a.shape[1:]} vs {b.shape[1:]}): "
-                          "per-text agreement needs models of the same dimension")
+        raise ConfigError(
+            f"the two models' embeddings differ in shape ({a.shape[1:]} vs {b.shape[1:]}): "
+            "per-text agreement needs models of the same dimension"
+        )
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     return np.where(norms > 0, (a * b).sum(axis=1) / np.where(norms > 0, norms, 1.0), 0.0)
 
@@ -74,18 +77,26 @@ def cosine_summary(cosines: np.ndarray) -> dict[str, Any]:
     """Mean, minimum and 5th percentile of per-text cosines, and the share below 0.99."""
     if not len(cosines):
         return {}
-    return {"embedding_cosine_mean": float(cosines.mean()), "embedding_cosine_min": float(cosines.min()),
-            "embedding_cosine_p05": float(np.quantile(cosines, 0.05)),
-            "share_below_0.99": float(np.mean(cosines < 0.99)), "texts": int(len(cosines))}
+    return {
+        "embedding_cosine_mean": float(cosines.mean()),
+        "embedding_cosine_min": float(cosines.min()),
+        "embedding_cosine_p05": float(np.quantile(cosines, 0.05)),
+        "share_below_0.99": float(np.mean(cosines < 0.99)),
+        "texts": int(len(cosines)),
+    }
 
 
-def embedding_agreement(reference: Encoder, candidate: Encoder, tasks: Sequence[Task],
-                        options: SearchOptions) -> dict[str, dict[str, Any]]:
+def embedding_agreement(
+    reference: Encoder, candidate: Encoder, tasks: Sequence[Task], options: SearchOptions
+) -> dict[str, dict[str, Any]]:
     """``{task: cosine_summary}`` over the texts each task encodes."""
     out = {}
     for task in tasks:
         texts = task_texts(task, options)
-        a, b = encode_by_role(reference, texts, options.batch_size), encode_by_role(candidate, texts, options.batch_size)
+        a, b = (
+            encode_by_role(reference, texts, options.batch_size),
+            encode_by_role(candidate, texts, options.batch_size),
+        )
         if a.shape != b.shape:
             out[task.name] = {"embedding_agreement": f"dimensions differ ({a.shape[1]} vs {b.shape[1]})"}
         else:
@@ -93,9 +104,17 @@ def embedding_agreement(reference: Encoder, candidate: Encoder, tasks: Sequence[
     return out
 
 
-def compare_model_runs(models: Sequence[str], tasks: Sequence[str], output_folder: str,
-                       options: CompareOptions = CompareOptions(), *, cache: bool | str = True,
-                       limits: int | None = None, batch_size: int = 32, show_progress: bool = False) -> Comparison:
+def compare_model_runs(
+    models: Sequence[str],
+    tasks: Sequence[str],
+    output_folder: str,
+    options: CompareOptions = CompareOptions(),
+    *,
+    cache: bool | str = True,
+    limits: int | None = None,
+    batch_size: int = 32,
+    show_progress: bool = False,
+) -> Comparison:
     """Evaluate two models on ``tasks`` (stored results are reused), compare them with fidelity measures, and add
     each task's per-text embedding agreement (``embedding_cosine_*``) to the comparison rows."""
     from embedscope.evaluation.runner import evaluate
@@ -117,8 +136,15 @@ def compare_model_runs(models: Sequence[str], tasks: Sequence[str], output_folde
         encoders.append(encoder)
     folders = []
     for encoder in encoders:
-        report = evaluate(encoder, resolved, output_folder=output_folder, cache=False, limits=limits,
-                          batch_size=batch_size, show_progress=show_progress)
+        report = evaluate(
+            encoder,
+            resolved,
+            output_folder=output_folder,
+            cache=False,
+            limits=limits,
+            batch_size=batch_size,
+            show_progress=show_progress,
+        )
         folders.append(report.outcomes[0].path.parent)
     if folders[0] == folders[1]:
         raise ConfigError(f"{models[0]} and {models[1]} are the same model (results in {folders[0]})")

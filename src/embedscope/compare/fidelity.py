@@ -89,8 +89,11 @@ def agreement(reference: TaskItems, candidate: TaskItems) -> dict[str, Any]:
         return {}
     if reference.top and candidate.top and reference.kind == candidate.kind == "mean":
         pairs = [(reference.top[i], candidate.top[j]) for i, j in zip(ia, ib)]
-        return {"top10_jaccard": float(np.mean([jaccard(a, b) for a, b in pairs])),
-                "top10_rbo": float(np.mean([rbo(a, b) for a, b in pairs])), "queries": len(pairs)}
+        return {
+            "top10_jaccard": float(np.mean([jaccard(a, b) for a, b in pairs])),
+            "top10_rbo": float(np.mean([rbo(a, b) for a, b in pairs])),
+            "queries": len(pairs),
+        }
     if reference.kind == candidate.kind == "pairs":
         column = similarity_column(reference)
         if column not in reference.columns or column not in candidate.columns:
@@ -98,6 +101,10 @@ def agreement(reference: TaskItems, candidate: TaskItems) -> dict[str, Any]:
         x, y = reference.columns[column][ia], candidate.columns[column][ib]
         n = len(x)
         discordant = discordant_pairs(x, y)
-        return {"similarity_spearman": float(spearmanr(x, y)[0]), "discordant_pairs": discordant,
-                "discordant_fraction": discordant / (n * (n - 1) / 2) if n > 1 else 0.0, "pairs": n}
+        return {
+            "similarity_spearman": float(spearmanr(x, y)[0]),
+            "discordant_pairs": discordant,
+            "discordant_fraction": discordant / (n * (n - 1) / 2) if n > 1 else 0.0,
+            "pairs": n,
+        }
     return {}

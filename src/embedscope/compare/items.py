@@ -94,8 +94,13 @@ def task_items(path: Path) -> TaskItems:
     result = TaskResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
     task_type = infer_task_type(result)
     metric = main_metric(result)
-    base = {"task": result.task_name, "task_type": task_type, "metric": metric, "score": result.main_score(),
-            "path": path}
+    base = {
+        "task": result.task_name,
+        "task_type": task_type,
+        "metric": metric,
+        "score": result.main_score(),
+        "path": path,
+    }
     item_file = per_item_path(path)
     if item_file.exists():
         rows = read_per_item(item_file)

@@ -44,14 +44,41 @@ def leaderboard_table(comparison: Comparison, digits: int = 4) -> str:
 def details_table(comparison: Comparison, digits: int = 4) -> str:
     """One row per comparison: scores, difference, CI, p-values, test and items."""
     level = round(comparison.options.confidence * 100)
-    header = ["task", "metric", "a", "b", "score a", "score b", "Δ (b − a)", f"{level}% CI", "p",
-              f"p ({comparison.options.correction})", "", "test", "n"]
+    header = [
+        "task",
+        "metric",
+        "a",
+        "b",
+        "score a",
+        "score b",
+        "Δ (b − a)",
+        f"{level}% CI",
+        "p",
+        f"p ({comparison.options.correction})",
+        "",
+        "test",
+        "n",
+    ]
     rows = []
     for r in comparison.rows:
         ci = "" if math.isnan(r.ci_low) else f"[{r.ci_low:+.{digits}f}, {r.ci_high:+.{digits}f}]"
-        rows.append([r.task, r.metric, r.model_a, r.model_b, _num(r.score_a, digits), _num(r.score_b, digits),
-                     f"{r.delta:+.{digits}f}", ci, _p(r.p_value), _p(r.p_adjusted), "*" if r.significant else "",
-                     r.test or "no per-item scores", str(r.n)])
+        rows.append(
+            [
+                r.task,
+                r.metric,
+                r.model_a,
+                r.model_b,
+                _num(r.score_a, digits),
+                _num(r.score_b, digits),
+                f"{r.delta:+.{digits}f}",
+                ci,
+                _p(r.p_value),
+                _p(r.p_adjusted),
+                "*" if r.significant else "",
+                r.test or "no per-item scores",
+                str(r.n),
+            ]
+        )
     return markdown_table(header, rows)
 
 
@@ -61,8 +88,9 @@ def fidelity_table(comparison: Comparison, digits: int = 4) -> str:
     for r in comparison.rows:
         if r.extra:
             names = tuple(r.extra)
-            groups.setdefault(names, []).append([r.task, r.model_a, r.model_b,
-                                                 *[_fmt(r.extra[k], digits) for k in names]])
+            groups.setdefault(names, []).append(
+                [r.task, r.model_a, r.model_b, *[_fmt(r.extra[k], digits) for k in names]]
+            )
     return "\n\n".join(markdown_table(["task", "a", "b", *names], rows) for names, rows in groups.items())
 
 
@@ -75,8 +103,10 @@ def _fmt(value: object, digits: int) -> str:
 def comparison_text(comparison: Comparison, digits: int = 4) -> str:
     """Leaderboard, legend, details and (when measured) agreement, as markdown."""
     o = comparison.options
-    legend = (f"Superscripts: significantly better than that model (two-sided, {o.correction}-adjusted p < {o.alpha}; "
-              f"{o.test} test, {o.rounds:,} rounds, seed {o.seed}; STS and pair classification: bootstrap over pairs).")
+    legend = (
+        f"Superscripts: significantly better than that model (two-sided, {o.correction}-adjusted p < {o.alpha}; "
+        f"{o.test} test, {o.rounds:,} rounds, seed {o.seed}; STS and pair classification: bootstrap over pairs)."
+    )
     parts = [leaderboard_table(comparison, digits), legend, details_table(comparison, digits)]
     agreement = fidelity_table(comparison, digits)
     if agreement:

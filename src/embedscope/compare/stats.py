@@ -109,8 +109,13 @@ def bootstrap_index_blocks(n: int, rounds: int, seed: int) -> Iterator[np.ndarra
 
 
 def bootstrap_test(
-    statistic: Callable[[np.ndarray], np.ndarray], observed: float, n: int, rounds: int = 10_000, seed: int = 42,
-    confidence: float = 0.95, name: str = "bootstrap",
+    statistic: Callable[[np.ndarray], np.ndarray],
+    observed: float,
+    n: int,
+    rounds: int = 10_000,
+    seed: int = 42,
+    confidence: float = 0.95,
+    name: str = "bootstrap",
 ) -> PairedOutcome:
     """Paired bootstrap of any difference ``statistic(index_block) → one difference per resample``.
 
@@ -128,8 +133,9 @@ def bootstrap_test(
     return PairedOutcome(name, observed, float(low), float(high), (1 + extreme) / (len(deltas) + 1), n)
 
 
-def paired_bootstrap(a: Sequence[float], b: Sequence[float], rounds: int = 10_000, seed: int = 42,
-                     confidence: float = 0.95) -> PairedOutcome:
+def paired_bootstrap(
+    a: Sequence[float], b: Sequence[float], rounds: int = 10_000, seed: int = 42, confidence: float = 0.95
+) -> PairedOutcome:
     """Paired bootstrap of the mean difference: resample items, ``δ*_r = mean(d[idx_r])`` (see :func:`bootstrap_test`)."""
     d = _diffs(a, b)
     return bootstrap_test(lambda idx: d[idx].mean(axis=1), float(d.mean()), len(d), rounds, seed, confidence)

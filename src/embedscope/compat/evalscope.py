@@ -116,10 +116,15 @@ def evalscope_plan(cfg: EvalScopeConfig) -> Plan:
             from embedscope.tasks.registry import custom_retrieval_task
 
             # EvalScope's legacy CustomRetrieval: identical ids ignored, main score recall_at_5, Chinese.
-            tasks.append(custom_retrieval_task(
-                ev.dataset_path, name="CustomRetrieval", ignore_identical_ids=True, main_score="recall_at_5",
-                languages=("cmn-Hans",),
-            ))
+            tasks.append(
+                custom_retrieval_task(
+                    ev.dataset_path,
+                    name="CustomRetrieval",
+                    ignore_identical_ids=True,
+                    main_score="recall_at_5",
+                    languages=("cmn-Hans",),
+                )
+            )
         else:
             tasks.append(name)
     tasks += custom_task_objects(ev.custom_tasks)
@@ -128,8 +133,10 @@ def evalscope_plan(cfg: EvalScopeConfig) -> Plan:
     rerankers = [m for m in models if m.is_cross_encoder]
     models = [m for m in models if not m.is_cross_encoder]
     if len(rerankers) > 1 or (rerankers and len(models) != 1):
-        raise ConfigError("EvalScope two-stage config: give exactly one retrieval model and one cross-encoder "
-                          f"(is_cross_encoder: true); got {len(models)} and {len(rerankers)}")
+        raise ConfigError(
+            "EvalScope two-stage config: give exactly one retrieval model and one cross-encoder "
+            f"(is_cross_encoder: true); got {len(models)} and {len(rerankers)}"
+        )
     calls = []
     for m in models:
         options = _model_options(m)
@@ -146,21 +153,25 @@ def evalscope_plan(cfg: EvalScopeConfig) -> Plan:
             model: Any = m.model_name_or_path
             top_k: dict[str, Any] = {}
             if rerankers:  # EvalScope's two-stage evaluation: top_k stage-1 candidates, then the cross-encoder
-                model = {"retrievers": [{"type": "dense", "model": m.model_name_or_path, **opts}],
-                         "rerankers": [_reranker(rerankers[0])]}
+                model = {
+                    "retrievers": [{"type": "dense", "model": m.model_name_or_path, **opts}],
+                    "rerankers": [_reranker(rerankers[0])],
+                }
                 opts = {}
                 top_k = {"top_k": ev.top_k or ev.topk or 5}
-            calls.append({
-                "model": model,
-                **top_k,
-                "model_options": opts or None,
-                "tasks": group,
-                "output_folder": ev.output_folder,
-                "overwrite": "always" if ev.overwrite_results else "only-missing",
-                "limits": ev.limits,
-                "batch_size": int(encode["batch_size"]) if encode.get("batch_size") else None,
-                "show_progress": bool(encode.get("show_progress_bar", True)),
-            })
+            calls.append(
+                {
+                    "model": model,
+                    **top_k,
+                    "model_options": opts or None,
+                    "tasks": group,
+                    "output_folder": ev.output_folder,
+                    "overwrite": "always" if ev.overwrite_results else "only-missing",
+                    "limits": ev.limits,
+                    "batch_size": int(encode["batch_size"]) if encode.get("batch_size") else None,
+                    "show_progress": bool(encode.get("show_progress_bar", True)),
+                }
+            )
     return Plan(calls)
 
 

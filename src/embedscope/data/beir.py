@@ -40,35 +40,42 @@ def qrels_splits(folder: Path) -> dict[str, Path]:
             if path.is_file() and not path.name.startswith(".") and suffix_of(path) in TABLE_SUFFIXES:
                 split = path.name[: -len(suffix_of(path))]
                 if split in out:
-                    raise DataFormatError(f"{sub}: both {out[split].name} and {path.name} for split {split!r}; "
-                                          "keep one")
+                    raise DataFormatError(
+                        f"{sub}: both {out[split].name} and {path.name} for split {split!r}; keep one"
+                    )
                 out[split] = path
     single = find_table(folder, "qrels")
     if single is not None:
         if DEFAULT_SPLIT in out:
-            raise DataFormatError(f"{folder}: both {single.name} and qrels/{out[DEFAULT_SPLIT].name} give the "
-                                  f"{DEFAULT_SPLIT!r} qrels; remove one")
+            raise DataFormatError(
+                f"{folder}: both {single.name} and qrels/{out[DEFAULT_SPLIT].name} give the "
+                f"{DEFAULT_SPLIT!r} qrels; remove one"
+            )
         out[DEFAULT_SPLIT] = single
     return out
 
 
-def load_text_folder(folder: Path, *, split: str = DEFAULT_SPLIT, columns: Mapping[str, str] | None = None,
-                     name: str | None = None) -> RetrievalData:
+def load_text_folder(
+    folder: Path, *, split: str = DEFAULT_SPLIT, columns: Mapping[str, str] | None = None, name: str | None = None
+) -> RetrievalData:
     """Load one split from a BEIR / EvalScope / tables folder, with strict validation."""
     columns = normalize_columns(columns)
     folder = Path(folder)
     corpus, queries = find_table(folder, "corpus"), find_table(folder, "queries")
     if corpus is None or queries is None:
         missing = " and ".join(n for n, p in (("corpus", corpus), ("queries", queries)) if p is None)
-        raise DataFormatError(f"{folder}: no {missing} file; expected corpus.jsonl and queries.jsonl "
-                              "(or .csv/.tsv/.parquet) in the folder")
+        raise DataFormatError(
+            f"{folder}: no {missing} file; expected corpus.jsonl and queries.jsonl "
+            "(or .csv/.tsv/.parquet) in the folder"
+        )
     splits = qrels_splits(folder)
     if not splits:
-        raise DataFormatError(f"{folder}: no qrels found; add qrels/{split}.tsv (BEIR: query-id, corpus-id, score) "
-                              "or qrels.jsonl (EvalScope)")
+        raise DataFormatError(
+            f"{folder}: no qrels found; add qrels/{split}.tsv (BEIR: query-id, corpus-id, score) "
+            "or qrels.jsonl (EvalScope)"
+        )
     if split not in splits:
         raise unknown_split(split, list(splits), folder)
     qrels_path = splits[split]
     qrels, places = read_qrels_rows(qrels_path, columns)
-    return assemble(corpus, queries, qrels, places, qrels_path, columns=columns, name=name or folder.name,
-                    split=split)
+    return assemble(corpus, queries, qrels, places, qrels_path, columns=columns, name=name or folder.name, split=split)

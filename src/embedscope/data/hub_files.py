@@ -32,8 +32,11 @@ def _suffix(path: Path) -> str:
 
 def data_files(folder: Path) -> list[Path]:
     """Every data file under ``folder`` (sorted), hidden entries (``.cache/``, ``.gitattributes``) left out."""
-    return sorted(p for p in folder.rglob("*") if p.is_file() and _suffix(p)
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and _suffix(p) and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
 
 
 def _key(folder: Path, path: Path) -> tuple[str, ...]:
@@ -69,8 +72,11 @@ def split_files(folder: str | Path, split: str, subset: str | None = None) -> li
     files = data_files(folder)
     keys = {p: _key(folder, p) for p in files}
     sub = None if subset in (None, "default") else subset
-    patterns = ([(sub, split), (sub, "data", split), (split, sub), ("data", sub, split)] if sub
-                else [(split,), ("data", split), ("default", split), ("default", "data", split)])
+    patterns = (
+        [(sub, split), (sub, "data", split), (split, sub), ("data", sub, split)]
+        if sub
+        else [(split,), ("data", split), ("default", split), ("default", "data", split)]
+    )
     for pattern in patterns:
         found = [p for p, k in keys.items() if k == pattern]
         if found:

@@ -47,7 +47,9 @@ def reading(path: str | Path) -> Iterator[None]:
     try:
         yield
     except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8") from None
+        raise DataFormatError(
+            f"{path}: not valid UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8"
+        ) from None
     except (gzip.BadGzipFile, zlib.error, EOFError) as e:
         raise DataFormatError(f"{path}: corrupt or truncated gzip file ({e or 'unexpected end'})") from None
     except IsADirectoryError:
@@ -90,8 +92,6 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise _explain(path, lineno, line, e) from None
             if not isinstance(obj, dict):
                 raise DataFormatError(
-                    f"{path}, line {lineno}: expected a JSON object such as {EXAMPLE}, got a JSON "
-                    f"{type(obj).__name__}"
+                    f"{path}, line {lineno}: expected a JSON object such as {EXAMPLE}, got a JSON {type(obj).__name__}"
                 )
             yield lineno, obj
-

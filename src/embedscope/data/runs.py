@@ -68,8 +68,10 @@ def _json_mapping(path: Path, text: str) -> dict | None:
         raise DataFormatError(f"{path}: JSON must map query ids to {{doc id: value}} objects")
     for qid, docs in data.items():
         if not isinstance(docs, dict):
-            raise DataFormatError(f"{path}: query {qid!r} maps to a {type(docs).__name__}; JSON must map query ids "
-                                  "to {doc id: value} objects")
+            raise DataFormatError(
+                f"{path}: query {qid!r} maps to a {type(docs).__name__}; JSON must map query ids "
+                "to {doc id: value} objects"
+            )
     return data
 
 
@@ -87,14 +89,19 @@ def _score(value: Any, where: str) -> float:
 
 def _json_run(path: Path, data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     data = unwrap_predictions(path, data)
-    return {str(q): {str(d): _score(s, f"{path}, query {clip(q)}, document {clip(d)}") for d, s in docs.items()}
-            for q, docs in data.items()}
+    return {
+        str(q): {str(d): _score(s, f"{path}, query {clip(q)}, document {clip(d)}") for d, s in docs.items()}
+        for q, docs in data.items()
+    }
 
 
 def _is_mapping_of_runs(value: Any) -> bool:
     """``{split: {qid: {doc: score}}}``: every value a mapping of mappings."""
-    return (isinstance(value, dict) and bool(value)
-            and all(isinstance(v, dict) and all(isinstance(d, dict) for d in v.values()) for v in value.values()))
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(v, dict) and all(isinstance(d, dict) for d in v.values()) for v in value.values())
+    )
 
 
 def unwrap_predictions(path: Path, data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -104,8 +111,10 @@ def unwrap_predictions(path: Path, data: Mapping[str, Any]) -> Mapping[str, Any]
         return data
     runs = [(subset, split, run) for subset, splits in data.items() for split, run in splits.items()]
     if len(runs) != 1:
-        raise DataFormatError(f"{path}: a predictions file with {len(runs)} runs "
-                              f"({listing(f'{a}/{b}' for a, b, _ in runs)}); save each as its own JSON run file")
+        raise DataFormatError(
+            f"{path}: a predictions file with {len(runs)} runs "
+            f"({listing(f'{a}/{b}' for a, b, _ in runs)}); save each as its own JSON run file"
+        )
     return runs[0][2]
 
 
@@ -271,12 +280,16 @@ def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(block)),
-            read_options=pacsv.ReadOptions(column_names=list(_TREC_COLUMNS), use_threads=_ARROW_THREADS,
-                                           block_size=max(len(block), 1) + 1),  # one chunk: nothing to combine
+            read_options=pacsv.ReadOptions(
+                column_names=list(_TREC_COLUMNS), use_threads=_ARROW_THREADS, block_size=max(len(block), 1) + 1
+            ),  # one chunk: nothing to combine
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False),
             convert_options=pacsv.ConvertOptions(
                 column_types={"qid": pa.string(), "doc": pa.string(), "score": pa.float64()},
-                include_columns=["qid", "doc", "score"], null_values=[], strings_can_be_null=False),
+                include_columns=["qid", "doc", "score"],
+                null_values=[],
+                strings_can_be_null=False,
+            ),
             memory_pool=pa.default_memory_pool(),
         )
     except pa.ArrowInvalid:
@@ -303,8 +316,11 @@ def _python_block(path: Path, block: memoryview, first_line: int) -> _Columns:
             continue
         where = f"{path}, line {lineno}"
         if len(parts) != 6:
-            hint = " (this looks like JSON lines; use one JSON object {qid: {docid: score}})" if parts[0].startswith(
-                "{") else ""
+            hint = (
+                " (this looks like JSON lines; use one JSON object {qid: {docid: score}})"
+                if parts[0].startswith("{")
+                else ""
+            )
             raise DataFormatError(f"{where}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}{hint}")
         qids.append(parts[0])
         docs.append(parts[2])
@@ -322,7 +338,9 @@ def _values(array: pa.Array, dtype: type) -> np.ndarray:
 
     ``to_numpy`` would import pandas (a quarter of a second) through pyarrow's compatibility layer.
     """
-    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * np.dtype(dtype).itemsize)
+    return np.frombuffer(
+        array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * np.dtype(dtype).itemsize
+    )
 
 
 def string_array(values: list[str]) -> pa.Array:
@@ -366,8 +384,9 @@ class _Bytes:
         n = len(column)
         wide = pa.types.is_large_string(column.type)
         _, offsets_buffer, data_buffer = column.buffers()
-        self.offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1,
-                                     offset=column.offset * (8 if wide else 4)).astype(np.int64)
+        self.offsets = np.frombuffer(
+            offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1, offset=column.offset * (8 if wide else 4)
+        ).astype(np.int64)
         self.end = end = int(self.offsets[-1])
         padded = np.zeros(end + 16, dtype=np.uint8)  # small arrays only (query ids): a copy is cheap
         if end:
@@ -419,16 +438,25 @@ class _QueryCodes:
         starts = _run_starts(column)
         if len(starts) > 4096:  # an interleaved file: each distinct id of the block looked up once (C++)
             encoded = pc.dictionary_encode(column.take(_arrow_int64(starts)))
-            local = np.array([self.index.setdefault(q, len(self.index)) for q in encoded.dictionary.to_pylist()],
-                             dtype=np.int64)
+            local = np.array(
+                [self.index.setdefault(q, len(self.index)) for q in encoded.dictionary.to_pylist()], dtype=np.int64
+            )
             codes = local[_values(encoded.indices, np.int32)]
         else:
-            offsets = np.frombuffer(column.buffers()[1], dtype=np.int64 if pa.types.is_large_string(column.type)
-                                    else np.int32, count=n + 1, offset=column.offset * (
-                                        8 if pa.types.is_large_string(column.type) else 4))
+            offsets = np.frombuffer(
+                column.buffers()[1],
+                dtype=np.int64 if pa.types.is_large_string(column.type) else np.int32,
+                count=n + 1,
+                offset=column.offset * (8 if pa.types.is_large_string(column.type) else 4),
+            )
             raw = memoryview(column.buffers()[2])
-            codes = np.array([self.index.setdefault(str(raw[a:b], "utf-8"), len(self.index))
-                              for a, b in zip(offsets[starts].tolist(), offsets[starts + 1].tolist())], dtype=np.int64)
+            codes = np.array(
+                [
+                    self.index.setdefault(str(raw[a:b], "utf-8"), len(self.index))
+                    for a, b in zip(offsets[starts].tolist(), offsets[starts + 1].tolist())
+                ],
+                dtype=np.int64,
+            )
         return codes, np.diff(np.append(starts, n))
 
     def ids(self) -> tuple[str, ...]:
@@ -530,9 +558,11 @@ def read_trec_run(path: str | Path) -> RankedRun:
         q = np.repeat(heads, lengths)
         rows = [_file_row(order, q, row, slot) for slot in (first, second)]
         lines = _line_numbers(path, rows_per_block, rows)
-        raise DataFormatError(f"{path}, line {lines[1]}: document {doc_ids[run.doc_index[row, second]]!r} appears twice "
-                              f"for query {query_ids[row]!r} (first at line {lines[0]}); keep one line per query and "
-                              "document")
+        raise DataFormatError(
+            f"{path}, line {lines[1]}: document {doc_ids[run.doc_index[row, second]]!r} appears twice "
+            f"for query {query_ids[row]!r} (first at line {lines[0]}); keep one line per query and "
+            "document"
+        )
     return run
 
 
@@ -560,8 +590,9 @@ def id_keys(column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -
         return keys.view(np.int64)
     wide = pa.types.is_large_string(column.type)
     _, offsets_buffer, data_buffer = column.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1,
-                            offset=column.offset * (8 if wide else 4))
+    offsets = np.frombuffer(
+        offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1, offset=column.offset * (8 if wide else 4)
+    )
     end = int(offsets[-1])
     data = np.frombuffer(data_buffer, dtype=np.uint8, count=end) if end else np.zeros(0, dtype=np.uint8)
     # 8 bytes at every offset; the last few ids, whose 8 bytes would run past the data, read a padded copy
@@ -592,8 +623,11 @@ def id_keys(column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -
             h = left.astype(np.uint64) * k0
             long = long + lo
             while len(at):
-                step = np.where(at > end - 8, tail_words[np.clip(at - tail_from, 0, len(tail_words) - 1)],
-                                words[np.minimum(at, len(words) - 1)] if len(words) else np.uint64(0))
+                step = np.where(
+                    at > end - 8,
+                    tail_words[np.clip(at - tail_from, 0, len(tail_words) - 1)],
+                    words[np.minimum(at, len(words) - 1)] if len(words) else np.uint64(0),
+                )
                 h ^= step & _KEY_MASKS[np.minimum(left, 8)]
                 h *= k1
                 h ^= h >> shift
@@ -634,7 +668,7 @@ def read_keyed_run(path: str | Path) -> KeyedRun | None:
         for piece in columns.score:
             scores.append(piece)
 
-    with (ThreadPoolExecutor(max_workers=1) if _parse_ahead() else _Inline()) as pool:
+    with ThreadPoolExecutor(max_workers=1) if _parse_ahead() else _Inline() as pool:
         _feed_blocks(path, add, pool)
     query_ids = qids.ids()
     heads = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, dtype=np.int64)
@@ -694,8 +728,14 @@ def _has_repeat(index: np.ndarray, chunk: int = 1024) -> bool:
     return False
 
 
-def _ranked(query_ids: tuple[str, ...], doc_ids: tuple[str, ...], heads: np.ndarray, lengths: np.ndarray,
-            d: np.ndarray, scores: np.ndarray) -> tuple[RankedRun, np.ndarray | None]:
+def _ranked(
+    query_ids: tuple[str, ...],
+    doc_ids: tuple[str, ...],
+    heads: np.ndarray,
+    lengths: np.ndarray,
+    d: np.ndarray,
+    scores: np.ndarray,
+) -> tuple[RankedRun, np.ndarray | None]:
     """Rows by query (file order kept within a row) from the runs of equal query codes (``heads``,
     ``lengths``); also the stable order used when the file is not grouped by query."""
     n = len(query_ids)
@@ -771,8 +811,10 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     text = _text(path, "qrels")
     data = _json_mapping(path, text)
     if data is not None:
-        return {str(q): {str(d): as_relevance(r, f"{path}, query {q!r}, document {d!r}") for d, r in docs.items()}
-                for q, docs in data.items()}
+        return {
+            str(q): {str(d): as_relevance(r, f"{path}, query {q!r}, document {d!r}") for d, r in docs.items()}
+            for q, docs in data.items()
+        }
     qrels: dict[str, dict[str, int]] = {}
     places: dict[tuple[str, str], str] = {}
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
@@ -784,8 +826,9 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
             where = f"{path}, line {lineno}"
             qid = as_id(pick(row, DEFAULTS["query-id"], where, "query-id"), where, "query-id")
             doc = as_id(pick(row, DEFAULTS["corpus-id"], where, "corpus-id"), where, "corpus-id")
-            add_judgment(qrels, places, qid, doc, as_relevance(pick(row, DEFAULTS["score"], where, "score"), where),
-                         where)
+            add_judgment(
+                qrels, places, qid, doc, as_relevance(pick(row, DEFAULTS["score"], where, "score"), where), where
+            )
         return qrels
     header = first.split()
     has_header = bool(header) and header[0].lower() in _QID_HEADERS
@@ -806,10 +849,13 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         elif len(parts) == 3:
             qid, doc, rel = parts
         else:
-            raise DataFormatError(f"{where}: expected 'qid 0 docid relevance' (TREC) or 'query-id corpus-id score' "
-                                  f"(BEIR), got {len(parts)} fields")
-        add_judgment(qrels, places, as_id(qid, where, "query id"), as_id(doc, where, "doc id"),
-                     as_relevance(rel, where), where)
+            raise DataFormatError(
+                f"{where}: expected 'qid 0 docid relevance' (TREC) or 'query-id corpus-id score' "
+                f"(BEIR), got {len(parts)} fields"
+            )
+        add_judgment(
+            qrels, places, as_id(qid, where, "query id"), as_id(doc, where, "doc id"), as_relevance(rel, where), where
+        )
     return qrels
 
 
@@ -825,11 +871,15 @@ def _columnar_qrels(text: str, first: str, has_header: bool) -> dict[str, dict[s
         table = pacsv.read_csv(
             pa.BufferReader(text.encode("utf-8")),
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if has_header else 0),
-            parse_options=pacsv.ParseOptions(delimiter="\t" if "\t" in first else " ", quote_char=False,
-                                             escape_char=False),
+            parse_options=pacsv.ParseOptions(
+                delimiter="\t" if "\t" in first else " ", quote_char=False, escape_char=False
+            ),
             convert_options=pacsv.ConvertOptions(
                 column_types={"qid": pa.string(), "doc": pa.string(), "rel": pa.int64()},
-                include_columns=["qid", "doc", "rel"], null_values=[], strings_can_be_null=False),
+                include_columns=["qid", "doc", "rel"],
+                null_values=[],
+                strings_can_be_null=False,
+            ),
         )
     except pa.ArrowInvalid:
         return None
@@ -843,8 +893,10 @@ def _columnar_qrels(text: str, first: str, has_header: bool) -> dict[str, dict[s
 def _check_token(value: str, what: str) -> str:
     value = str(value)
     if not value or any(c.isspace() for c in value):
-        raise DataFormatError(f"{what} {value!r} is empty or contains whitespace, which the TREC run format cannot "
-                              "hold; use ids without spaces (or write JSON)")
+        raise DataFormatError(
+            f"{what} {value!r} is empty or contains whitespace, which the TREC run format cannot "
+            "hold; use ids without spaces (or write JSON)"
+        )
     return value
 
 
@@ -856,8 +908,9 @@ def write_trec_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag
     lines: list[str] = []
     for qid, docs in run.items():
         qid = _check_token(qid, "query id")
-        ranked = sorted(((str(d), float(s)) for d, s in docs.items()), key=lambda item: (item[1], item[0]),
-                        reverse=True)
+        ranked = sorted(
+            ((str(d), float(s)) for d, s in docs.items()), key=lambda item: (item[1], item[0]), reverse=True
+        )
         for rank, (doc, score) in enumerate(ranked, start=1):
             lines.append(f"{qid} Q0 {_check_token(doc, 'document id')} {rank} {score!r} {tag}")
     path = Path(path)

@@ -88,8 +88,10 @@ def _csv_rows(reader: csv.DictReader, path: Path) -> Iterator[dict[str, Any]]:
                 return
             yield row
     except csv.Error as e:
-        raise DataFormatError(f"{path}, line {start}: CSV parse error ({e}); a quoted cell needs its closing "
-                              "quote, and a quote inside it is written twice (\"\")") from None
+        raise DataFormatError(
+            f"{path}, line {start}: CSV parse error ({e}); a quoted cell needs its closing "
+            'quote, and a quote inside it is written twice ("")'
+        ) from None
 
 
 def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -140,16 +142,40 @@ DEFAULTS: dict[str, list[str]] = {
 }
 
 COLUMN_KEYS: tuple[str, ...] = (
-    "id", "text", "title", "corpus.id", "corpus.text", "corpus.title", "queries.id", "queries.text",
-    "query-id", "corpus-id", "score", "qrels.query-id", "qrels.corpus-id", "qrels.score",
-    "query", "positive", "negative",
+    "id",
+    "text",
+    "title",
+    "corpus.id",
+    "corpus.text",
+    "corpus.title",
+    "queries.id",
+    "queries.text",
+    "query-id",
+    "corpus-id",
+    "score",
+    "qrels.query-id",
+    "qrels.corpus-id",
+    "qrels.score",
+    "query",
+    "positive",
+    "negative",
 )
 """Every key a column mapping may use (see the module docstring)."""
 
-KEY_ALIASES: dict[str, str] = {"query_id": "query-id", "qid": "query-id", "corpus_id": "corpus-id",
-                               "doc_id": "corpus-id", "doc-id": "corpus-id", "docid": "corpus-id", "pid": "corpus-id",
-                               "relevance": "score", "label": "score", "_id": "id", "pos": "positive",
-                               "neg": "negative"}
+KEY_ALIASES: dict[str, str] = {
+    "query_id": "query-id",
+    "qid": "query-id",
+    "corpus_id": "corpus-id",
+    "doc_id": "corpus-id",
+    "doc-id": "corpus-id",
+    "docid": "corpus-id",
+    "pid": "corpus-id",
+    "relevance": "score",
+    "label": "score",
+    "_id": "id",
+    "pos": "positive",
+    "neg": "negative",
+}
 """Other spellings accepted as mapping keys (``{"doc_id": "pid"}`` means ``{"corpus-id": "pid"}``)."""
 
 

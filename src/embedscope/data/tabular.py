@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from embedscope.data.jsonl import reading
 from embedscope.data.tables import column_names, normalize_columns, read_rows
 from embedscope.data.validate import (
     add_judgment,
@@ -25,15 +26,16 @@ from embedscope.data.validate import (
     check_unique,
     pick,
 )
-from embedscope.data.jsonl import reading
 from embedscope.errors import DataFormatError
 from embedscope.types import Corpus, Queries, RetrievalData, merge_title
 
 Rows = Iterable[tuple[str, Mapping[str, Any]]]
 """``(location, row)`` pairs, as :func:`embedscope.data.tables.read_rows` yields them."""
 
-def texts_from_rows(rows: Rows, source: str | Path, kind: str, columns: Mapping[str, str] | None = None, *,
-                    allow_empty: bool = False) -> tuple[list[str], list[str]]:
+
+def texts_from_rows(
+    rows: Rows, source: str | Path, kind: str, columns: Mapping[str, str] | None = None, *, allow_empty: bool = False
+) -> tuple[list[str], list[str]]:
     """Ids and texts of a corpus (``kind="corpus"``, title merged) or query set (``kind="queries"``), checked.
 
     Checks: the id and text fields exist (the error says how to map them), ids are unique (both
@@ -79,8 +81,9 @@ def read_texts(path: Path, file_kind: str, columns: Mapping[str, str] | None = N
     return texts_from_rows(read_rows(path), path, file_kind, columns)
 
 
-def qrels_from_rows(rows: Rows, columns: Mapping[str, str] | None = None
-                    ) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], str]]:
+def qrels_from_rows(
+    rows: Rows, columns: Mapping[str, str] | None = None
+) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], str]]:
     """``{qid: {doc: relevance}}`` and where each judgment came from. Zero judgments are kept."""
     qrels: dict[str, dict[str, int]] = {}
     places: dict[tuple[str, str], str] = {}
@@ -133,31 +136,64 @@ def _qrels_tsv_rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
     return out
 
 
-def read_qrels_rows(path: Path, columns: Mapping[str, str] | None = None
-                    ) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], str]]:
+def read_qrels_rows(
+    path: Path, columns: Mapping[str, str] | None = None
+) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], str]]:
     """``{qid: {doc: relevance}}`` from a qrels table, and where each judgment came from."""
     path = Path(path)
     rows = _qrels_tsv_rows(path) if path.name.lower().endswith(".tsv") else read_rows(path)
     return qrels_from_rows(rows, columns)
 
 
-def build_split(corpus: tuple[list[str], list[str]], queries: tuple[list[str], list[str]],
-                qrels: dict[str, dict[str, int]], places: Mapping[tuple[str, str], str], qrels_source: str | Path, *,
-                name: str, split: str, source: str, revision: str = "custom") -> RetrievalData:
+def build_split(
+    corpus: tuple[list[str], list[str]],
+    queries: tuple[list[str], list[str]],
+    qrels: dict[str, dict[str, int]],
+    places: Mapping[tuple[str, str], str],
+    qrels_source: str | Path,
+    *,
+    name: str,
+    split: str,
+    source: str,
+    revision: str = "custom",
+) -> RetrievalData:
     """Check the qrels against corpus and queries, and build the split (queries without qrels are kept)."""
     doc_ids, doc_texts = corpus
     query_ids, query_texts = queries
     check_qrels_ids(qrels, places, set(query_ids), set(doc_ids), qrels_source)
-    return RetrievalData(Corpus(tuple(doc_ids), tuple(doc_texts)), Queries(tuple(query_ids), tuple(query_texts)),
-                         qrels, name=name, split=split, source=source, revision=revision)
+    return RetrievalData(
+        Corpus(tuple(doc_ids), tuple(doc_texts)),
+        Queries(tuple(query_ids), tuple(query_texts)),
+        qrels,
+        name=name,
+        split=split,
+        source=source,
+        revision=revision,
+    )
 
 
-def assemble(corpus_path: Path, queries_path: Path, qrels: dict[str, dict[str, int]],
-             places: dict[tuple[str, str], str], qrels_path: Path, *, columns: Mapping[str, str] | None,
-             name: str, split: str) -> RetrievalData:
+def assemble(
+    corpus_path: Path,
+    queries_path: Path,
+    qrels: dict[str, dict[str, int]],
+    places: dict[tuple[str, str], str],
+    qrels_path: Path,
+    *,
+    columns: Mapping[str, str] | None,
+    name: str,
+    split: str,
+) -> RetrievalData:
     """Read corpus and queries files, check the qrels against them, and build the split."""
-    return build_split(read_texts(corpus_path, "corpus", columns), read_texts(queries_path, "queries", columns),
-                       qrels, places, qrels_path, name=name, split=split, source=str(corpus_path.parent))
+    return build_split(
+        read_texts(corpus_path, "corpus", columns),
+        read_texts(queries_path, "queries", columns),
+        qrels,
+        places,
+        qrels_path,
+        name=name,
+        split=split,
+        source=str(corpus_path.parent),
+    )
 
 
 def _passages(value: Any, where: str, field: str) -> list[str]:
@@ -236,5 +272,11 @@ def load_pairs_file(path: Path, *, columns: Mapping[str, str] | None = None, spl
             remember(docs, "document", did, text, where)
     if not queries:
         raise DataFormatError(f"{path}: no rows found (the file is empty)")
-    return RetrievalData(Corpus(tuple(docs), tuple(docs.values())), Queries(tuple(queries), tuple(queries.values())),
-                         qrels, name=path.stem, split=split, source=str(path))
+    return RetrievalData(
+        Corpus(tuple(docs), tuple(docs.values())),
+        Queries(tuple(queries), tuple(queries.values())),
+        qrels,
+        name=path.stem,
+        split=split,
+        source=str(path),
+    )

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from embedscope.messages import listing
 from embedscope.errors import ConfigError, DataFormatError
+from embedscope.messages import listing
 
 SHOW = 5
 """How many offending items an error message lists before ``and N more``."""
@@ -66,8 +66,10 @@ def as_text(value: Any, where: str, field: str) -> str:
         try:
             return bytes(value).decode("utf-8")
         except UnicodeDecodeError as e:
-            raise DataFormatError(f"{where}: {field} is binary and not valid UTF-8 ({e.reason} at byte {e.start}); "
-                                  "store it as a UTF-8 string column") from None
+            raise DataFormatError(
+                f"{where}: {field} is binary and not valid UTF-8 ({e.reason} at byte {e.start}); "
+                "store it as a UTF-8 string column"
+            ) from None
     if isinstance(value, (list, dict)):
         raise DataFormatError(f"{where}: {field} must be a string, got a {type(value).__name__}")
     return str(value)
@@ -116,8 +118,13 @@ def check_texts(ids: Sequence[str], texts: Sequence[str], path: Path | str, kind
         )
 
 
-def check_qrels_ids(qrels: Mapping[str, Mapping[str, int]], locations: Mapping[tuple[str, str], str],
-                    query_ids: set[str], doc_ids: set[str], path: Path | str) -> None:
+def check_qrels_ids(
+    qrels: Mapping[str, Mapping[str, int]],
+    locations: Mapping[tuple[str, str], str],
+    query_ids: set[str],
+    doc_ids: set[str],
+    path: Path | str,
+) -> None:
     """Every judged query and document must exist; the message lists the first few offenders with their lines."""
     bad_queries: list[tuple[str, str]] = []
     bad_docs: list[tuple[str, str, str]] = []
@@ -129,25 +136,33 @@ def check_qrels_ids(qrels: Mapping[str, Mapping[str, int]], locations: Mapping[t
                 bad_docs.append((qid, doc, locations.get((qid, doc), str(path))))
     if bad_queries:
         where = bad_queries[0][1]
-        more = "" if len(bad_queries) == 1 else f"; {len(bad_queries)} unknown query ids in all: " + shown(
-            [q for q, _ in bad_queries])
+        more = (
+            ""
+            if len(bad_queries) == 1
+            else f"; {len(bad_queries)} unknown query ids in all: " + shown([q for q, _ in bad_queries])
+        )
         raise DataFormatError(
             f"{where}: qrels name query {bad_queries[0][0]!r}, which is not among the queries{more}. Fix the ids "
             "or add the queries"
         )
     if bad_docs:
         qid, doc, where = bad_docs[0]
-        more = "" if len(bad_docs) == 1 else f"; {len(bad_docs)} unknown document ids in all: " + ", ".join(
-            f"{d!r} ({w.rsplit(', ', 1)[-1]})" for _, d, w in bad_docs[:SHOW]) + (
-            f" and {len(bad_docs) - SHOW} more" if len(bad_docs) > SHOW else "")
+        more = (
+            ""
+            if len(bad_docs) == 1
+            else f"; {len(bad_docs)} unknown document ids in all: "
+            + ", ".join(f"{d!r} ({w.rsplit(', ', 1)[-1]})" for _, d, w in bad_docs[:SHOW])
+            + (f" and {len(bad_docs) - SHOW} more" if len(bad_docs) > SHOW else "")
+        )
         raise DataFormatError(
             f"{where}: qrels name document {doc!r} (query {qid!r}), which is not in the corpus{more}. Fix the ids "
             "or add the documents"
         )
 
 
-def add_judgment(qrels: dict[str, dict[str, int]], places: dict[tuple[str, str], str], qid: str, doc: str,
-                 relevance: int, where: str) -> None:
+def add_judgment(
+    qrels: dict[str, dict[str, int]], places: dict[tuple[str, str], str], qid: str, doc: str, relevance: int, where: str
+) -> None:
     """Record one judgment; the same pair judged twice with different scores is an error naming both lines."""
     docs = qrels.setdefault(qid, {})
     old = docs.get(doc)

@@ -41,8 +41,10 @@ class EngineOptions:
             resolve_devices(self.device)
         else:
             if len(self.devices) > 1:
-                raise ConfigError("with --engine ray, each worker uses one device: give --ray-gpus-per-worker "
-                                  "instead of several devices")
+                raise ConfigError(
+                    "with --engine ray, each worker uses one device: give --ray-gpus-per-worker "
+                    "instead of several devices"
+                )
             if self.ray_workers is not None and self.ray_workers < 1:
                 raise ConfigError("--ray-workers must be >= 1")
         return self
@@ -59,8 +61,9 @@ class EngineOptions:
         return replace(self, device=self.devices[0])
 
 
-def build_encoder(spec: Any, model_options: dict[str, Any] | None, engine: EngineOptions,
-                  cache_dir: str | Path | None = None) -> Any:
+def build_encoder(
+    spec: Any, model_options: dict[str, Any] | None, engine: EngineOptions, cache_dir: str | Path | None = None
+) -> Any:
     """An encoder for a model name/path on the chosen engine (cache not yet applied).
 
     With ``cache_dir`` (the embedding cache's folder), a local model that ran before is returned as
@@ -73,8 +76,13 @@ def build_encoder(spec: Any, model_options: dict[str, Any] | None, engine: Engin
     if engine.engine == "ray":
         from embedscope.engines.ray_cluster import RayEncoder
 
-        return RayEncoder(spec, options, address=engine.ray_address, workers=engine.ray_workers,
-                          gpus_per_worker=engine.ray_gpus_per_worker)
+        return RayEncoder(
+            spec,
+            options,
+            address=engine.ray_address,
+            workers=engine.ray_workers,
+            gpus_per_worker=engine.ray_gpus_per_worker,
+        )
     devices = resolve_devices((model_options or {}).get("device", engine.device))  # the model's own, else the run's
     del options["device"]
     if len(devices) == 1:
@@ -82,8 +90,9 @@ def build_encoder(spec: Any, model_options: dict[str, Any] | None, engine: Engin
             return load_encoder(spec, device=devices[0], **options)
         from embedscope.models.lazy import lazy_encoder
 
-        return lazy_encoder(spec, options, devices[0], cache_dir,
-                            lambda: load_encoder(spec, device=devices[0], **options))
+        return lazy_encoder(
+            spec, options, devices[0], cache_dir, lambda: load_encoder(spec, device=devices[0], **options)
+        )
     from embedscope.engines.devices import DeviceShards
 
     return DeviceShards([load_encoder(spec, device=d, **options) for d in devices])

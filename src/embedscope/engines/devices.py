@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from embedscope.engines.planned import PlannedEncoder
-from embedscope.models.base import encoder_identity
 from embedscope.errors import ConfigError
+from embedscope.models.base import encoder_identity
 from embedscope.types import Role
 
 
@@ -36,8 +36,11 @@ class DeviceShards(PlannedEncoder):
             raise ConfigError("several devices need at least one model replica")
         infos = [encoder_identity(r) for r in replicas]
         if len({i["fingerprint"] for i in infos}) > 1:
-            raise ConfigError("the replicas differ (" + ", ".join(f"{i['device']}" for i in infos)
-                              + "): several devices must be of one kind and hold the same model")
+            raise ConfigError(
+                "the replicas differ ("
+                + ", ".join(f"{i['device']}" for i in infos)
+                + "): several devices must be of one kind and hold the same model"
+            )
         super().__init__(infos[0])
         self.replicas = list(replicas)
         self.device = ",".join(i["device"] for i in infos)

@@ -24,6 +24,7 @@ from embedscope.models.base import IDENTITY_META, check_finite, check_role, enco
 from embedscope.models.device import default_batch_size
 from embedscope.types import Role
 
+
 class PlannedEncoder:
     """Base of the engines: identity from the workers' encoder, planned batches run by :meth:`_run`."""
 

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from embedscope.engines.planned import PlannedEncoder
-from embedscope.models.base import encoder_identity
 from embedscope.errors import ConfigError, MissingDependencyError
+from embedscope.models.base import encoder_identity
 from embedscope.types import Role
 
 
@@ -94,9 +94,16 @@ class RayEncoder(PlannedEncoder):
 
     engine = "ray"
 
-    def __init__(self, spec: Any, model_options: dict[str, Any] | None = None, *, address: str | None = None,
-                 workers: int | None = None, gpus_per_worker: float | None = None,
-                 cpus_per_worker: float | None = None) -> None:
+    def __init__(
+        self,
+        spec: Any,
+        model_options: dict[str, Any] | None = None,
+        *,
+        address: str | None = None,
+        workers: int | None = None,
+        gpus_per_worker: float | None = None,
+        cpus_per_worker: float | None = None,
+    ) -> None:
         ray = connect(address)
         from ray.util import ActorPool
 
@@ -111,8 +118,10 @@ class RayEncoder(PlannedEncoder):
         if workers is None:
             workers = int(resources.get("GPU", 0) // gpus) if gpus > 0 else int(resources.get("CPU", 1) // max(cpus, 1))
         if workers < 1:
-            raise ConfigError(f"the Ray cluster ({resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs) "
-                              f"has room for no worker of {cpus:g} CPUs and {gpus:g} GPUs")
+            raise ConfigError(
+                f"the Ray cluster ({resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs) "
+                f"has room for no worker of {cpus:g} CPUs and {gpus:g} GPUs"
+            )
         actor_class = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=-1)(_EncoderWorker)
         self.actors = [actor_class.remote(spec, options) for _ in range(workers)]
         try:
@@ -121,8 +130,11 @@ class RayEncoder(PlannedEncoder):
             cause = getattr(e, "cause", None) or e
             raise ConfigError(f"a Ray worker could not load {spec!r}: {cause}") from e
         if len({i["fingerprint"] for i in infos}) > 1:
-            raise ConfigError("the Ray workers' models differ (devices " + ", ".join(i["device"] for i in infos)
-                              + "): give every worker the same kind of device")
+            raise ConfigError(
+                "the Ray workers' models differ (devices "
+                + ", ".join(i["device"] for i in infos)
+                + "): give every worker the same kind of device"
+            )
         super().__init__(infos[0])
         self._ray = ray
         self._pool = ActorPool(self.actors)

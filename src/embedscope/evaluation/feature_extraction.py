@@ -63,8 +63,9 @@ def load_pairs(dataset: str, split: str, columns: Mapping[str, str]):
     try:
         if path.is_file():
             if suffix_of(path) not in TABLE_SUFFIXES:
-                raise DataFormatError(f"{path}: unsupported file type {suffix_of(path)!r}; use one of "
-                                      f"{', '.join(TABLE_SUFFIXES)}")
+                raise DataFormatError(
+                    f"{path}: unsupported file type {suffix_of(path)!r}; use one of {', '.join(TABLE_SUFFIXES)}"
+                )
             ds = read_dataset([path])
         elif is_saved_dataset(path):
             loaded = datasets.load_from_disk(str(path))
@@ -104,8 +105,10 @@ def _gold_scores(values: Sequence[Any], dataset: str, column: str) -> np.ndarray
         if not np.isfinite(gold[i]):
             raise DataFormatError(f"{dataset}, row {i + 1}: {column} {value!r} is not a finite number")
     if len(gold) > 1 and np.all(gold == gold[0]):
-        raise DataFormatError(f"{dataset}: every {column} is {gold[0]:g}; Spearman's correlation is undefined when "
-                              "the gold scores do not vary")
+        raise DataFormatError(
+            f"{dataset}: every {column} is {gold[0]:g}; Spearman's correlation is undefined when "
+            "the gold scores do not vary"
+        )
     return gold
 
 
@@ -174,8 +177,14 @@ def evaluate_feature_extraction(
     return record
 
 
-def reference_fidelity(name: str, reference: tuple[np.ndarray, np.ndarray], candidate: tuple[np.ndarray, np.ndarray],
-                       gold: np.ndarray, rounds: int = 10_000, seed: int = SEED) -> dict[str, Any]:
+def reference_fidelity(
+    name: str,
+    reference: tuple[np.ndarray, np.ndarray],
+    candidate: tuple[np.ndarray, np.ndarray],
+    gold: np.ndarray,
+    rounds: int = 10_000,
+    seed: int = SEED,
+) -> dict[str, Any]:
     """How closely a candidate's embeddings and scores reproduce a reference's on the same pairs.
 
     Shift: ``ρ(candidate) − ρ(reference)`` (Spearman against the gold, ×100), its 95% CI and p-value
@@ -188,8 +197,14 @@ def reference_fidelity(name: str, reference: tuple[np.ndarray, np.ndarray], cand
     ref_sim, cand_sim = pair_cosines(*reference), pair_cosines(*candidate)
     ref_score, cand_score = spearman_x100(ref_sim, gold), spearman_x100(cand_sim, gold)
     observed = float(spearman_rows(cand_sim[None], gold[None])[0] - spearman_rows(ref_sim[None], gold[None])[0])
-    shift = bootstrap_test(lambda idx: spearman_rows(cand_sim[idx], gold[idx]) - spearman_rows(ref_sim[idx], gold[idx]),
-                           observed, len(gold), rounds, seed, name="bootstrap-pairs")
+    shift = bootstrap_test(
+        lambda idx: spearman_rows(cand_sim[idx], gold[idx]) - spearman_rows(ref_sim[idx], gold[idx]),
+        observed,
+        len(gold),
+        rounds,
+        seed,
+        name="bootstrap-pairs",
+    )
     out: dict[str, Any] = {
         "model_id": name,
         "metrics": {"cosine_spearman": ref_score},

@@ -21,22 +21,31 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.engines import EngineOptions, build_encoder
-from embedscope.evaluation.scoring import rank_run
 from embedscope.errors import ConfigError
+from embedscope.evaluation.scoring import rank_run
 from embedscope.models.base import Encoder
 from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
 from embedscope.progress import progress_wanted, task_progress
 from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
 from embedscope.results.settings import (
-    data_fingerprint, experiment_kwargs, experiment_name, run_settings, settings_difference, task_settings,
+    data_fingerprint,
+    experiment_kwargs,
+    experiment_name,
+    run_settings,
+    settings_difference,
+    task_settings,
 )
 from embedscope.results.store import (
-    OverwriteStrategy, ResultStore, check_path_name, check_strategy, splits_to_run,
+    OverwriteStrategy,
+    ResultStore,
+    check_path_name,
+    check_strategy,
+    splits_to_run,
 )
 from embedscope.retrieval.pipeline import Pipeline
-from embedscope.tasks.registry import DEFAULT_RETRIEVAL_TASKS, DEFAULT_TASKS, resolve_task
 from embedscope.tasks.base import SearchOptions, Task
+from embedscope.tasks.registry import DEFAULT_RETRIEVAL_TASKS, DEFAULT_TASKS, resolve_task
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +95,11 @@ def _cache_object(cache: bool | str | Path | EmbeddingCache | None) -> Embedding
 
 
 def _as_model(
-    model: Any, model_options: dict[str, Any] | None, cache: bool | str | Path | EmbeddingCache | None,
-    engine: EngineOptions, fingerprint: str | None = None,
+    model: Any,
+    model_options: dict[str, Any] | None,
+    cache: bool | str | Path | EmbeddingCache | None,
+    engine: EngineOptions,
+    fingerprint: str | None = None,
 ) -> Encoder | Pipeline:
     """An encoder (cached) or a pipeline; a pipeline that is one dense retriever becomes its encoder.
 
@@ -120,8 +132,11 @@ def _as_model(
 def _with_cache(encoder: Encoder, cache: bool | str | Path | EmbeddingCache | None) -> Encoder:
     store = _cache_object(cache)
     if store is not None and encoder.fingerprint is None:
-        logger.warning("%s: no fingerprint (give fingerprint=... to evaluate, or a model by name or path): "
-                       "running with the embedding cache off", encoder.name)
+        logger.warning(
+            "%s: no fingerprint (give fingerprint=... to evaluate, or a model by name or path): "
+            "running with the embedding cache off",
+            encoder.name,
+        )
         return encoder
     return encoder if store is None or isinstance(encoder, CachedEncoder) else CachedEncoder(encoder, store)
 
@@ -160,17 +175,22 @@ def run_placement(model: Any) -> dict[str, Any]:
 
     if isinstance(model, Pipeline):
         stages = [*model.retrievers, *(s.reranker for s in model.rerankers)]
-        placed = [run_placement(getattr(s, "encoder", s)) for s in stages if hasattr(getattr(s, "encoder", s), "device")]
+        placed = [
+            run_placement(getattr(s, "encoder", s)) for s in stages if hasattr(getattr(s, "encoder", s), "device")
+        ]
         return {"stages": placed} if placed else {}
     inner = getattr(model, "encoder", model)
     describe = inner.describe() if hasattr(inner, "describe") else {}
-    return {"device": str(describe.get("device", getattr(inner, "device", "cpu"))),
-            "dtype": short_dtype(str(describe.get("dtype", getattr(inner, "dtype", "float32")))),
-            "engine": str(describe.get("engine", getattr(inner, "engine", "local")))}
+    return {
+        "device": str(describe.get("device", getattr(inner, "device", "cpu"))),
+        "dtype": short_dtype(str(describe.get("dtype", getattr(inner, "dtype", "float32")))),
+        "engine": str(describe.get("engine", getattr(inner, "engine", "local"))),
+    }
 
 
-def _split_by_subset(stored: TaskResult | None, subset: str
-                     ) -> tuple[TaskResult | None, dict[str, list[dict[str, Any]]]]:
+def _split_by_subset(
+    stored: TaskResult | None, subset: str
+) -> tuple[TaskResult | None, dict[str, list[dict[str, Any]]]]:
     """A stored result's entries of ``subset`` (None when it has none) and, per split, those of other subsets."""
     if stored is None:
         return None, {}
@@ -192,11 +212,13 @@ def _run_task(
     placement: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
 ) -> TaskOutcome:
-    record = json.loads(json.dumps(  # as the result file will hold it
-        {"run_settings": settings or {}, "task_settings": task_settings(task), "data": data_fingerprint(task)},
-        default=str))
-    stored_all = _matching(_load_stored(store, task.name, strategy), record, strategy, task.name,
-                           store.path(task.name))
+    record = json.loads(
+        json.dumps(  # as the result file will hold it
+            {"run_settings": settings or {}, "task_settings": task_settings(task), "data": data_fingerprint(task)},
+            default=str,
+        )
+    )
+    stored_all = _matching(_load_stored(store, task.name, strategy), record, strategy, task.name, store.path(task.name))
     stored, other_subsets = _split_by_subset(stored_all, task.hf_subset)
     fresh = stored is None or strategy == "always"
     splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
@@ -226,7 +248,8 @@ def _run_task(
         for st in outcome.stages:
             entry = score_entry(st.scores, task.main_score, task.hf_subset, task.languages)
             stage_records.setdefault(split, []).append(
-                {"stage": st.stage, "name": st.name, "kind": st.kind, "main_score": entry["main_score"], **st.stats})
+                {"stage": st.stage, "name": st.name, "kind": st.kind, "main_score": entry["main_score"], **st.stats}
+            )
             if "." not in st.stage:
                 stage_scores.setdefault(st.stage, {})[split] = [entry]
                 if st.per_item is not None:
@@ -248,14 +271,24 @@ def _run_task(
     )
     if len(stage_scores) > 1:  # two-stage (or longer) pipelines: each stage's result in stage1/, stage2/ ...
         for stage, per_split in stage_scores.items():
-            earlier = None if fresh else _matching(store.sub(stage).load(task.name), record, "always", task.name,
-                                                   store.sub(stage).path(task.name))
+            earlier = (
+                None
+                if fresh
+                else _matching(
+                    store.sub(stage).load(task.name), record, "always", task.name, store.sub(stage).path(task.name)
+                )
+            )
             merged = {**(earlier.scores if earlier else {}), **per_split}  # keep splits of earlier runs
-            store.sub(stage).save(TaskResult(
-                task_name=task.name, dataset_revision=task.dataset_revision, scores=merged,
-                evaluation_time=elapsed, date=result.date,
-                extra={"task_type": task.type, "main_metric": task.main_score, "stage": stage, **record},
-            ))
+            store.sub(stage).save(
+                TaskResult(
+                    task_name=task.name,
+                    dataset_revision=task.dataset_revision,
+                    scores=merged,
+                    evaluation_time=elapsed,
+                    date=result.date,
+                    extra={"task_type": task.type, "main_metric": task.main_score, "stage": stage, **record},
+                )
+            )
             if stage in stage_items:
                 store.sub(stage).save_per_item(task.name, stage_items[stage], keep_earlier=not fresh)
     if per_item:
@@ -276,8 +309,9 @@ def _load_stored(store: ResultStore, task_name: str, strategy: OverwriteStrategy
         raise
 
 
-def _matching(stored: TaskResult | None, record: dict[str, Any], strategy: OverwriteStrategy, task_name: str,
-              path: Path) -> TaskResult | None:
+def _matching(
+    stored: TaskResult | None, record: dict[str, Any], strategy: OverwriteStrategy, task_name: str, path: Path
+) -> TaskResult | None:
     """``stored`` if it was computed with the settings and data in ``record``; None when it must be re-run
     (the strategy allows it); a ConfigError when it holds another dataset's result or must not be re-run."""
     if stored is None:
@@ -285,18 +319,25 @@ def _matching(stored: TaskResult | None, record: dict[str, Any], strategy: Overw
     recorded = {k: stored.extra.get(k) for k in record}
     where = recorded["data"].get("location") if isinstance(recorded["data"], dict) else None
     if where != record["data"]["location"] and where is not None:
-        raise ConfigError(f"{path} holds the result of task {task_name!r} on other data ({where}), not on "
-                          f"{record['data']['location'] or 'this task'}'s: give one of them another task name "
-                          "(custom_tasks[].name), use another --output-folder, or delete that file")
+        raise ConfigError(
+            f"{path} holds the result of task {task_name!r} on other data ({where}), not on "
+            f"{record['data']['location'] or 'this task'}'s: give one of them another task name "
+            "(custom_tasks[].name), use another --output-folder, or delete that file"
+        )
     difference = settings_difference(recorded, record)
     if not difference:
         return stored
     if strategy in ("never", "only-cache"):
-        raise ConfigError(f"{path} was computed with other settings or data ({difference}); "
-                          "run with --overwrite always to replace it")
+        raise ConfigError(
+            f"{path} was computed with other settings or data ({difference}); run with --overwrite always to replace it"
+        )
     if strategy != "always":
-        logger.warning("%s: stored result %s was computed with other settings or data (%s): running it again",
-                       task_name, path, difference)
+        logger.warning(
+            "%s: stored result %s was computed with other settings or data (%s): running it again",
+            task_name,
+            path,
+            difference,
+        )
     return None
 
 
@@ -307,8 +348,10 @@ def _check_task_names(tasks: Sequence[Task]) -> None:
         check_path_name(t.name, "task name")
         source = str(getattr(t, "source", ""))
         if t.name in seen and seen[t.name] != source:
-            raise ConfigError(f"two tasks are named {t.name!r} ({seen[t.name] or 'built-in'} and {source}): results "
-                              "are filed by task name, so give them distinct names (custom_tasks[].name)")
+            raise ConfigError(
+                f"two tasks are named {t.name!r} ({seen[t.name] or 'built-in'} and {source}): results "
+                "are filed by task name, so give them distinct names (custom_tasks[].name)"
+            )
         seen[t.name] = source
 
 
@@ -383,8 +426,10 @@ def evaluate(
     resolved = None if tasks is None else [resolve_task(t, data_dir=data_dir) for t in tasks]
     encoder = _as_model(model, model_options, cache, engine_options, fingerprint)
     if resolved is None:
-        resolved = [resolve_task(t, data_dir=data_dir) for t in (DEFAULT_TASKS if not isinstance(encoder, Pipeline)
-                                                                 else DEFAULT_RETRIEVAL_TASKS)]
+        resolved = [
+            resolve_task(t, data_dir=data_dir)
+            for t in (DEFAULT_TASKS if not isinstance(encoder, Pipeline) else DEFAULT_RETRIEVAL_TASKS)
+        ]
     _check_task_names(resolved)
     if task_params or splits:
         from embedscope.tasks.params import apply_task_options
@@ -393,8 +438,13 @@ def evaluate(
     if isinstance(encoder, Pipeline):
         _check_pipeline_tasks(encoder, resolved)
     # a pipeline's top_k (its rerank depth) is checked per result, as its other settings, not a folder of its own
-    kwargs = experiment_kwargs(model_options if isinstance(model, (str, Mapping)) else None, dtype,
-                               1000 if isinstance(encoder, Pipeline) else top_k, limits, corpus_chunk_size)
+    kwargs = experiment_kwargs(
+        model_options if isinstance(model, (str, Mapping)) else None,
+        dtype,
+        1000 if isinstance(encoder, Pipeline) else top_k,
+        limits,
+        corpus_chunk_size,
+    )
     if task_params:
         kwargs["task_params"] = dict(task_params)  # another protocol: its own folder, as mteb's experiment_kwargs
     store = ResultStore(output_folder, encoder.name, encoder.revision, experiment_name(kwargs))
@@ -403,8 +453,9 @@ def evaluate(
     experiment = {"experiment_kwargs": kwargs} if kwargs else {}
     store.save_model_meta({**model_meta(encoder), **placement, **experiment, "run_settings": settings})
     options = SearchOptions(top_k, batch_size, corpus_chunk_size, show_progress, limits)
-    outcomes = [_run_task(t, encoder, store, strategy, options, save_predictions, placement, settings)
-                for t in resolved]
+    outcomes = [
+        _run_task(t, encoder, store, strategy, options, save_predictions, placement, settings) for t in resolved
+    ]
     stats = encoder.stats if isinstance(encoder, CachedEncoder) else None
     return EvaluationReport(encoder.name, encoder.revision, outcomes, stats, time.perf_counter() - started)
 
@@ -415,14 +466,18 @@ def _check_pipeline_tasks(pipeline: Pipeline, tasks: Sequence[Task]) -> None:
     if not pipeline.retrievers:
         wrong = [f"{t.name} ({t.type})" for t in tasks if t.type != "Reranking"]
         if wrong:
-            raise ConfigError(f"{pipeline.name} is a reranker without a first-stage retriever: it scores Reranking "
-                              f"tasks only, not {listing(wrong)}. For retrieval, give a retriever too "
-                              "(--retriever bm25 --reranker MODEL).")
+            raise ConfigError(
+                f"{pipeline.name} is a reranker without a first-stage retriever: it scores Reranking "
+                f"tasks only, not {listing(wrong)}. For retrieval, give a retriever too "
+                "(--retriever bm25 --reranker MODEL)."
+            )
         return
     wrong = [f"{t.name} ({t.type})" for t in tasks if t.type not in PIPELINE_TASK_TYPES]
     if wrong:
-        raise ConfigError(f"{pipeline.name} is a retrieval pipeline: it evaluates Retrieval and Reranking tasks only, "
-                          f"not {listing(wrong)}. Evaluate those with an embedding model.")
+        raise ConfigError(
+            f"{pipeline.name} is a retrieval pipeline: it evaluates Retrieval and Reranking tasks only, "
+            f"not {listing(wrong)}. Evaluate those with an embedding model."
+        )
 
 
 def evaluate_config(config: str | Path | dict[str, Any]) -> list[EvaluationReport]:
@@ -434,7 +489,10 @@ def evaluate_config(config: str | Path | dict[str, Any]) -> list[EvaluationRepor
 
 
 def score_run(
-    qrels: str | Path | dict, run: str | Path | dict, *, k_values: Sequence[int] | None = None,
+    qrels: str | Path | dict,
+    run: str | Path | dict,
+    *,
+    k_values: Sequence[int] | None = None,
     ignore_identical_ids: bool = False,
 ) -> dict[str, float]:
     """Metrics (MTEB key names) of a precomputed run against qrels, no model involved."""

@@ -8,8 +8,11 @@ from typing import Any
 
 
 def rank_run(
-    qrels: str | Path | Mapping[str, Mapping[str, int]], run: str | Path | Mapping[str, Mapping[str, float]], *,
-    k_values: Sequence[int] | None = None, ignore_identical_ids: bool = False,
+    qrels: str | Path | Mapping[str, Mapping[str, int]],
+    run: str | Path | Mapping[str, Mapping[str, float]],
+    *,
+    k_values: Sequence[int] | None = None,
+    ignore_identical_ids: bool = False,
 ) -> Any:
     """Per-query ranking metrics (:class:`~embedscope.metrics.RankingScores`) of a precomputed run.
 
@@ -52,4 +55,6 @@ def _check_not_empty(path: Path, kind: str) -> None:
         while chunk := f.read(1 << 16):
             if chunk.strip():
                 return
-    raise DataFormatError(f"{path}: the {kind} file is empty (no {'judgments' if kind == 'qrels' else 'ranked documents'})")
+    raise DataFormatError(
+        f"{path}: the {kind} file is empty (no {'judgments' if kind == 'qrels' else 'ranked documents'})"
+    )

@@ -33,8 +33,10 @@ def clustering_metrics(labels: Sequence[Any] | np.ndarray, assignment: Sequence[
     """``v_measure`` and ``ami`` of one clustering against the gold labels (formulas: module docstring)."""
     from sklearn.metrics.cluster import adjusted_mutual_info_score, v_measure_score
 
-    return {"v_measure": float(v_measure_score(labels, assignment)),
-            "ami": float(adjusted_mutual_info_score(labels, assignment))}
+    return {
+        "v_measure": float(v_measure_score(labels, assignment)),
+        "ami": float(adjusted_mutual_info_score(labels, assignment)),
+    }
 
 
 def bootstrap_summary(scores: Mapping[str, Mapping[str, list[float]]]) -> dict[str, Any]:
@@ -50,4 +52,8 @@ def bootstrap_summary(scores: Mapping[str, Mapping[str, list[float]]]) -> dict[s
 
 def legacy_summary(v_measures: list[float]) -> dict[str, Any]:
     """Mean and population std over sets, plus the per-set list."""
-    return {"v_measure": float(np.mean(v_measures)), "v_measure_std": float(np.std(v_measures)), "v_measures": v_measures}
+    return {
+        "v_measure": float(np.mean(v_measures)),
+        "v_measure_std": float(np.std(v_measures)),
+        "v_measures": v_measures,
+    }

@@ -35,8 +35,11 @@ ABSTENTION_RATES = np.linspace(0, 1, 11)[:-1]
 def confidence_scores(scores: Sequence[float]) -> dict[str, float]:
     """One query's confidence: ``max`` = top score, ``std`` = ``np.std(scores)``, ``diff1`` = top-1 − top-2 (0 if one)."""
     ordered = sorted(scores)[::-1]
-    return {"max": ordered[0], "std": float(np.std(scores)),
-            "diff1": ordered[0] - ordered[1] if len(ordered) > 1 else 0.0}
+    return {
+        "max": ordered[0],
+        "std": float(np.std(scores)),
+        "diff1": ordered[0] - ordered[1] if len(ordered) > 1 else 0.0,
+    }
 
 
 class TieGroups:
@@ -49,8 +52,14 @@ class TieGroups:
         self.size = np.diff(np.r_[self.start, len(sorted_conf)]) if conf.size else None
 
 
-def abstention_curve(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray, groups: TieGroups | None = None, *,
-                     average_ties: bool = True) -> np.ndarray:
+def abstention_curve(
+    conf: np.ndarray,
+    metric: np.ndarray,
+    rates: np.ndarray,
+    groups: TieGroups | None = None,
+    *,
+    average_ties: bool = True,
+) -> np.ndarray:
     """``curve_c(r)`` for each rate (see the module docstring); ``average_ties`` as mteb 2.x, off as mteb 1.x."""
     if conf.size == 0:
         return np.full(len(rates), np.nan)
@@ -69,8 +78,15 @@ def abstention_curve(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray, gr
     return curve
 
 
-def nauc(conf: np.ndarray, metric: np.ndarray, rates: np.ndarray = ABSTENTION_RATES, *,
-         groups: TieGroups | None = None, oracle: np.ndarray | None = None, average_ties: bool = True) -> float:
+def nauc(
+    conf: np.ndarray,
+    metric: np.ndarray,
+    rates: np.ndarray = ABSTENTION_RATES,
+    *,
+    groups: TieGroups | None = None,
+    oracle: np.ndarray | None = None,
+    average_ties: bool = True,
+) -> float:
     """Normalized area under the abstention curve, exactly as mteb computes it (formula: module docstring).
 
     ``np.trapezoid`` is the same sum as the ``scipy.integrate.trapezoid`` mteb 2.x calls and the

@@ -72,8 +72,10 @@ def pairwise_similarity(e1: np.ndarray, e2: np.ndarray, similarity: Similarity) 
     """
     import torch
 
-    a, b = torch.from_numpy(np.ascontiguousarray(e1, dtype=np.float32)), torch.from_numpy(
-        np.ascontiguousarray(e2, dtype=np.float32))
+    a, b = (
+        torch.from_numpy(np.ascontiguousarray(e1, dtype=np.float32)),
+        torch.from_numpy(np.ascontiguousarray(e2, dtype=np.float32)),
+    )
     if similarity == "cosine":
         a, b = torch.nn.functional.normalize(a, p=2, dim=-1), torch.nn.functional.normalize(b, p=2, dim=-1)
     return (a * b).sum(dim=-1).numpy()

@@ -105,8 +105,13 @@ def threshold_metrics(
     f1, precision, recall, _ = best_f1_threshold(scores, labels, high_score_more_similar)
     sign = 1 if high_score_more_similar else -1
     ap = average_precision_score(np.asarray(labels, dtype=np.int64), np.array(scores) * sign)
-    return {"accuracy": float(acc), "f1": float(f1), "precision": float(precision), "recall": float(recall),
-            "ap": float(ap)}
+    return {
+        "accuracy": float(acc),
+        "f1": float(f1),
+        "precision": float(precision),
+        "recall": float(recall),
+        "ap": float(ap),
+    }
 
 
 def pair_scores(e1: np.ndarray, e2: np.ndarray, similarity: Similarity = "cosine") -> dict[str, list[float]]:

@@ -85,8 +85,9 @@ class RankingScores:
                 values = self.per_query[f"{metric}_at_{k}"]
                 oracle = abstention_curve(values, values, ABSTENTION_RATES)
                 for fct in CONFIDENCE_FUNCTIONS:
-                    out[f"nauc_{metric}_at_{k}_{fct}"] = nauc(self.confidence[fct], values, groups=groups[fct],
-                                                              oracle=oracle)
+                    out[f"nauc_{metric}_at_{k}_{fct}"] = nauc(
+                        self.confidence[fct], values, groups=groups[fct], oracle=oracle
+                    )
         out.update({f"hit_rate_at_{k}": self._rounded_mean(f"hit_rate_at_{k}") for k in ks})
         return out
 
@@ -110,8 +111,11 @@ class RankingScores:
         """Columns of per-query values: ``id``, every metric, and ``top_{top}`` (doc ids by score, best first)."""
         lookup = {q: i for i, q in enumerate(run.query_ids)}
         rows = np.array([lookup[q] for q in self.query_ids], dtype=np.int64)
-        return {"id": list(self.query_ids), **{k: v.tolist() for k, v in self.per_query.items()},
-                f"top_{top}": top_doc_ids(run, rows, top)}
+        return {
+            "id": list(self.query_ids),
+            **{k: v.tolist() for k, v in self.per_query.items()},
+            f"top_{top}": top_doc_ids(run, rows, top),
+        }
 
 
 def top_doc_ids(run: RankedRun, rows: np.ndarray, top: int = 10) -> list[list[str]]:
@@ -297,8 +301,9 @@ def _row_counts(mask: np.ndarray) -> np.ndarray:
     return mask.view(np.uint8).sum(axis=1, dtype=np.int64)
 
 
-def _ranks_at(s32: np.ndarray, s64: np.ndarray, run_rows: np.ndarray, slot: np.ndarray, found: np.ndarray,
-              order: _DocOrder) -> tuple[np.ndarray, np.ndarray]:
+def _ranks_at(
+    s32: np.ndarray, s64: np.ndarray, run_rows: np.ndarray, slot: np.ndarray, found: np.ndarray, order: _DocOrder
+) -> tuple[np.ndarray, np.ndarray]:
     """0-based rank of the doc at ``slot`` of each row, in trec_eval order and in MTEB's MRR order.
 
     trec_eval: (float32 score, doc id) descending; MRR: (float64 score, doc id) descending. Rounding
@@ -353,15 +358,17 @@ def _scan(run: RankedRun, rows: np.ndarray, judged: _Judged, ignore_identical_id
     for start in range(0, n, chunk):
         part = order[start : start + chunk]
         index, s64, full = _valid_block(run, rows[part], ignore_identical_ids)
-        ranks32[part], ranks64[part], slots[part] = _chunk_ranks(index, s64, judged.doc[part], present[part],
-                                                                 rows[part], doc_order)
+        ranks32[part], ranks64[part], slots[part] = _chunk_ranks(
+            index, s64, judged.doc[part], present[part], rows[part], doc_order
+        )
         for fct, values in _chunk_confidence(index, s64, full).items():
             confidence[fct][part] = values
     return _Scan(slots, ranks32, ranks64.min(axis=1, initial=np.inf), confidence)
 
 
-def _chunk_ranks(index: np.ndarray, s64: np.ndarray, docs: np.ndarray, present: np.ndarray, run_rows: np.ndarray,
-                 order: _DocOrder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _chunk_ranks(
+    index: np.ndarray, s64: np.ndarray, docs: np.ndarray, present: np.ndarray, run_rows: np.ndarray, order: _DocOrder
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Both ranks of every relevant doc of some rows (inf when not retrieved).
 
     Rows must come in decreasing order of ``present`` (relevant docs present in the vocabulary),

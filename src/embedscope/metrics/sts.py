@@ -55,19 +55,36 @@ def correlation_scores(predictions: Mapping[str, Sequence[float]], normalized: S
     """Pearson and Spearman of each prediction list against the gold, with mteb's keys and order (scipy's
     bits, see :mod:`embedscope.metrics.correlation`)."""
     if len(set(normalized)) < 2:
-        raise DataFormatError("every gold score of this STS split is the same; Spearman's and Pearson's correlations "
-                              "are undefined when the gold scores do not vary")
+        raise DataFormatError(
+            "every gold score of this STS split is the same; Spearman's and Pearson's correlations "
+            "are undefined when the gold scores do not vary"
+        )
     out: dict[str, float] = {}
     for name, predicted in predictions.items():
         prefix = "" if name == "similarity" else f"{name}_"
         out[f"{prefix}pearson"] = pearson(normalized, predicted)
         out[f"{prefix}spearman"] = spearman(normalized, predicted)
-    order = ("pearson", "spearman", "cosine_pearson", "cosine_spearman", "manhattan_pearson", "manhattan_spearman",
-             "euclidean_pearson", "euclidean_spearman")
+    order = (
+        "pearson",
+        "spearman",
+        "cosine_pearson",
+        "cosine_spearman",
+        "manhattan_pearson",
+        "manhattan_spearman",
+        "euclidean_pearson",
+        "euclidean_spearman",
+    )
     return {k: out[k] for k in order}
 
 
-def sts_scores(e1: np.ndarray, e2: np.ndarray, gold: Sequence[float], *, min_score: float = 0, max_score: float = 5,
-               similarity: Similarity = "cosine") -> dict[str, float]:
+def sts_scores(
+    e1: np.ndarray,
+    e2: np.ndarray,
+    gold: Sequence[float],
+    *,
+    min_score: float = 0,
+    max_score: float = 5,
+    similarity: Similarity = "cosine",
+) -> dict[str, float]:
     """MTEB's STS metrics for paired embeddings and raw gold scores."""
     return correlation_scores(sts_predictions(e1, e2, similarity), normalized_gold(gold, min_score, max_score))

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from embedscope.models.device import default_batch_size, device_kind, resolve_device, parse_dtype, with_oom_halving
+from embedscope.models.device import default_batch_size, device_kind, parse_dtype, resolve_device, with_oom_halving
 from embedscope.models.fingerprint import hash_dict
 from embedscope.types import Role
 
@@ -81,10 +81,15 @@ def check_finite(vectors: np.ndarray, texts: Sequence[str], model: str, source: 
     row = int(np.flatnonzero(~finite.reshape(len(vectors), -1).all(axis=1))[0]) if len(vectors) else 0
     text = texts[row] if row < len(texts) else "?"
     shown = text if len(text) <= 80 else text[:77] + "..."
-    raise NonFiniteError(f"{model}: {source} gave a vector with NaN or infinity for text {row + 1} of {len(texts)} "
-                         f"({shown!r}); no score can be computed from it. "
-                         + ("Check the model's weights and dtype (fp16 can overflow)" if source == "the model" else
-                            "Delete that cache (or run with --no-cache) to encode the texts again"))
+    raise NonFiniteError(
+        f"{model}: {source} gave a vector with NaN or infinity for text {row + 1} of {len(texts)} "
+        f"({shown!r}); no score can be computed from it. "
+        + (
+            "Check the model's weights and dtype (fp16 can overflow)"
+            if source == "the model"
+            else "Delete that cache (or run with --no-cache) to encode the texts again"
+        )
+    )
 
 
 def check_role(role: str) -> Role:
@@ -145,8 +150,10 @@ class ModelBase:
         if self.dtype not in self.supported_dtypes:
             from embedscope.errors import ConfigError
 
-            raise ConfigError(f"{self.backend} models compute in {' or '.join(self.supported_dtypes)} only; "
-                              f"dtype {self.dtype!r} cannot apply")
+            raise ConfigError(
+                f"{self.backend} models compute in {' or '.join(self.supported_dtypes)} only; "
+                f"dtype {self.dtype!r} cannot apply"
+            )
 
     def _load_torch_model(self, model: Any) -> Any:
         """Move a freshly loaded torch model to this device and dtype."""
@@ -165,8 +172,9 @@ class ModelBase:
     def fingerprint(self) -> str:
         """sha256 of :meth:`settings` plus dtype and device kind (a GPU vector is not a CPU vector)."""
         if self.given_fingerprint:
-            return hash_dict({"given": self.given_fingerprint, "dtype": self.dtype,
-                              "device_kind": device_kind(self.device)})
+            return hash_dict(
+                {"given": self.given_fingerprint, "dtype": self.dtype, "device_kind": device_kind(self.device)}
+            )
         return hash_dict({**self.settings(), "dtype": self.dtype, "device_kind": device_kind(self.device)})
 
     def describe(self) -> dict[str, Any]:
@@ -215,8 +223,9 @@ class BaseEncoder(ModelBase):
         from embedscope.progress import encoding_label
 
         with encoding_label(role, len(texts)):
-            out = with_oom_halving(lambda bs: self._encode(texts, role, bs, show_progress), size,
-                                   what=f"{self.name}: encoding")
+            out = with_oom_halving(
+                lambda bs: self._encode(texts, role, bs, show_progress), size, what=f"{self.name}: encoding"
+            )
         return check_finite(np.asarray(out, dtype=np.float32), texts, self.name)
 
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
@@ -238,8 +247,17 @@ class BaseEncoder(ModelBase):
         return self.encode(texts, role=role, batch_size=max(len(texts), 1))
 
 
-IDENTITY_META: tuple[str, ...] = ("backend", "pooling", "max_seq_length", "normalize", "embed_dim", "source",
-                                  "device", "dtype", "engine")
+IDENTITY_META: tuple[str, ...] = (
+    "backend",
+    "pooling",
+    "max_seq_length",
+    "normalize",
+    "embed_dim",
+    "source",
+    "device",
+    "dtype",
+    "engine",
+)
 
 
 def encoder_identity(encoder: Any) -> dict[str, Any]:
@@ -252,9 +270,15 @@ def encoder_identity(encoder: Any) -> dict[str, Any]:
     ('fake/keyword-encoder', 'cpu', 'float32', 1)
     """
     describe = encoder.describe() if hasattr(encoder, "describe") else {}
-    info: dict[str, Any] = {"name": encoder.name, "revision": encoder.revision, "fingerprint": encoder.fingerprint,
-                            "similarity": encoder.similarity, "prompts": dict(encoder.prompts),
-                            "device": "cpu", "dtype": "float32"}
+    info: dict[str, Any] = {
+        "name": encoder.name,
+        "revision": encoder.revision,
+        "fingerprint": encoder.fingerprint,
+        "similarity": encoder.similarity,
+        "prompts": dict(encoder.prompts),
+        "device": "cpu",
+        "dtype": "float32",
+    }
     for attr in IDENTITY_META:
         value = describe.get(attr, getattr(encoder, attr, None))
         if isinstance(value, (str, int, float, bool)):

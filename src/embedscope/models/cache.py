@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -152,8 +152,12 @@ def quarantine(path: Path, reason: BaseException | str) -> Path | None:
             os.replace(f"{path}{suffix}", f"{target}{suffix}")
         except FileNotFoundError:
             pass
-    logger.warning("embedding cache %s is corrupt (%s): moved it to %s; its texts are encoded again",
-                   path, str(reason).splitlines()[0] if str(reason) else type(reason).__name__, target.name)
+    logger.warning(
+        "embedding cache %s is corrupt (%s): moved it to %s; its texts are encoded again",
+        path,
+        str(reason).splitlines()[0] if str(reason) else type(reason).__name__,
+        target.name,
+    )
     return target
 
 
@@ -208,6 +212,7 @@ class EmbeddingCache:
 
     def describe(self, fingerprint: str, info: dict) -> None:
         """Record what a fingerprint stands for (for people browsing the cache)."""
+
         def write(conn: sqlite3.Connection) -> None:
             with conn:
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('encoder', ?)", (json.dumps(info, sort_keys=True),))
@@ -244,8 +249,12 @@ class EmbeddingCache:
 
     def _drop(self, conn: sqlite3.Connection, keys: list[bytes], size: int | None) -> None:
         expected = f"{size // 4} floats" if size else "a whole number of floats"
-        logger.warning("embedding cache %s: %d vector(s) of the wrong length (expected %s) dropped; their texts "
-                       "are encoded again", conn_path(conn), len(keys), expected)
+        logger.warning(
+            "embedding cache %s: %d vector(s) of the wrong length (expected %s) dropped; their texts are encoded again",
+            conn_path(conn),
+            len(keys),
+            expected,
+        )
         with conn:
             for start in range(0, len(keys), _SQL_VARS):
                 part = keys[start : start + _SQL_VARS]
@@ -268,12 +277,12 @@ class EmbeddingCache:
 
     def get_plan(self, fingerprint: str, key: bytes) -> list[list[int]] | None:
         """The stored batch plan of an encode call, or None."""
-        row = self._guarded(fingerprint,
-                            lambda c: c.execute("SELECT plan FROM plans WHERE key = ?", (key,)).fetchone())
+        row = self._guarded(fingerprint, lambda c: c.execute("SELECT plan FROM plans WHERE key = ?", (key,)).fetchone())
         return decode_plan(bytes(row[0])) if row else None
 
     def put_plan(self, fingerprint: str, key: bytes, plan: Sequence[Sequence[int]]) -> None:
         """Store an encode call's batch plan (an existing one is kept: it is the same plan)."""
+
         def write(conn: sqlite3.Connection) -> None:
             with conn:
                 conn.execute("INSERT OR IGNORE INTO plans VALUES (?, ?)", (key, encode_plan(plan)))
@@ -375,8 +384,9 @@ class CachedEncoder:
         found = self.cache.get(fp, [k for ks in keys for k in ks])
         missing = [n for n, ks in enumerate(keys) if not all(k in found for k in ks)]
         if missing:
-            self._encode_batches(texts, plan, keys, missing, found, role=role, batch_size=batch_size,
-                                 show_progress=show_progress)
+            self._encode_batches(
+                texts, plan, keys, missing, found, role=role, batch_size=batch_size, show_progress=show_progress
+            )
         n_missing = sum(len(plan[n]) for n in missing)
         self.stats.hits += len(texts) - n_missing
         self.stats.encoded += n_missing
@@ -399,15 +409,26 @@ class CachedEncoder:
         """The batches the wrapped encoder's own call forms (its ``batch_plan``); the whole call as one
         batch for an encoder that cannot say (``exact_batch_plan = False``) or cannot encode a batch alone."""
         planner = getattr(self.encoder, "batch_plan", None)
-        alone = (getattr(self.encoder, "encode_batches", None) is not None
-                 or getattr(self.encoder, "encode_batch", None) is not None)
+        alone = (
+            getattr(self.encoder, "encode_batches", None) is not None
+            or getattr(self.encoder, "encode_batch", None) is not None
+        )
         if planner is None or not alone or not getattr(self.encoder, "exact_batch_plan", True):
             return [list(range(len(texts)))]
         return [list(b) for b in planner([len(t) for t in texts], self._batch_size(batch_size))]
 
-    def _encode_batches(self, texts: list[str], plan: list[list[int]], keys: list[list[bytes]],
-                        missing: list[int], found: dict[bytes, np.ndarray], *, role: Role,
-                        batch_size: int | None, show_progress: bool) -> None:
+    def _encode_batches(
+        self,
+        texts: list[str],
+        plan: list[list[int]],
+        keys: list[list[bytes]],
+        missing: list[int],
+        found: dict[bytes, np.ndarray],
+        *,
+        role: Role,
+        batch_size: int | None,
+        show_progress: bool,
+    ) -> None:
         """Encode the ``missing`` batches of ``plan`` as the uncached call would, storing whole batches
         every ``FLUSH_EVERY`` texts or ``FLUSH_SECONDS`` (a slow model), so an interrupted run keeps them."""
         pending: list[bytes] = []
@@ -428,8 +449,15 @@ class CachedEncoder:
         if pending:
             self.cache.put(self.encoder.fingerprint, pending, np.concatenate(pending_vectors))
 
-    def _batch_vectors(self, texts: list[str], plan: list[list[int]], missing: list[int], role: Role,
-                       batch_size: int | None, show_progress: bool):
+    def _batch_vectors(
+        self,
+        texts: list[str],
+        plan: list[list[int]],
+        missing: list[int],
+        role: Role,
+        batch_size: int | None,
+        show_progress: bool,
+    ):
         """``(batch number, vectors)`` of each missing batch. A call missing every batch goes through the
         encoder's own ``encode_stream`` / ``encode`` (exactly the uncached call); otherwise each missing
         batch is encoded alone (``encode_batches`` of an engine, ``encode_batch`` of a backend)."""
@@ -441,14 +469,17 @@ class CachedEncoder:
                 stream = LocalPlanned(self.encoder).encode_stream  # the same batches, stored as they finish
                 batch_size = self._batch_size(batch_size)
             if stream is not None:
-                for n, (idx, vectors) in enumerate(stream(texts, role=role, batch_size=batch_size,
-                                                          show_progress=show_progress)):
+                for n, (idx, vectors) in enumerate(
+                    stream(texts, role=role, batch_size=batch_size, show_progress=show_progress)
+                ):
                     if list(idx) != plan[n]:
                         raise RuntimeError(f"{self.encoder.name}: the engine's batches differ from its batch plan")
                     yield n, vectors
                 return
-            out = np.asarray(self.encoder.encode(texts, role=role, batch_size=batch_size,
-                                                 show_progress=show_progress), dtype=np.float32)
+            out = np.asarray(
+                self.encoder.encode(texts, role=role, batch_size=batch_size, show_progress=show_progress),
+                dtype=np.float32,
+            )
             for n, batch in enumerate(plan):
                 yield n, out[batch]
             return

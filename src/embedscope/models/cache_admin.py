@@ -156,8 +156,9 @@ def _verify(info: StoreInfo, repair: bool) -> VerifyReport:
     return report
 
 
-def verify_stores(directory: str | Path | None = None, model: str | None = None,
-                  repair: bool = False) -> list[VerifyReport]:
+def verify_stores(
+    directory: str | Path | None = None, model: str | None = None, repair: bool = False
+) -> list[VerifyReport]:
     """Check every store: SQLite's integrity check, then each vector's length and finiteness.
 
     With ``repair``, bad vectors are deleted and a damaged store is quarantined (renamed

@@ -122,8 +122,9 @@ def resolve_device(device: str | None = "auto") -> str:
         spec = "cuda:0"
     if spec in present:
         return spec
-    raise DeviceUnavailableError(f"device {spec!r} is not available here; this machine has: {', '.join(present)}"
-                                 f"{_cuda_hint(spec)}")
+    raise DeviceUnavailableError(
+        f"device {spec!r} is not available here; this machine has: {', '.join(present)}{_cuda_hint(spec)}"
+    )
 
 
 def resolve_devices(spec: str | list[str] | tuple[str, ...] | None) -> list[str]:

@@ -24,8 +24,19 @@ _LOCK = threading.Lock()
 
 # Files that can change a vector: weights, configs, tokenizers, vocabularies.
 MODEL_FILE_SUFFIXES: tuple[str, ...] = (
-    ".safetensors", ".bin", ".pt", ".pth", ".onnx", ".onnx_data", ".data", ".json", ".txt", ".model",
-    ".npy", ".msgpack", ".h5",
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".onnx",
+    ".onnx_data",
+    ".data",
+    ".json",
+    ".txt",
+    ".model",
+    ".npy",
+    ".msgpack",
+    ".h5",
 )
 _SKIP_NAMES = {"README.md", "data_config.json"}  # documentation and training metadata
 _SKIP_DIRS = {".git", ".cache", "__pycache__", ".ipynb_checkpoints"}
@@ -86,8 +97,10 @@ def model_files(folder: str | Path) -> list[Path]:
 def hash_folder(folder: str | Path, files: list[Path] | None = None) -> str:
     """sha256 (hex) over the relative paths and content hashes of a model folder's files."""
     root = Path(folder)
-    entries = [(p.relative_to(root).as_posix() if p.is_relative_to(root) else p.name, hash_file(p))
-               for p in (files if files is not None else model_files(root))]
+    entries = [
+        (p.relative_to(root).as_posix() if p.is_relative_to(root) else p.name, hash_file(p))
+        for p in (files if files is not None else model_files(root))
+    ]
     return hash_dict(entries)
 
 

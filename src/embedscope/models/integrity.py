@@ -54,8 +54,11 @@ def _check_safetensors(file: Path) -> None:
             header = json.loads(f.read(header_len))
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise ConfigError(f"{file}: unreadable safetensors header; {_HINT}") from None
-    ends = [int(v["data_offsets"][1]) for k, v in header.items()
-            if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v]
+    ends = [
+        int(v["data_offsets"][1])
+        for k, v in header.items()
+        if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v
+    ]
     expected = 8 + header_len + max(ends, default=0)
     if expected != size:
         raise ConfigError(f"{file}: the tensors need {expected} bytes but the file has {size}; {_HINT}")
@@ -64,8 +67,10 @@ def _check_safetensors(file: Path) -> None:
 def corrupt_model_error(path: Path, error: Exception) -> ConfigError:
     """The one-line error for a local model its library could not load."""
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return ConfigError(f"{path}: cannot load this model ({type(error).__name__}: {first[:300]}); if a model file "
-                       "is corrupt or truncated, copy, download or export the model again")
+    return ConfigError(
+        f"{path}: cannot load this model ({type(error).__name__}: {first[:300]}); if a model file "
+        "is corrupt or truncated, copy, download or export the model again"
+    )
 
 
 LOAD_ERRORS: tuple[type[Exception], ...] = (ValueError, OSError, RuntimeError, KeyError, EOFError)

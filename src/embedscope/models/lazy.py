@@ -35,6 +35,8 @@ from embedscope.types import Role
 logger = logging.getLogger(__name__)
 
 _LOADERS = ("embedscope", "sentence-transformers", "transformers", "tokenizers", "onnxruntime", "model2vec", "torch")
+
+
 def _versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     for dist in _LOADERS:
@@ -66,9 +68,15 @@ def identity_key(spec: str, options: dict[str, Any], device: str) -> str | None:
     tokenizer = options.get("tokenizer")
     if tokenizer and Path(str(tokenizer)).exists():
         contents.append(_content(Path(str(tokenizer))))
-    return hash_dict({"spec": key if key in ALIASES else str(path.resolve()), "contents": contents,
-                      "options": {k: v for k, v in sorted(options.items()) if k != "device"}, "device": device,
-                      "versions": _versions()})
+    return hash_dict(
+        {
+            "spec": key if key in ALIASES else str(path.resolve()),
+            "contents": contents,
+            "options": {k: v for k, v in sorted(options.items()) if k != "device"},
+            "device": device,
+            "versions": _versions(),
+        }
+    )
 
 
 class IdentityStore:
@@ -114,17 +122,20 @@ class LazyEncoder:
         if self._encoder is None:
             encoder = self._load()
             if encoder.fingerprint != self.info["fingerprint"]:
-                raise RuntimeError(f"{self.info['name']}: the loaded model's fingerprint differs from the stored "
-                                   "identity (a library changed without a version change?); remove the cache's "
-                                   "identities/ folder and run again")
+                raise RuntimeError(
+                    f"{self.info['name']}: the loaded model's fingerprint differs from the stored "
+                    "identity (a library changed without a version change?); remove the cache's "
+                    "identities/ folder and run again"
+                )
             self._encoder = encoder
         return self._encoder
 
     def describe(self) -> dict[str, Any]:
         return {k: self.info[k] for k in ("backend", "device", "dtype", "engine") if k in self.info}
 
-    def encode(self, texts: Sequence[str], *, role: Role, batch_size: int | None = None,
-               show_progress: bool = False) -> np.ndarray:
+    def encode(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> np.ndarray:
         return self.materialize().encode(texts, role=role, batch_size=batch_size, show_progress=show_progress)
 
     def __getattr__(self, item: str) -> Any:
@@ -136,8 +147,9 @@ class LazyEncoder:
         return f"LazyEncoder(name={self.name!r}, loaded={self.loaded})"
 
 
-def lazy_encoder(spec: str, options: dict[str, Any], device: str, cache_dir: str | Path,
-                 load: Callable[[], Any]) -> Any:
+def lazy_encoder(
+    spec: str, options: dict[str, Any], device: str, cache_dir: str | Path, load: Callable[[], Any]
+) -> Any:
     """A :class:`LazyEncoder` when this model's identity is stored, else the loaded encoder (whose
     identity is stored now, for the next run)."""
     key = identity_key(spec, options, device)

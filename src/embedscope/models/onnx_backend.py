@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +34,28 @@ from embedscope.models.batching import cpu_threads, encode_sorted
 from embedscope.models.device import DeviceUnavailableError, device_kind
 from embedscope.models.fingerprint import hash_dict, hash_file, hash_folder, short
 from embedscope.models.folder import (
-    resolve_prompts, st_max_seq_length, st_normalizes, st_pooling_mode, st_prompts, st_similarity,
+    resolve_prompts,
+    st_max_seq_length,
+    st_normalizes,
+    st_pooling_mode,
+    st_prompts,
+    st_similarity,
 )
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
 from embedscope.types import Role
 
 BACKEND = "onnx"
 POOLED_OUTPUT_NAMES = ("sentence_embedding", "sentence_embeddings", "embeddings", "embedding", "text_embeds")
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model",
-                    "sentencepiece.bpe.model", "special_tokens_map.json", "merges.txt", "vocab.json")
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "special_tokens_map.json",
+    "merges.txt",
+    "vocab.json",
+)
 _INT_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
 
 
@@ -67,9 +79,11 @@ def find_onnx_file(path: str | Path) -> Path:
 def find_tokenizer_folder(onnx_file: Path) -> Path | None:
     """A folder next to the ONNX file (or one level up, for ``onnx/model.onnx``) that holds a tokenizer."""
     for folder in (onnx_file.parent, onnx_file.parent.parent):
-        if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file() or (
-            folder / "vocab.txt"
-        ).is_file():
+        if (
+            (folder / "tokenizer.json").is_file()
+            or (folder / "tokenizer_config.json").is_file()
+            or (folder / "vocab.txt").is_file()
+        ):
             return folder
     return None
 
@@ -107,7 +121,9 @@ class _Tokenizer:
             self.kind = type(self._hf).__name__
             self.pad_id = self._hf.pad_token_id or 0
             self.padding_left = getattr(self._hf, "padding_side", "right") == "left"
-            self.content = hash_folder(p, [p / f for f in _TOKENIZER_FILES if (p / f).is_file()]) if p.is_dir() else str(source)
+            self.content = (
+                hash_folder(p, [p / f for f in _TOKENIZER_FILES if (p / f).is_file()]) if p.is_dir() else str(source)
+            )
             mml = getattr(self._hf, "model_max_length", None)
             self.model_max_length = mml if isinstance(mml, int) and 0 < mml < 1_000_000 else None
 
@@ -122,8 +138,12 @@ class _Tokenizer:
     def __call__(self, texts: list[str], max_length: int, pad_to: int | None) -> dict[str, np.ndarray]:
         if self._hf is not None:
             enc = self._hf(
-                texts, padding="max_length" if pad_to else True, truncation=True,
-                max_length=pad_to or max_length, return_tensors="np", return_token_type_ids=True,
+                texts,
+                padding="max_length" if pad_to else True,
+                truncation=True,
+                max_length=pad_to or max_length,
+                return_tensors="np",
+                return_token_type_ids=True,
             )
             out = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
             out["token_type_ids"] = enc.get("token_type_ids", np.zeros_like(enc["input_ids"]))
@@ -226,15 +246,19 @@ class OnnxEncoder(BaseEncoder):
         self.onnx_file = find_onnx_file(model_path)
         self.source = source or str(model_path)
         folder = self.onnx_file.parent
-        st_folder = folder if (folder / "modules.json").is_file() else (
-            folder.parent if (folder.parent / "modules.json").is_file() else None
+        st_folder = (
+            folder
+            if (folder / "modules.json").is_file()
+            else (folder.parent if (folder.parent / "modules.json").is_file() else None)
         )
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or cpu_threads()
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(self.onnx_file), options, providers=execution_providers(ort, self.device))
+        self.session = ort.InferenceSession(
+            str(self.onnx_file), options, providers=execution_providers(ort, self.device)
+        )
 
         # inputs
         self.input_names: list[str] = []
@@ -262,7 +286,9 @@ class OnnxEncoder(BaseEncoder):
         if "input_ids" not in self._input_roles.values():
             raise ConfigError(f"{self.onnx_file}: the graph has no input_ids input (inputs: {self.input_names})")
         if len(fixed_seq) > 1 or len(fixed_batch) > 1:
-            raise ConfigError(f"{self.onnx_file}: inputs disagree on fixed shapes {sorted(fixed_seq)} {sorted(fixed_batch)}")
+            raise ConfigError(
+                f"{self.onnx_file}: inputs disagree on fixed shapes {sorted(fixed_seq)} {sorted(fixed_batch)}"
+            )
         self.fixed_seq_length = fixed_seq.pop() if fixed_seq else None
         self.fixed_batch_size = fixed_batch.pop() if fixed_batch else None
 
@@ -285,9 +311,13 @@ class OnnxEncoder(BaseEncoder):
         self.output_name = chosen.name
         self.pooled_output = rank == 2
         if self.pooled_output and pooling is not None:
-            raise ConfigError(f"{self.onnx_file}: output {chosen.name!r} is already pooled; pooling={pooling!r} cannot apply")
-        self.pooling = "graph" if self.pooled_output else check_pooling_mode(
-            pooling or (st_pooling_mode(st_folder) if st_folder else None) or "mean"
+            raise ConfigError(
+                f"{self.onnx_file}: output {chosen.name!r} is already pooled; pooling={pooling!r} cannot apply"
+            )
+        self.pooling = (
+            "graph"
+            if self.pooled_output
+            else check_pooling_mode(pooling or (st_pooling_mode(st_folder) if st_folder else None) or "mean")
         )
         hidden = chosen.shape[-1]
         self.embed_dim = int(hidden) if _fixed(hidden) else None
@@ -356,7 +386,9 @@ class OnnxEncoder(BaseEncoder):
         }
 
     def _run(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        feed = {name: batch[role].astype(self._input_dtypes[name], copy=False) for name, role in self._input_roles.items()}
+        feed = {
+            name: batch[role].astype(self._input_dtypes[name], copy=False) for name, role in self._input_roles.items()
+        }
         return self.session.run([self.output_name], feed)[0]
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
@@ -382,8 +414,9 @@ class OnnxEncoder(BaseEncoder):
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
         """Encode ``texts`` (the role's prompt prepended) in length-sorted batches."""
         texts = prompted_texts(texts, role, self.prompts)
-        return encode_sorted(texts, self._encode_batch, batch_size=batch_size, show_progress=show_progress,
-                             dim=self.embed_dim)
+        return encode_sorted(
+            texts, self._encode_batch, batch_size=batch_size, show_progress=show_progress, dim=self.embed_dim
+        )
 
     def __repr__(self) -> str:
         return f"OnnxEncoder(name={self.name!r}, file={str(self.onnx_file)!r}, output={self.output_name!r})"

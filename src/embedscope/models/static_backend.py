@@ -31,8 +31,15 @@ def is_model2vec_folder(folder: str | Path) -> bool:
     that is model2vec's (``model_type: model2vec`` or a ``normalize`` key, and no transformers ``architectures``).
     """
     p = Path(folder)
-    if not (p.is_dir() and (p / "config.json").is_file() and (p / "model.safetensors").is_file()
-            and (p / "tokenizer.json").is_file()) or (p / "modules.json").is_file():
+    if (
+        not (
+            p.is_dir()
+            and (p / "config.json").is_file()
+            and (p / "model.safetensors").is_file()
+            and (p / "tokenizer.json").is_file()
+        )
+        or (p / "modules.json").is_file()
+    ):
         return False
     try:
         config = json.loads((p / "config.json").read_text(encoding="utf-8"))

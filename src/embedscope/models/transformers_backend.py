@@ -21,13 +21,20 @@ from embedscope.models.batching import encode_sorted
 from embedscope.models.device import torch_dtype
 from embedscope.models.fingerprint import hash_folder, short
 from embedscope.models.folder import (
-    quiet_loading, resolve_prompts, snapshot_folder, st_max_seq_length, st_normalizes, st_pooling_mode, st_prompts,
+    quiet_loading,
+    resolve_prompts,
+    snapshot_folder,
+    st_max_seq_length,
+    st_normalizes,
+    st_pooling_mode,
+    st_prompts,
     st_similarity,
 )
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
 from embedscope.types import Role
 
 BACKEND = "transformers"
+
 
 class TransformersEncoder(BaseEncoder):
     """A transformers model with explicit pooling as an :class:`~embedscope.models.base.Encoder`.
@@ -85,8 +92,9 @@ class TransformersEncoder(BaseEncoder):
         tok_revision = None if tokenizer is not None else revision
         with quiet_loading():
             self.tokenizer = AutoTokenizer.from_pretrained(tok_source, revision=tok_revision)
-            self.model = AutoModel.from_pretrained(str(model_name_or_path), revision=revision,
-                                                   dtype=torch_dtype(self.dtype))
+            self.model = AutoModel.from_pretrained(
+                str(model_name_or_path), revision=revision, dtype=torch_dtype(self.dtype)
+            )
         self.model.to(self.device).eval()
         self._torch = torch
 
@@ -117,7 +125,11 @@ class TransformersEncoder(BaseEncoder):
             self.revision = snapshot.name if snapshot is not None else (revision or "main")
         tok_path = Path(tok_source)
         self.tokenizer_id = (
-            hash_folder(tok_path) if tokenizer is not None and tok_path.is_dir() else str(tokenizer) if tokenizer else None
+            hash_folder(tok_path)
+            if tokenizer is not None and tok_path.is_dir()
+            else str(tokenizer)
+            if tokenizer
+            else None
         )
 
     def settings(self) -> dict[str, Any]:
@@ -150,5 +162,6 @@ class TransformersEncoder(BaseEncoder):
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
         """Encode ``texts`` (the role's prompt prepended) in length-sorted batches."""
         texts = prompted_texts(texts, role, self.prompts)
-        return encode_sorted(texts, self._encode_batch, batch_size=batch_size, show_progress=show_progress,
-                             dim=self.embed_dim)
+        return encode_sorted(
+            texts, self._encode_batch, batch_size=batch_size, show_progress=show_progress, dim=self.embed_dim
+        )

@@ -86,9 +86,16 @@ class CallableEncoder(BaseEncoder):
     backend = "python-object"
     exact_batch_plan = False  # it batches inside its own encode(), unseen: the cache keys a call as one batch
 
-    def __init__(self, obj: Any, *, name: str | None = None, revision: str | None = None,
-                 fingerprint: str | None = None, similarity: Similarity = "cosine",
-                 prompts: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        obj: Any,
+        *,
+        name: str | None = None,
+        revision: str | None = None,
+        fingerprint: str | None = None,
+        similarity: Similarity = "cosine",
+        prompts: dict[str, str] | None = None,
+    ) -> None:
         self.obj = obj
         self.name = name or getattr(obj, "name", None) or type(obj).__name__
         self.revision = revision or str(getattr(obj, "revision", None) or "none")
@@ -116,8 +123,9 @@ class CallableEncoder(BaseEncoder):
             out = out.detach().float().cpu().numpy()
         out = np.asarray(out, dtype=np.float32)
         if out.ndim != 2 or out.shape[0] != len(texts):
-            raise ConfigError(f"{self.name}.encode returned shape {out.shape} for {len(texts)} texts; "
-                              "expected [n_texts, dim]")
+            raise ConfigError(
+                f"{self.name}.encode returned shape {out.shape} for {len(texts)} texts; expected [n_texts, dim]"
+            )
         return out
 
 
@@ -138,12 +146,24 @@ class MtebModelEncoder(CallableEncoder):
             from mteb.abstasks.task_metadata import TaskMetadata
 
             self._metadata = TaskMetadata(
-                type="Retrieval", name="embedscope", main_score="ndcg_at_10",
+                type="Retrieval",
+                name="embedscope",
+                main_score="ndcg_at_10",
                 dataset={"path": "local/embedscope", "revision": "1"},
-                description="Texts encoded for embedscope.", reference=None, category="t2t",
-                eval_splits=["test"], eval_langs=["eng-Latn"], date=None, dialect=[], domains=[],
-                task_subtypes=[], license=None, annotations_creators=None, modalities=["text"],
-                sample_creation=None, bibtex_citation="",
+                description="Texts encoded for embedscope.",
+                reference=None,
+                category="t2t",
+                eval_splits=["test"],
+                eval_langs=["eng-Latn"],
+                date=None,
+                dialect=[],
+                domains=[],
+                task_subtypes=[],
+                license=None,
+                annotations_creators=None,
+                modalities=["text"],
+                sample_creation=None,
+                bibtex_citation="",
             )
         return self._metadata
 
@@ -153,8 +173,15 @@ class MtebModelEncoder(CallableEncoder):
         from torch.utils.data import DataLoader
 
         loader = DataLoader(Dataset.from_dict({"text": list(texts)}), batch_size=batch_size)
-        out = self.obj.encode(loader, task_metadata=self._task_metadata(), hf_split="test", hf_subset="default",
-                              prompt_type=PromptType(role), batch_size=batch_size, show_progress_bar=show_progress)
+        out = self.obj.encode(
+            loader,
+            task_metadata=self._task_metadata(),
+            hf_split="test",
+            hf_subset="default",
+            prompt_type=PromptType(role),
+            batch_size=batch_size,
+            show_progress_bar=show_progress,
+        )
         if hasattr(out, "detach"):
             out = out.detach().float().cpu().numpy()
         return np.asarray(out, dtype=np.float32)
@@ -175,6 +202,7 @@ def as_encoder(obj: Any, *, fingerprint: str | None = None, name: str | None = N
         return MtebModelEncoder(obj, fingerprint=fingerprint)
     if callable(getattr(obj, "encode", None)):
         return CallableEncoder(obj, fingerprint=fingerprint, name=name)
-    raise ConfigError(f"{type(obj).__name__} is not a model embedscope can evaluate: give a model name or path, "
-                      "a SentenceTransformer, an mteb model, or an object with encode(list[str]) -> array")
-
+    raise ConfigError(
+        f"{type(obj).__name__} is not a model embedscope can evaluate: give a model name or path, "
+        "a SentenceTransformer, an mteb model, or an object with encode(list[str]) -> array"
+    )

@@ -78,8 +78,9 @@ def leaderboard(models: Sequence[ModelResults], names: Sequence[str]) -> list[Le
     for n in names:
         per_type = [_mean([scores[n].get(t) for t in tasks if types[t] == k]) for k in dict.fromkeys(types.values())]
         rank = 1 + sum(1 for p in points.values() if p > points[n])
-        rows.append(LeaderRow(n, len(scores[n]), _mean([scores[n].get(t) for t in tasks]), _mean(per_type),
-                              points[n], rank))
+        rows.append(
+            LeaderRow(n, len(scores[n]), _mean([scores[n].get(t) for t in tasks]), _mean(per_type), points[n], rank)
+        )
     return rows
 
 
@@ -93,16 +94,20 @@ def _attr(value: float | None) -> str:
 
 def leaderboard_html(rows: Sequence[LeaderRow]) -> str:
     """The sortable table; each number cell carries its exact value in ``data-value``."""
-    head = ("<tr><th data-kind='text'>model</th><th>tasks</th><th>Mean (Task)</th><th>Mean (TaskType)</th>"
-            "<th>Borda points</th><th>Borda rank</th></tr>")
+    head = (
+        "<tr><th data-kind='text'>model</th><th>tasks</th><th>Mean (Task)</th><th>Mean (TaskType)</th>"
+        "<th>Borda points</th><th>Borda rank</th></tr>"
+    )
     body = []
     for r in rows:
-        cells = [f"<td data-value='{html.escape(r.model, quote=True)}'>{html.escape(r.model)}</td>",
-                 f"<td data-value='{r.tasks}'>{r.tasks}</td>",
-                 f"<td class='mean-task' data-value='{_attr(r.mean_task)}'>{_fmt(r.mean_task)}</td>",
-                 f"<td class='mean-type' data-value='{_attr(r.mean_type)}'>{_fmt(r.mean_type)}</td>",
-                 f"<td data-value='{r.borda}'>{r.borda}</td>",
-                 f"<td data-value='{r.borda_rank}'>{r.borda_rank}</td>"]
+        cells = [
+            f"<td data-value='{html.escape(r.model, quote=True)}'>{html.escape(r.model)}</td>",
+            f"<td data-value='{r.tasks}'>{r.tasks}</td>",
+            f"<td class='mean-task' data-value='{_attr(r.mean_task)}'>{_fmt(r.mean_task)}</td>",
+            f"<td class='mean-type' data-value='{_attr(r.mean_type)}'>{_fmt(r.mean_type)}</td>",
+            f"<td data-value='{r.borda}'>{r.borda}</td>",
+            f"<td data-value='{r.borda_rank}'>{r.borda_rank}</td>",
+        ]
         body.append(f"<tr class='model-row'>{''.join(cells)}</tr>")
     return f"<table id='leaderboard' class='sortable'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -133,20 +138,28 @@ def task_chart(task: str, metric: str, bars: Sequence[tuple[str, float, float, f
     for i, (model, score, low, high, marker) in enumerate(bars):
         y = 10 + i * (bar_h + gap)
         parts.append(f"<text x='{label_w - 6}' y='{y + 13}' text-anchor='end'>{html.escape(model)}</text>")
-        parts.append(f"<rect x='{x(min(0.0, score)):.1f}' y='{y}' width='{abs(x(score) - x(0.0)):.1f}' "
-                     f"height='{bar_h}' class='bar'><title>{html.escape(model)}: {score:.4f}</title></rect>")
+        parts.append(
+            f"<rect x='{x(min(0.0, score)):.1f}' y='{y}' width='{abs(x(score) - x(0.0)):.1f}' "
+            f"height='{bar_h}' class='bar'><title>{html.escape(model)}: {score:.4f}</title></rect>"
+        )
         if not math.isnan(low):
             cy = y + bar_h / 2
-            parts.append(f"<line x1='{x(low):.1f}' x2='{x(high):.1f}' y1='{cy}' y2='{cy}' class='ci'/>"
-                         f"<line x1='{x(low):.1f}' x2='{x(low):.1f}' y1='{y + 3}' y2='{y + bar_h - 3}' class='ci'/>"
-                         f"<line x1='{x(high):.1f}' x2='{x(high):.1f}' y1='{y + 3}' y2='{y + bar_h - 3}' class='ci'/>")
+            parts.append(
+                f"<line x1='{x(low):.1f}' x2='{x(high):.1f}' y1='{cy}' y2='{cy}' class='ci'/>"
+                f"<line x1='{x(low):.1f}' x2='{x(low):.1f}' y1='{y + 3}' y2='{y + bar_h - 3}' class='ci'/>"
+                f"<line x1='{x(high):.1f}' x2='{x(high):.1f}' y1='{y + 3}' y2='{y + bar_h - 3}' class='ci'/>"
+            )
         label = f"{score:.4f} {marker}".strip()
-        parts.append(f"<text x='{x(max(score, high if not math.isnan(high) else score)) + 4:.1f}' y='{y + 13}' "
-                     f"class='value'>{html.escape(label)}</text>")
+        parts.append(
+            f"<text x='{x(max(score, high if not math.isnan(high) else score)) + 4:.1f}' y='{y + 13}' "
+            f"class='value'>{html.escape(label)}</text>"
+        )
     height = 20 + len(bars) * (bar_h + gap)
-    return (f"<figure class='task' data-task='{html.escape(task, quote=True)}'><figcaption>{html.escape(task)} "
-            f"<small>({html.escape(metric)})</small></figcaption><svg xmlns='http://www.w3.org/2000/svg' "
-            f"width='{width}' height='{height}' role='img'>{''.join(parts)}</svg></figure>")
+    return (
+        f"<figure class='task' data-task='{html.escape(task, quote=True)}'><figcaption>{html.escape(task)} "
+        f"<small>({html.escape(metric)})</small></figcaption><svg xmlns='http://www.w3.org/2000/svg' "
+        f"width='{width}' height='{height}' role='img'>{''.join(parts)}</svg></figure>"
+    )
 
 
 def metadata_html(models: Sequence[ModelResults], names: Sequence[str]) -> str:
@@ -162,12 +175,18 @@ def metadata_html(models: Sequence[ModelResults], names: Sequence[str]) -> str:
             dates.append(str(data.get("date") or ""))
             seconds += float(data.get("evaluation_time") or 0.0)
             versions.add(str(data.get("embedscope_version") or data.get("mteb_version") or ""))
-        details.update(results=len(m.tasks), evaluated=f"{min(dates)} … {max(dates)}" if dates else "",
-                       seconds=round(seconds, 1), versions=", ".join(sorted(v for v in versions if v)))
+        details.update(
+            results=len(m.tasks),
+            evaluated=f"{min(dates)} … {max(dates)}" if dates else "",
+            seconds=round(seconds, 1),
+            versions=", ".join(sorted(v for v in versions if v)),
+        )
         text = "; ".join(f"{html.escape(str(k))}: {html.escape(str(v))}" for k, v in details.items())
         rows.append(f"<tr><td>{html.escape(n)}</td><td>{html.escape(str(m.folder))}</td><td>{text}</td></tr>")
-    return ("<table id='metadata'><thead><tr><th>model</th><th>folder</th><th>run</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+    return (
+        "<table id='metadata'><thead><tr><th>model</th><th>folder</th><th>run</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 STYLE = """
@@ -209,13 +228,17 @@ def pick_baseline(models: Sequence[ModelResults], names: Sequence[str], baseline
     if baseline is None:
         return names[0]
     for n, m in zip(names, models):
-        if baseline in (n, m.name) or Path(baseline).resolve() in (m.folder.resolve(), m.folder.parent.parent.resolve()):
+        if baseline in (n, m.name) or Path(baseline).resolve() in (
+            m.folder.resolve(),
+            m.folder.parent.parent.resolve(),
+        ):
             return n
     raise ConfigError(f"--baseline {baseline!r} is none of the models: {', '.join(names)}")
 
 
-def build_html(dirs: Sequence[str | Path], baseline: str | None = None,
-               options: CompareOptions = CompareOptions()) -> str:
+def build_html(
+    dirs: Sequence[str | Path], baseline: str | None = None, options: CompareOptions = CompareOptions()
+) -> str:
     """The report page for every model under ``dirs`` (see the module docstring)."""
     from embedscope.compare.core import unique_names
 
@@ -249,11 +272,15 @@ def build_html(dirs: Sequence[str | Path], baseline: str | None = None,
                 bars.append((n, m.tasks[t].score, low, high, _marker(comparisons.get(n), base, n, t)))
         charts.append(task_chart(t, metric, bars))
     level = round(options.confidence * 100)
-    legend = (f"Bars: main score; whiskers: {level}% bootstrap interval ({options.rounds:,} resamples of the items); "
-              f"▲/▼: significantly better/worse than the baseline <b>{html.escape(base)}</b> ({options.test} test; "
-              f"STS and pair classification: bootstrap over pairs; {options.correction}-adjusted p &lt; {options.alpha}).")
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>embedscope report</title>"
-            f"<style>{STYLE}</style></head><body><h1>embedscope report</h1>"
-            f"<h2>Leaderboard</h2><p>Click a column to sort.</p>{leaderboard_html(leaderboard(models, names))}"
-            f"<h2>Tasks</h2><p>{legend}</p>{''.join(charts)}"
-            f"<h2>Runs</h2>{metadata_html(models, names)}<script>{SCRIPT}</script></body></html>\n")
+    legend = (
+        f"Bars: main score; whiskers: {level}% bootstrap interval ({options.rounds:,} resamples of the items); "
+        f"▲/▼: significantly better/worse than the baseline <b>{html.escape(base)}</b> ({options.test} test; "
+        f"STS and pair classification: bootstrap over pairs; {options.correction}-adjusted p &lt; {options.alpha})."
+    )
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>embedscope report</title>"
+        f"<style>{STYLE}</style></head><body><h1>embedscope report</h1>"
+        f"<h2>Leaderboard</h2><p>Click a column to sort.</p>{leaderboard_html(leaderboard(models, names))}"
+        f"<h2>Tasks</h2><p>{legend}</p>{''.join(charts)}"
+        f"<h2>Runs</h2>{metadata_html(models, names)}<script>{SCRIPT}</script></body></html>\n"
+    )

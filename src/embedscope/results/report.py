@@ -15,19 +15,28 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from embedscope.errors import DataFormatError
 from embedscope.results.schema import TaskResult
 from embedscope.results.table import markdown_table
 
 METRIC_NAMES = {
-    "ndcg_at_10": "NDCG@10", "map_at_1000": "MAP@1000", "map": "MAP", "mrr_at_10": "MRR@10",
-    "cosine_spearman": "Spearman (cosine)", "cosine_pearson": "Pearson (cosine)", "accuracy": "Accuracy",
-    "v_measure": "V-measure", "max_ap": "Average precision", "max_accuracy": "Accuracy", "lrap": "LRAP", "f1": "F1",
+    "ndcg_at_10": "NDCG@10",
+    "map_at_1000": "MAP@1000",
+    "map": "MAP",
+    "mrr_at_10": "MRR@10",
+    "cosine_spearman": "Spearman (cosine)",
+    "cosine_pearson": "Pearson (cosine)",
+    "accuracy": "Accuracy",
+    "v_measure": "V-measure",
+    "max_ap": "Average precision",
+    "max_accuracy": "Accuracy",
+    "lrap": "LRAP",
+    "f1": "F1",
 }
 
 
@@ -93,9 +102,15 @@ def infer_task_type(result: TaskResult) -> str:
     if recorded:
         return recorded
     keys = {k for entries in result.scores.values() for e in entries for k in e}
-    for key, kind in (("cosine_spearman", "STS"), ("v_measure", "Clustering"), ("max_ap", "PairClassification"),
-                      ("lrap", "MultilabelClassification"), ("accuracy", "Classification"),
-                      ("ndcg_at_10", "Retrieval"), ("map", "Reranking")):
+    for key, kind in (
+        ("cosine_spearman", "STS"),
+        ("v_measure", "Clustering"),
+        ("max_ap", "PairClassification"),
+        ("lrap", "MultilabelClassification"),
+        ("accuracy", "Classification"),
+        ("ndcg_at_10", "Retrieval"),
+        ("map", "Reranking"),
+    ):
         if key in keys:
             return kind
     return "Unknown"
@@ -108,8 +123,13 @@ def main_metric(result: TaskResult) -> str:
     recorded = _recorded(result, "main_metric") or (entry.main_score if entry is not None else None)
     if recorded:
         return recorded
-    equal = [k for entries in result.scores.values() for e in entries for k, v in e.items()
-             if k != "main_score" and isinstance(v, float) and v == e.get("main_score")]
+    equal = [
+        k
+        for entries in result.scores.values()
+        for e in entries
+        for k, v in e.items()
+        if k != "main_score" and isinstance(v, float) and v == e.get("main_score")
+    ]
     usual = type_main_metric(infer_task_type(result))
     if usual in equal:  # several metrics may tie with the main score (ndcg_at_3 == ndcg_at_10): take the type's own
         return usual
@@ -142,8 +162,16 @@ def collect_results(folders: list[str | Path]) -> list[ResultRow]:
             if data is None:
                 continue  # not a task result (metadata, predictions, some other JSON file in the folder)
             result = TaskResult.from_dict(data)
-            rows.append(ResultRow(model_name(path), result.task_name, infer_task_type(result), main_metric(result),
-                                  result.main_score(), path))
+            rows.append(
+                ResultRow(
+                    model_name(path),
+                    result.task_name,
+                    infer_task_type(result),
+                    main_metric(result),
+                    result.main_score(),
+                    path,
+                )
+            )
     if not rows:
         raise DataFormatError(f"No task results found under {', '.join(map(str, folders))}")
     return _distinct_models(rows)
@@ -169,11 +197,15 @@ class ReportTables:
     notes: list[str] = field(default_factory=list)
 
     def markdown(self) -> str:
-        return "\n\n".join([
-            "## Per task", markdown_table(self.per_task[0], self.per_task[1:]),
-            "## Per task type (mean over tasks) and overall", markdown_table(self.per_type[0], self.per_type[1:]),
-            *self.notes,
-        ])
+        return "\n\n".join(
+            [
+                "## Per task",
+                markdown_table(self.per_task[0], self.per_task[1:]),
+                "## Per task type (mean over tasks) and overall",
+                markdown_table(self.per_type[0], self.per_type[1:]),
+                *self.notes,
+            ]
+        )
 
     def csv(self) -> str:
         out = io.StringIO()
@@ -197,8 +229,11 @@ def borda_ranks(scores: dict[tuple[str, str], float], models: list[str], tasks: 
     """mteb's ``Rank (Borda)`` (``mteb.benchmarks._create_table._borda_rank_from_long``) for ``models``."""
     points = {m: 0.0 for m in models}
     for task in tasks:
-        ran = sorted((scores[(m, task)], m) for m in models if scores.get((m, task)) is not None
-                     and not math.isnan(scores[(m, task)]))
+        ran = sorted(
+            (scores[(m, task)], m)
+            for m in models
+            if scores.get((m, task)) is not None and not math.isnan(scores[(m, task)])
+        )
         ran.reverse()  # best first
         i = 0
         while i < len(ran):
@@ -206,7 +241,7 @@ def borda_ranks(scores: dict[tuple[str, str], float], models: list[str], tasks: 
             while j + 1 < len(ran) and ran[j + 1][0] == ran[i][0]:
                 j += 1
             average_rank = (i + 1 + j + 1) / 2
-            for _, m in ran[i: j + 1]:
+            for _, m in ran[i : j + 1]:
                 points[m] += len(models) - average_rank
             i = j + 1
     return {m: 1 + sum(1 for other in models if points[other] > points[m]) for m in models}
@@ -239,8 +274,9 @@ def build_report(rows: list[ResultRow], digits: int = 3, borda: bool = False) ->
     fmt = lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"  # noqa: E731
     per_task = [["task", "type", "metric", *models]]
     for kind, task in tasks:
-        per_task.append([task, kind, METRIC_NAMES.get(metric[task], metric[task]),
-                         *[fmt(score.get((m, task))) for m in models]])
+        per_task.append(
+            [task, kind, METRIC_NAMES.get(metric[task], metric[task]), *[fmt(score.get((m, task))) for m in models]]
+        )
     types = list(dict.fromkeys(kind for kind, _ in tasks))
     per_type = [["task type", "metric", *models]]
     type_means: dict[tuple[str, str], float | None] = {}
@@ -265,7 +301,13 @@ def _blank_notes(models: list[str], tasks: list[tuple[str, str]], score: dict[tu
         missing = [t for _, t in tasks if score.get((m, t)) is None]
         invalid = [t for _, t in tasks if isinstance(score.get((m, t)), float) and math.isnan(score[(m, t)])]
         if missing or invalid:
-            why = "; ".join(part for part in (f"no result for {', '.join(missing)}" if missing else "",
-                                              f"no finite score for {', '.join(invalid)}" if invalid else "") if part)
+            why = "; ".join(
+                part
+                for part in (
+                    f"no result for {', '.join(missing)}" if missing else "",
+                    f"no finite score for {', '.join(invalid)}" if invalid else "",
+                )
+                if part
+            )
             notes.append(f"Blank means for {m}: {why} (a mean is shown only over a set of tasks it fully covers).")
     return notes

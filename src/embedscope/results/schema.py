@@ -60,8 +60,18 @@ class TaskResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskResult:
-        known = {"dataset_revision", "task_name", "mteb_version", "scores", "evaluation_time", "kg_co2_emissions",
-                 "date", "evaluation_phases", "embedscope_version", "protocol"}
+        known = {
+            "dataset_revision",
+            "task_name",
+            "mteb_version",
+            "scores",
+            "evaluation_time",
+            "kg_co2_emissions",
+            "date",
+            "evaluation_phases",
+            "embedscope_version",
+            "protocol",
+        }
         return cls(
             task_name=data["task_name"],
             dataset_revision=str(data.get("dataset_revision", "")),
@@ -78,7 +88,9 @@ class TaskResult:
 def score_entry(scores: dict[str, Any], main_score: str, hf_subset: str, languages: tuple[str, ...]) -> dict[str, Any]:
     """One ``scores[split]`` entry: the metrics plus MTEB's bookkeeping keys."""
     if main_score not in scores:
-        raise KeyError(f"main score {main_score!r} is not among the computed metrics ({', '.join(sorted(scores)[:8])}, …)")
+        raise KeyError(
+            f"main score {main_score!r} is not among the computed metrics ({', '.join(sorted(scores)[:8])}, …)"
+        )
     return {**scores, "main_score": scores[main_score], "hf_subset": hf_subset, "languages": list(languages)}
 
 
@@ -101,7 +113,14 @@ def phase_timings(
     clock = 0.0
     for split, timings in split_timings:
         for name, seconds in timings.items():
-            phases.append({"name": name, "start": round(clock, 4), "end": round(clock + seconds, 4),
-                           "split": split, "subset": subset})
+            phases.append(
+                {
+                    "name": name,
+                    "start": round(clock, 4),
+                    "end": round(clock + seconds, 4),
+                    "split": split,
+                    "subset": subset,
+                }
+            )
             clock += seconds
     return phases

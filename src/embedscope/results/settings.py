@@ -23,8 +23,9 @@ from embedscope.tasks.base import INFO_FIELDS, TaskInfo
 NOT_SETTINGS = ("device", "devices", "revision", "name")
 
 
-def run_settings(model: Any, top_k: int, limits: int | None, corpus_chunk_size: int,
-                 pipeline: bool = False) -> dict[str, Any]:
+def run_settings(
+    model: Any, top_k: int, limits: int | None, corpus_chunk_size: int, pipeline: bool = False
+) -> dict[str, Any]:
     """Everything about the model (or ``pipeline``) and the search that changes a vector or a score.
     Only identity attributes are read, so a lazily loaded model stays unloaded."""
     if pipeline:  # its fingerprint covers every stage
@@ -34,8 +35,9 @@ def run_settings(model: Any, top_k: int, limits: int | None, corpus_chunk_size: 
     return {"model": identity, "top_k": top_k, "limits": limits, "corpus_chunk_size": corpus_chunk_size}
 
 
-def experiment_kwargs(model_options: dict[str, Any] | None, dtype: str | None, top_k: int, limits: int | None,
-                      corpus_chunk_size: int) -> dict[str, Any]:
+def experiment_kwargs(
+    model_options: dict[str, Any] | None, dtype: str | None, top_k: int, limits: int | None, corpus_chunk_size: int
+) -> dict[str, Any]:
     """The settings this run sets apart from the model's own (MTEB's ``experiment_kwargs``); empty for a
     plain run.
 
@@ -65,8 +67,11 @@ def task_settings(task: Any) -> dict[str, Any]:
     """The task's protocol parameters: its dataclass fields that are plain values (not the splits to run,
     the description, the subset and its languages, or the data location, which :func:`data_fingerprint` covers)."""
     skip = {"eval_splits", "description", "source", "name", "hf_subset", "languages"}  # per subset: one file, as mteb
-    fields = ([f.name for f in dataclasses.fields(task)] if dataclasses.is_dataclass(task)
-              else ["type", "main_score", "dataset_revision", "hf_subset"])
+    fields = (
+        [f.name for f in dataclasses.fields(task)]
+        if dataclasses.is_dataclass(task)
+        else ["type", "main_score", "dataset_revision", "hf_subset"]
+    )
     if isinstance(task, TaskInfo):  # the shared fields last, in their stored order (and the class's type)
         fields = [f for f in fields if f not in INFO_FIELDS] + list(INFO_FIELDS)
     out: dict[str, Any] = {}
@@ -84,20 +89,33 @@ def data_fingerprint(task: Any) -> dict[str, Any]:
     path = Path(source) if source else None
     if path is not None and path.exists():
         root = path.resolve()
-        files = [root] if root.is_file() else sorted(
-            f for f in root.rglob("*") if f.is_file() and not any(p.startswith(".") for p in f.relative_to(root).parts))
-        entries = [(f.relative_to(root).as_posix() if f != root else f.name, f.stat().st_size, f.stat().st_mtime_ns)
-                   for f in files]
+        files = (
+            [root]
+            if root.is_file()
+            else sorted(
+                f
+                for f in root.rglob("*")
+                if f.is_file() and not any(p.startswith(".") for p in f.relative_to(root).parts)
+            )
+        )
+        entries = [
+            (f.relative_to(root).as_posix() if f != root else f.name, f.stat().st_size, f.stat().st_mtime_ns)
+            for f in files
+        ]
         return {"location": str(root), "fingerprint": short(hash_dict(entries))}
-    return {"location": None,
-            "fingerprint": short(hash_dict({"source": source, "revision": getattr(task, "dataset_revision", "")}))}
+    return {
+        "location": None,
+        "fingerprint": short(hash_dict({"source": source, "revision": getattr(task, "dataset_revision", "")})),
+    }
 
 
 def settings_difference(stored: Any, current: Any, prefix: str = "") -> str:
     """The keys whose values differ, as ``key: old → new`` (first five), or "" when equal."""
     if isinstance(stored, dict) and isinstance(current, dict):
-        parts = [settings_difference(stored.get(k), current.get(k), f"{prefix}{k}.")
-                 for k in sorted(set(stored) | set(current), key=str)]
+        parts = [
+            settings_difference(stored.get(k), current.get(k), f"{prefix}{k}.")
+            for k in sorted(set(stored) | set(current), key=str)
+        ]
         return "; ".join([p for p in parts if p][:5])
     if stored == current:
         return ""

@@ -49,11 +49,18 @@ def check_path_name(name: str, what: str, allow_slash: bool = False) -> str:
     'org/model'
     """
     parts = name.split("/") if allow_slash else [name]
-    bad = (not name or "\\" in name or "\0" in name or name.startswith("/")
-           or any(p in ("", ".", "..") or "/" in p for p in parts))
+    bad = (
+        not name
+        or "\\" in name
+        or "\0" in name
+        or name.startswith("/")
+        or any(p in ("", ".", "..") or "/" in p for p in parts)
+    )
     if bad:
-        raise ConfigError(f"{what} {name!r} cannot name a result file: use a plain name without path separators, "
-                          "'..' or a leading '/'")
+        raise ConfigError(
+            f"{what} {name!r} cannot name a result file: use a plain name without path separators, "
+            "'..' or a leading '/'"
+        )
     return name
 
 
@@ -103,7 +110,9 @@ def write_json_atomic(path: Path, data: Any) -> None:
 class ResultStore:
     """Results of one model (name + revision) under an output folder."""
 
-    def __init__(self, output_folder: str | Path, model_name: str, revision: str, experiment: str | None = None) -> None:
+    def __init__(
+        self, output_folder: str | Path, model_name: str, revision: str, experiment: str | None = None
+    ) -> None:
         check_path_name(model_name, "model name", allow_slash=True)
         check_path_name(revision or "no_revision_available", "revision")
         self.root = Path(output_folder)

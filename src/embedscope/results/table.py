@@ -35,20 +35,24 @@ def summary_table(report: EvaluationReport) -> str:
         for split, entries in outcome.result.scores.items():
             for entry in entries:
                 main = f"{entry.get('main_score', float('nan')):.5f} ({outcome.task.main_score})"
-                rows.append([
-                    outcome.task.name,
-                    outcome.task.type,
-                    split if entry.get("hf_subset", "default") == "default" else f"{split}/{entry['hf_subset']}",
-                    main,
-                    *[_fmt(entry.get(m)) for m in SUMMARY_METRICS],
-                    "" if outcome.result.evaluation_time is None else f"{outcome.result.evaluation_time:.1f}",
-                    "stored result" if outcome.reused else "evaluated",
-                ])
+                rows.append(
+                    [
+                        outcome.task.name,
+                        outcome.task.type,
+                        split if entry.get("hf_subset", "default") == "default" else f"{split}/{entry['hf_subset']}",
+                        main,
+                        *[_fmt(entry.get(m)) for m in SUMMARY_METRICS],
+                        "" if outcome.result.evaluation_time is None else f"{outcome.result.evaluation_time:.1f}",
+                        "stored result" if outcome.reused else "evaluated",
+                    ]
+                )
     lines = [f"model: {report.model_name} (revision {report.revision})", "", markdown_table(header, rows)]
     if report.cache is not None:
         lines.append("")
-        lines.append(f"embedding cache: {report.cache.hits} texts served, {report.cache.encoded} encoded; "
-                     f"total {report.seconds:.1f} s")
+        lines.append(
+            f"embedding cache: {report.cache.hits} texts served, {report.cache.encoded} encoded; "
+            f"total {report.seconds:.1f} s"
+        )
     return "\n".join(lines)
 
 
@@ -58,9 +62,19 @@ def stage_table(report: EvaluationReport) -> str:
     for outcome in report.outcomes:
         for split, stages in (outcome.result.extra or {}).get("pipeline_stages", {}).items():
             for st in stages:
-                rows.append([outcome.task.name, split, st["stage"], st["kind"], st["name"], _fmt(st.get("main_score")),
-                             f"{st.get('seconds', 0.0):.2f}", f"{st.get('peak_rss_mb', 0.0):.0f}",
-                             f"{st.get('peak_delta_mb', 0.0):.0f}"])
+                rows.append(
+                    [
+                        outcome.task.name,
+                        split,
+                        st["stage"],
+                        st["kind"],
+                        st["name"],
+                        _fmt(st.get("main_score")),
+                        f"{st.get('seconds', 0.0):.2f}",
+                        f"{st.get('peak_rss_mb', 0.0):.0f}",
+                        f"{st.get('peak_delta_mb', 0.0):.0f}",
+                    ]
+                )
     if not rows:
         return ""
     header = ["task", "split", "stage", "kind", "component", "main score", "seconds", "peak RSS MB", "peak Δ MB"]

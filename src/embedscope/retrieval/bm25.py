@@ -140,7 +140,6 @@ class BM25Index:
         values[no_match] = -np.inf
         return doc_index, values
 
-
     def _contains_a_query_term(self, query_ids: list[list[int]], doc_index: np.ndarray) -> np.ndarray:
         """Whether each retrieved document holds at least one of its query's tokens (from the CSC index)."""
         indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]

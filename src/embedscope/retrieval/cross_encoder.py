@@ -54,8 +54,16 @@ class CrossEncoderReranker(ModelBase):
 
     backend = "cross-encoder"
 
-    def __init__(self, model: Any, *, max_length: int | None = None, name: str | None = None,
-                 revision: str | None = None, device: str | None = "auto", dtype: str | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        max_length: int | None = None,
+        name: str | None = None,
+        revision: str | None = None,
+        device: str | None = "auto",
+        dtype: str | None = None,
+    ) -> None:
         from sentence_transformers import CrossEncoder
 
         if isinstance(model, CrossEncoder):  # a model the caller holds: its weights identify it
@@ -63,7 +71,10 @@ class CrossEncoderReranker(ModelBase):
 
             self.model = model
             self.device, self.dtype = model_placement(model.model)
-            self.name = name or str(getattr(model.config, "_name_or_path", "") or "cross-encoder").rstrip("/").rsplit("/", 1)[-1]
+            self.name = (
+                name
+                or str(getattr(model.config, "_name_or_path", "") or "cross-encoder").rstrip("/").rsplit("/", 1)[-1]
+            )
             self.content = hash_tensors(model.model.state_dict())
             self.revision = revision or short(self.content)
             return
@@ -76,11 +87,16 @@ class CrossEncoderReranker(ModelBase):
             if not looks_like_hub_id(str(model)):
                 raise ConfigError(f"cross-encoder {model}: no such file or folder (nor a hub id owner/name)")
             if hub_offline():
-                raise ConfigError(f"cross-encoder {model}: not a local folder, and the hub is offline "
-                                  f"({offline_reason()})")
+                raise ConfigError(
+                    f"cross-encoder {model}: not a local folder, and the hub is offline ({offline_reason()})"
+                )
         try:
-            self.model = CrossEncoder(str(path if local else model), device=self.device, max_length=max_length,
-                                      revision=None if local else revision)
+            self.model = CrossEncoder(
+                str(path if local else model),
+                device=self.device,
+                max_length=max_length,
+                revision=None if local else revision,
+            )
         except (OSError, ValueError) as e:
             raise ConfigError(f"cross-encoder {model} cannot be loaded: {e}") from e
         self._load_torch_model(self.model.model)
@@ -91,23 +107,29 @@ class CrossEncoderReranker(ModelBase):
     def settings(self) -> dict[str, Any]:
         return {"backend": self.backend, "content": self.content, "max_length": self.model.max_length}
 
-    def score_pairs(self, pairs: list[tuple[str, str]], batch_size: int | None = None,
-                    show_progress: bool = False) -> np.ndarray:
+    def score_pairs(
+        self, pairs: list[tuple[str, str]], batch_size: int | None = None, show_progress: bool = False
+    ) -> np.ndarray:
         """One score per (query, document) pair, float64."""
         if not pairs:
             return np.zeros(0)
         scores = with_oom_halving(
             lambda bs: self.model.predict(pairs, batch_size=bs, show_progress_bar=show_progress, convert_to_numpy=True),
-            batch_size or default_batch_size(self.device), what=f"{self.name}: scoring pairs")
+            batch_size or default_batch_size(self.device),
+            what=f"{self.name}: scoring pairs",
+        )
         scores = np.asarray(scores, dtype=np.float32)
         if scores.ndim == 2:
             scores = scores[:, -1]
         return scores.astype(np.float64)
 
-    def score_candidates(self, queries: Queries, corpus: Corpus, candidates: RankedRun,
-                         options: SearchOptions) -> np.ndarray:
+    def score_candidates(
+        self, queries: Queries, corpus: Corpus, candidates: RankedRun, options: SearchOptions
+    ) -> np.ndarray:
         rows, cols = np.nonzero(candidates.doc_index >= 0)
-        pairs = [(queries.texts[r], corpus.texts[candidates.doc_index[r, c]]) for r, c in zip(rows.tolist(), cols.tolist())]
+        pairs = [
+            (queries.texts[r], corpus.texts[candidates.doc_index[r, c]]) for r, c in zip(rows.tolist(), cols.tolist())
+        ]
         out = np.full(candidates.doc_index.shape, -np.inf)
         out[rows, cols] = self.score_pairs(pairs, options.batch_size, options.show_progress)
         return out

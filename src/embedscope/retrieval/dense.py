@@ -42,9 +42,7 @@ def similarity_matrix(queries, documents, similarity: Similarity):  # torch tens
     return queries @ documents.transpose(0, 1)
 
 
-def _merge_top_k(
-    best_scores, best_idx, scores, idx, top_k: int
-):  # torch tensors; keeps the top_k of the union
+def _merge_top_k(best_scores, best_idx, scores, idx, top_k: int):  # torch tensors; keeps the top_k of the union
     import torch
 
     if best_scores is None:
@@ -114,7 +112,9 @@ def _corpus_chunks(
     for start in range(0, len(corpus), options.corpus_chunk_size):
         texts = list(corpus.texts[start : start + options.corpus_chunk_size])
         t0 = time.perf_counter()
-        vectors = encoder.encode(texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress)
+        vectors = encoder.encode(
+            texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress
+        )
         timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t0
         yield vectors
 
@@ -131,8 +131,11 @@ def dense_search(
     timings["encode_queries"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     index, scores = top_k_search(
-        q_vectors, _corpus_chunks(encoder, corpus, options, timings), top_k=options.top_k,
-        similarity=encoder.similarity, device=compute_device(encoder),
+        q_vectors,
+        _corpus_chunks(encoder, corpus, options, timings),
+        top_k=options.top_k,
+        similarity=encoder.similarity,
+        device=compute_device(encoder),
     )
     timings["search"] = time.perf_counter() - t1 - timings.get("encode_corpus", 0.0)
     return RankedRun(tuple(queries.ids), tuple(corpus.ids), index, scores)
@@ -157,8 +160,9 @@ class DenseRetriever:
         import torch
 
         kwargs = {"batch_size": options.batch_size, "show_progress": options.show_progress}
-        q = torch.from_numpy(np.ascontiguousarray(self.encoder.encode(list(queries.texts), role="query", **kwargs),
-                                                  dtype=np.float32))
+        q = torch.from_numpy(
+            np.ascontiguousarray(self.encoder.encode(list(queries.texts), role="query", **kwargs), dtype=np.float32)
+        )
         uniq, pos = unique_candidates(candidates.doc_index)
         d = self.encoder.encode([corpus.texts[i] for i in uniq.tolist()], role="document", **kwargs)
         d = torch.from_numpy(np.ascontiguousarray(d, dtype=np.float32))

@@ -1,4 +1,4 @@
-"""Full-text search with SQLite FTS5, ranked by FTS5's built-in bm25 (k1=1.2, b=0.75).
+r"""Full-text search with SQLite FTS5, ranked by FTS5's built-in bm25 (k1=1.2, b=0.75).
 
 The corpus goes into an in-memory FTS5 table. A query becomes a safe MATCH expression: every
 word (``\w+``) of the query text is double-quoted (so FTS5 operators and punctuation in user text
@@ -53,7 +53,7 @@ def match_expression(terms: Iterable[str], operator: str = "OR") -> str:
 
 
 def text_expression(text: str, operator: str = "OR") -> str:
-    """The words (``\w+``) of free text, quoted and joined with ``operator``."""
+    r"""The words (``\w+``) of free text, quoted and joined with ``operator``."""
     return f" {operator} ".join(quote_term(w) for w in re.findall(r"\w+", text))
 
 

@@ -160,7 +160,9 @@ def _length_groups(order: np.ndarray, lengths: list[int], l_q: int, n_q: int, bu
 
 
 def maxsim_candidates(
-    query_tokens: Sequence[np.ndarray], doc_tokens: Sequence[np.ndarray], candidates: np.ndarray,
+    query_tokens: Sequence[np.ndarray],
+    doc_tokens: Sequence[np.ndarray],
+    candidates: np.ndarray,
     device: str = "cpu",
 ) -> np.ndarray:
     """MaxSim of each query (row) with its candidate documents (``candidates[i, j]`` indexes ``doc_tokens``).
@@ -209,9 +211,17 @@ class SentenceTransformerTokens(ModelBase):
 
     backend = "st-tokens"
 
-    def __init__(self, path: str | Path, *, name: str | None = None, max_seq_length: int | None = None,
-                 normalize: bool = True, revision: str | None = None, device: str | None = "auto",
-                 dtype: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        name: str | None = None,
+        max_seq_length: int | None = None,
+        normalize: bool = True,
+        revision: str | None = None,
+        device: str | None = "auto",
+        dtype: str | None = None,
+    ) -> None:
         from sentence_transformers import SentenceTransformer
 
         self._place(device, dtype)
@@ -226,13 +236,19 @@ class SentenceTransformerTokens(ModelBase):
     def settings(self) -> dict:
         return {"path": self.path, "max": self.model.max_seq_length, "normalize": self.normalize, "kind": "st-tokens"}
 
-    def encode_tokens(self, texts: Sequence[str], *, role: Role, batch_size: int | None = None,
-                      show_progress: bool = False) -> list[np.ndarray]:
+    def encode_tokens(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> list[np.ndarray]:
         import torch
 
         def run(bs: int) -> list:
-            return self.model.encode(list(texts), output_value="token_embeddings", batch_size=bs,
-                                     show_progress_bar=show_progress, convert_to_numpy=False)
+            return self.model.encode(
+                list(texts),
+                output_value="token_embeddings",
+                batch_size=bs,
+                show_progress_bar=show_progress,
+                convert_to_numpy=False,
+            )
 
         out = with_oom_halving(run, batch_size or default_batch_size(self.device), what=f"{self.name}: encoding")
         if self.normalize:
@@ -245,14 +261,25 @@ class MultiVectorTokens(ModelBase):
 
     backend = "multi-vector"
 
-    def __init__(self, path: str | Path, *, name: str | None = None, revision: str | None = None,
-                 query_length: int | None = None, document_length: int | None = None,
-                 device: str | None = "auto", dtype: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        name: str | None = None,
+        revision: str | None = None,
+        query_length: int | None = None,
+        document_length: int | None = None,
+        device: str | None = "auto",
+        dtype: str | None = None,
+    ) -> None:
         from sentence_transformers import MultiVectorEncoder
 
         self._place(device, dtype)
-        self.model = self._load_torch_model(MultiVectorEncoder(
-            str(path), device=self.device, revision=revision if not Path(str(path)).exists() else None))
+        self.model = self._load_torch_model(
+            MultiVectorEncoder(
+                str(path), device=self.device, revision=revision if not Path(str(path)).exists() else None
+            )
+        )
         transformer = self.model[0]
         if query_length is not None:
             transformer.query_length = query_length
@@ -264,15 +291,22 @@ class MultiVectorTokens(ModelBase):
 
     def settings(self) -> dict:
         transformer = self.model[0]
-        return {"path": self.path, "q": getattr(transformer, "query_length", None),
-                "d": getattr(transformer, "document_length", None), "kind": "mve"}
+        return {
+            "path": self.path,
+            "q": getattr(transformer, "query_length", None),
+            "d": getattr(transformer, "document_length", None),
+            "kind": "mve",
+        }
 
-    def encode_tokens(self, texts: Sequence[str], *, role: Role, batch_size: int | None = None,
-                      show_progress: bool = False) -> list[np.ndarray]:
+    def encode_tokens(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> list[np.ndarray]:
         encode = self.model.encode_query if role == "query" else self.model.encode_document
         out = with_oom_halving(
             lambda bs: encode(list(texts), batch_size=bs, show_progress_bar=show_progress, convert_to_numpy=True),
-            batch_size or default_batch_size(self.device), what=f"{self.name}: encoding")
+            batch_size or default_batch_size(self.device),
+            what=f"{self.name}: encoding",
+        )
         return [np.asarray(t, dtype=np.float32) for t in out]
 
 
@@ -294,9 +328,15 @@ def is_multi_vector_checkpoint(folder: Path) -> bool:
     return modules.is_file() and "pylate" in modules.read_text(encoding="utf-8")
 
 
-def load_token_encoder(spec: str, *, max_seq_length: int | None = None, query_length: int | None = None,
-                       document_length: int | None = None, device: str | None = "auto",
-                       dtype: str | None = None) -> TokenEncoder:
+def load_token_encoder(
+    spec: str,
+    *,
+    max_seq_length: int | None = None,
+    query_length: int | None = None,
+    document_length: int | None = None,
+    device: str | None = "auto",
+    dtype: str | None = None,
+) -> TokenEncoder:
     """A token encoder for ``spec``: a ColBERT checkpoint folder, a model alias or folder (its token
     outputs), or a hub id (online)."""
     from embedscope.models.specs import ALIASES, alias_path
@@ -306,13 +346,15 @@ def load_token_encoder(spec: str, *, max_seq_length: int | None = None, query_le
         alias = ALIASES[key]
         if alias.backend != "sentence-transformers":
             raise ConfigError(f"alias {key!r} ({alias.backend}) has no token outputs; use 'minilm' or a ColBERT folder")
-        return SentenceTransformerTokens(alias_path(key), name=alias.name, max_seq_length=max_seq_length,
-                                         device=device, dtype=dtype)
+        return SentenceTransformerTokens(
+            alias_path(key), name=alias.name, max_seq_length=max_seq_length, device=device, dtype=dtype
+        )
     path = Path(spec).expanduser()
     if path.is_dir():
         if is_multi_vector_checkpoint(path):
-            return MultiVectorTokens(path, query_length=query_length, document_length=document_length,
-                                     device=device, dtype=dtype)
+            return MultiVectorTokens(
+                path, query_length=query_length, document_length=document_length, device=device, dtype=dtype
+            )
         return SentenceTransformerTokens(path, max_seq_length=max_seq_length, device=device, dtype=dtype)
     if path.exists():
         raise ConfigError(f"{spec}: a ColBERT model must be a folder (checkpoint) or a model alias")
@@ -322,8 +364,9 @@ def load_token_encoder(spec: str, *, max_seq_length: int | None = None, query_le
         raise ConfigError(f"{spec}: no such file or folder (nor a model alias or hub id owner/name)")
     if hub_offline():
         raise ConfigError(f"{spec}: not a local folder, and the Hugging Face hub is offline ({offline_reason()})")
-    return MultiVectorTokens(spec, name=spec, query_length=query_length, document_length=document_length,
-                             device=device, dtype=dtype)
+    return MultiVectorTokens(
+        spec, name=spec, query_length=query_length, document_length=document_length, device=device, dtype=dtype
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,8 +380,15 @@ class LateInteraction:
     10k documents on 2 cores); as a reranker it scores only each query's candidates.
     """
 
-    def __init__(self, encoder: TokenEncoder, *, doc_chunk_size: int = 2048, max_documents: int = 50_000,
-                 budget_mb: float = 256.0, name: str | None = None) -> None:
+    def __init__(
+        self,
+        encoder: TokenEncoder,
+        *,
+        doc_chunk_size: int = 2048,
+        max_documents: int = 50_000,
+        budget_mb: float = 256.0,
+        name: str | None = None,
+    ) -> None:
         self.encoder = encoder
         self.doc_chunk_size = doc_chunk_size
         self.max_documents = max_documents
@@ -348,28 +398,36 @@ class LateInteraction:
         self.fingerprint = short(hash_dict({"encoder": encoder.fingerprint, "kind": "maxsim"}))
 
     def _encode(self, texts: Sequence[str], role: Role, options: SearchOptions) -> list[np.ndarray]:
-        return self.encoder.encode_tokens(list(texts), role=role, batch_size=options.batch_size,
-                                          show_progress=options.show_progress)
+        return self.encoder.encode_tokens(
+            list(texts), role=role, batch_size=options.batch_size, show_progress=options.show_progress
+        )
 
     def retrieve(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> RankedRun:
         if len(corpus) > self.max_documents:
-            logger.warning("exhaustive MaxSim over %d documents is slow: rerank a first stage's candidates instead",
-                           len(corpus))
+            logger.warning(
+                "exhaustive MaxSim over %d documents is slow: rerank a first stage's candidates instead", len(corpus)
+            )
         q_tokens = self._encode(queries.texts, "query", options)
-        chunks = (self._encode(corpus.texts[s : s + self.doc_chunk_size], "document", options)
-                  for s in range(0, len(corpus), self.doc_chunk_size))
-        index, scores = maxsim_top_k(q_tokens, chunks, top_k=options.top_k, budget_mb=self.budget_mb,
-                                     device=compute_device(self.encoder))
+        chunks = (
+            self._encode(corpus.texts[s : s + self.doc_chunk_size], "document", options)
+            for s in range(0, len(corpus), self.doc_chunk_size)
+        )
+        index, scores = maxsim_top_k(
+            q_tokens, chunks, top_k=options.top_k, budget_mb=self.budget_mb, device=compute_device(self.encoder)
+        )
         return RankedRun(tuple(queries.ids), tuple(corpus.ids), index, scores)
 
-    def score_candidates(self, queries: Queries, corpus: Corpus, candidates: RankedRun,
-                         options: SearchOptions) -> np.ndarray:
+    def score_candidates(
+        self, queries: Queries, corpus: Corpus, candidates: RankedRun, options: SearchOptions
+    ) -> np.ndarray:
         out = np.full(candidates.doc_index.shape, -np.inf)
         q_tokens = self._encode(queries.texts, "query", options)
         for rows in _query_blocks(candidates.doc_index, self.max_documents):
             uniq, pos = unique_candidates(candidates.doc_index[rows])
             doc_tokens = self._encode([corpus.texts[i] for i in uniq.tolist()], "document", options)
-            out[rows] = maxsim_candidates([q_tokens[i] for i in rows], doc_tokens, pos, device=compute_device(self.encoder))
+            out[rows] = maxsim_candidates(
+                [q_tokens[i] for i in rows], doc_tokens, pos, device=compute_device(self.encoder)
+            )
         return out
 
 
@@ -386,4 +444,3 @@ def _query_blocks(doc_index: np.ndarray, max_documents: int) -> Iterator[list[in
         seen |= docs
     if block:
         yield block
-

@@ -52,8 +52,15 @@ logger = logging.getLogger(__name__)
 
 RETRIEVER_KINDS = ("bm25", "fts5", "dense", "colbert")
 RERANKER_KINDS = ("cross-encoder", "dense", "colbert")
-_KIND_ALIASES = {"cross_encoder": "cross-encoder", "crossencoder": "cross-encoder", "ce": "cross-encoder",
-                 "late-interaction": "colbert", "maxsim": "colbert", "bi-encoder": "dense", "sqlite": "fts5"}
+_KIND_ALIASES = {
+    "cross_encoder": "cross-encoder",
+    "crossencoder": "cross-encoder",
+    "ce": "cross-encoder",
+    "late-interaction": "colbert",
+    "maxsim": "colbert",
+    "bi-encoder": "dense",
+    "sqlite": "fts5",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,10 +122,30 @@ def _take(options: dict[str, Any], allowed: Sequence[str], kind: str) -> dict[st
 _BM25_OPTIONS = ("method", "k1", "b", "delta", "lower", "stopwords", "stemmer", "backend", "n_threads", "name")
 _FTS5_OPTIONS = ("tokenize", "match", "keywords", "name")
 _PLACEMENT = ("device", "dtype")
-_COLBERT_OPTIONS = ("model", "max_seq_length", "query_length", "document_length", "doc_chunk_size",
-                    "max_documents", "budget_mb", "name", *_PLACEMENT)
-_DENSE_OPTIONS = ("model", "backend", "pooling", "max_seq_length", "prompts", "query_prompt", "revision",
-                  "tokenizer", "normalize", "output_name", *_PLACEMENT)
+_COLBERT_OPTIONS = (
+    "model",
+    "max_seq_length",
+    "query_length",
+    "document_length",
+    "doc_chunk_size",
+    "max_documents",
+    "budget_mb",
+    "name",
+    *_PLACEMENT,
+)
+_DENSE_OPTIONS = (
+    "model",
+    "backend",
+    "pooling",
+    "max_seq_length",
+    "prompts",
+    "query_prompt",
+    "revision",
+    "tokenizer",
+    "normalize",
+    "output_name",
+    *_PLACEMENT,
+)
 _CE_OPTIONS = ("model", "max_length", "name", "revision", *_PLACEMENT)
 
 
@@ -135,8 +162,13 @@ def _detect_reranker_kind(model: str) -> str:
     return "dense"
 
 
-def build_stage(spec: str | Mapping[str, Any], *, reranker: bool = False, cache: Any = None,
-                model_options: Mapping[str, Any] | None = None) -> Any:
+def build_stage(
+    spec: str | Mapping[str, Any],
+    *,
+    reranker: bool = False,
+    cache: Any = None,
+    model_options: Mapping[str, Any] | None = None,
+) -> Any:
     """A retriever (or, with ``reranker=True``, a reranker) from a stage spec.
 
     ``cache`` (an :class:`~embedscope.models.cache.EmbeddingCache` or None) wraps dense encoders;
@@ -169,14 +201,18 @@ def build_stage(spec: str | Mapping[str, Any], *, reranker: bool = False, cache:
         model = options.pop("model", "minilm")
         encoder_keys = ("max_seq_length", "query_length", "document_length", "device", "dtype")
         placed = {k: v for k, v in (model_options or {}).items() if k in _PLACEMENT}
-        encoder = load_token_encoder(str(model), **{**placed, **{k: options.pop(k) for k in encoder_keys if k in options}})
+        encoder = load_token_encoder(
+            str(model), **{**placed, **{k: options.pop(k) for k in encoder_keys if k in options}}
+        )
         return LateInteraction(encoder, **options)
     if kind == "cross-encoder":
         from embedscope.retrieval.cross_encoder import CrossEncoderReranker
 
         _take(options, _CE_OPTIONS, kind)
         if "model" not in options:
-            raise ConfigError("cross-encoder stage needs a model (cross-encoder:PATH or {type: cross-encoder, model: PATH})")
+            raise ConfigError(
+                "cross-encoder stage needs a model (cross-encoder:PATH or {type: cross-encoder, model: PATH})"
+            )
         placed = {k: v for k, v in (model_options or {}).items() if k in _PLACEMENT}
         return CrossEncoderReranker(options.pop("model"), **{**placed, **options})
     from embedscope.models.specs import load_encoder
@@ -279,6 +315,7 @@ class Pipeline:
 
     def describe(self) -> dict[str, Any]:
         """What ``model_meta.json`` records about the pipeline."""
+
         def stage(x: Any) -> dict[str, Any]:
             return {"name": x.name, "class": type(x).__name__, "fingerprint": x.fingerprint}
 
@@ -291,9 +328,15 @@ class Pipeline:
 
     @property
     def fingerprint(self) -> str:
-        return short(hash_dict({"retrievers": [r.fingerprint for r in self.retrievers],
-                                "fusion": None if self.fusion is None else vars(self.fusion),
-                                "rerankers": [(s.reranker.fingerprint, s.depth) for s in self.rerankers]}))
+        return short(
+            hash_dict(
+                {
+                    "retrievers": [r.fingerprint for r in self.retrievers],
+                    "fusion": None if self.fusion is None else vars(self.fusion),
+                    "rerankers": [(s.reranker.fingerprint, s.depth) for s in self.rerankers],
+                }
+            )
+        )
 
     @property
     def revision(self) -> str:
@@ -316,16 +359,20 @@ class Pipeline:
             return self.rerankers[-1].reranker
         if len(self.retrievers) == 1 and isinstance(self.retrievers[0], Reranker):
             return self.retrievers[0]
-        raise ConfigError(f"{self.name} cannot score given candidates (reranking tasks): add a reranker, or use a "
-                          "dense, ColBERT or cross-encoder model")
+        raise ConfigError(
+            f"{self.name} cannot score given candidates (reranking tasks): add a reranker, or use a "
+            "dense, ColBERT or cross-encoder model"
+        )
 
     # -- running ----------------------------------------------------------------------------
 
     def stage_runs(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> list[StageRun]:
         """Run every stage; return each stage's run and cost, in order (the last is the output)."""
         if not self.retrievers:
-            raise ConfigError(f"{self.name} has no first-stage retriever: it can score reranking tasks only "
-                              "(add a retriever, e.g. --retriever bm25, to evaluate retrieval)")
+            raise ConfigError(
+                f"{self.name} has no first-stage retriever: it can score reranking tasks only "
+                "(add a retriever, e.g. --retriever bm25, to evaluate retrieval)"
+            )
         out: list[StageRun] = []
         runs = []
         for retriever in self.retrievers:

@@ -57,8 +57,10 @@ class BitextData:
 
     def __post_init__(self) -> None:
         if self.gold is None and len(self.sentence1) != len(self.sentence2):
-            raise ValueError(f"{len(self.sentence1)} first and {len(self.sentence2)} second sentences; without "
-                             "gold pairs both columns must have the same length")
+            raise ValueError(
+                f"{len(self.sentence1)} first and {len(self.sentence2)} second sentences; without "
+                "gold pairs both columns must have the same length"
+            )
         if self.gold is not None and len(self.gold) < len(self.sentence1):
             raise ValueError(f"{len(self.gold)} gold pairs for {len(self.sentence1)} first sentences")
 
@@ -112,8 +114,11 @@ class BitextMiningTask(TaskInfo):
         t0 = time.perf_counter()
         data = self.load_split(split).head(options.limits)
         t1 = time.perf_counter()
-        kwargs: dict[str, Any] = {"role": "document", "batch_size": options.batch_size,
-                                  "show_progress": options.show_progress}
+        kwargs: dict[str, Any] = {
+            "role": "document",
+            "batch_size": options.batch_size,
+            "show_progress": options.show_progress,
+        }
         e1 = encoder.encode(list(data.sentence1), **kwargs)
         e2 = encoder.encode(list(data.sentence2), **kwargs)
         t2 = time.perf_counter()
@@ -121,14 +126,21 @@ class BitextMiningTask(TaskInfo):
         gold = data.gold_pairs()
         scores = bitext_scores(neighbours, gold)
         timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        per_item = {"id": [str(i) for i in range(len(data))], "predicted": [j for j, _ in neighbours],
-                    "score": [s for _, s in neighbours], "gold": [g[1] for g in gold[: len(data)]]}
-        return SplitOutcome(scores, timings=timings, n_queries=len(data), n_documents=len(data.sentence2),
-                            per_item=per_item)
+        per_item = {
+            "id": [str(i) for i in range(len(data))],
+            "predicted": [j for j, _ in neighbours],
+            "score": [s for _, s in neighbours],
+            "gold": [g[1] for g in gold[: len(data)]],
+        }
+        return SplitOutcome(
+            scores, timings=timings, n_queries=len(data), n_documents=len(data.sentence2), per_item=per_item
+        )
 
 
-BITEXT_COLUMNS = {"sentence1": ["sentence1", "source", "src", "text1"],
-                  "sentence2": ["sentence2", "target", "tgt", "translation", "text2"]}
+BITEXT_COLUMNS = {
+    "sentence1": ["sentence1", "source", "src", "text1"],
+    "sentence2": ["sentence2", "target", "tgt", "translation", "text2"],
+}
 
 
 def load_bitext_file(path: str | Path, columns: dict[str, str] | None = None) -> BitextData:
@@ -148,8 +160,9 @@ def load_bitext_file(path: str | Path, columns: dict[str, str] | None = None) ->
     return BitextData(tuple(s1), tuple(s2))
 
 
-def bitext_data_from_columns(table: Any, first: str = "sentence1", second: str = "sentence2",
-                             where: str = "") -> BitextData:
+def bitext_data_from_columns(
+    table: Any, first: str = "sentence1", second: str = "sentence2", where: str = ""
+) -> BitextData:
     """Aligned pairs from a hub table (a ``datasets.Dataset``): columns ``first`` and ``second``."""
     missing = [c for c in (first, second) if c not in table.column_names]
     if missing:
@@ -157,8 +170,7 @@ def bitext_data_from_columns(table: Any, first: str = "sentence1", second: str =
     return BitextData(tuple(map(str, table[first])), tuple(map(str, table[second])))
 
 
-__all__ = ["BitextData", "BitextMiningTask", "bitext_data_from_columns", "load_bitext_file",
-           "nearest_neighbours"]
+__all__ = ["BitextData", "BitextMiningTask", "bitext_data_from_columns", "load_bitext_file", "nearest_neighbours"]
 
 
 def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> BitextMiningTask:
@@ -180,7 +192,14 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> BitextMini
     return BitextMiningTask(load_split=load, **catalog_fields(entry, subset))
 
 
-register_task_type(TaskType(
-    "BitextMining", BitextMiningTask, main_score="f1", aliases=("bitext-mining", "bitext"),
-    read_files=_read_files, from_catalog=_from_catalog, mteb_protocols=(("AbsTaskBitextMining", "bitext-mining"),),
-))
+register_task_type(
+    TaskType(
+        "BitextMining",
+        BitextMiningTask,
+        main_score="f1",
+        aliases=("bitext-mining", "bitext"),
+        read_files=_read_files,
+        from_catalog=_from_catalog,
+        mteb_protocols=(("AbsTaskBitextMining", "bitext-mining"),),
+    )
+)

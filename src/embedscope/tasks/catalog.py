@@ -61,16 +61,27 @@ class CatalogEntry:
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> CatalogEntry:
         return cls(
-            name=raw["name"], type=raw["type"], protocol=raw["protocol"],
-            dataset_path=raw["dataset"]["path"], dataset_revision=raw["dataset"]["revision"],
-            dataset_name=raw["dataset"].get("name"), eval_splits=tuple(raw["eval_splits"]),
-            hf_subsets={k: tuple(v) for k, v in raw["hf_subsets"].items()}, languages=tuple(raw["languages"]),
-            main_score=raw["main_score"], params=dict(raw.get("params", {})),
-            stratified_subsample=raw.get("stratified_subsample"), rename_columns=dict(raw.get("rename_columns", {})),
-            transform=raw.get("transform", ""), description=raw.get("description", ""),
-            reference=raw.get("reference", ""), suites=tuple(raw.get("suites", ())),
-            concat_splits=raw.get("concat_splits"), flatten_sets=bool(raw.get("flatten_sets", False)),
-            custom_load=raw.get("custom_load", ""), size=dict(raw.get("size", {})),
+            name=raw["name"],
+            type=raw["type"],
+            protocol=raw["protocol"],
+            dataset_path=raw["dataset"]["path"],
+            dataset_revision=raw["dataset"]["revision"],
+            dataset_name=raw["dataset"].get("name"),
+            eval_splits=tuple(raw["eval_splits"]),
+            hf_subsets={k: tuple(v) for k, v in raw["hf_subsets"].items()},
+            languages=tuple(raw["languages"]),
+            main_score=raw["main_score"],
+            params=dict(raw.get("params", {})),
+            stratified_subsample=raw.get("stratified_subsample"),
+            rename_columns=dict(raw.get("rename_columns", {})),
+            transform=raw.get("transform", ""),
+            description=raw.get("description", ""),
+            reference=raw.get("reference", ""),
+            suites=tuple(raw.get("suites", ())),
+            concat_splits=raw.get("concat_splits"),
+            flatten_sets=bool(raw.get("flatten_sets", False)),
+            custom_load=raw.get("custom_load", ""),
+            size=dict(raw.get("size", {})),
             superseded_by=raw.get("superseded_by"),
         )
 
@@ -153,13 +164,18 @@ def catalog_entry(name: str) -> CatalogEntry:
     entries, aliases, _ = _load()
     name = aliases.get(name, name)
     if name not in entries:
-        raise UnknownNameError("catalog task", name, list(entries) + list(aliases),
-                               hint="`embedscope tasks` lists every task.")
+        raise UnknownNameError(
+            "catalog task", name, list(entries) + list(aliases), hint="`embedscope tasks` lists every task."
+        )
     return entries[name]
 
 
 def find_entries(
-    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None,
+    *,
+    type: str | None = None,
+    language: str | None = None,
+    name: str | None = None,
+    suite: str | None = None,
     benchmark: str | None = None,
 ) -> list[CatalogEntry]:
     """Catalog entries filtered by type (case-insensitive), language (``rus``, ``eng-Latn``), name substring,
@@ -232,7 +248,8 @@ def download_task_data(names: list[str], to: str | Path) -> list[Path]:
     for spec in names:
         entry = catalog_entry(spec.partition(":")[0])
         target = Path(to) / entry.name
-        snapshot_download(repo_id=entry.dataset_path, repo_type="dataset", revision=entry.dataset_revision,
-                          local_dir=str(target))
+        snapshot_download(
+            repo_id=entry.dataset_path, repo_type="dataset", revision=entry.dataset_revision, local_dir=str(target)
+        )
         folders.append(target)
     return folders

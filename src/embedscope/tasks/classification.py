@@ -243,8 +243,15 @@ class ClassificationTask(TaskInfo):
             if split in self.subsample_splits:
                 test = test.select(stratified_subsample_indices(test_ids, self.test_subsample_size, self.seed))
         scores = run_classification(
-            train, test, encoder, options, samples_per_label=self.samples_per_label,
-            n_experiments=self.n_experiments, seed=self.seed, max_iter=self.max_iter, timings=timings,
+            train,
+            test,
+            encoder,
+            options,
+            samples_per_label=self.samples_per_label,
+            n_experiments=self.n_experiments,
+            seed=self.seed,
+            max_iter=self.max_iter,
+            timings=timings,
         )
         return SplitOutcome(scores=scores, timings=timings, n_queries=len(test), n_documents=len(train))
 
@@ -376,15 +383,27 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> Classifica
 
     params, sub = entry.params, entry.stratified_subsample or {}
     return ClassificationTask(
-        load_split=load, train_split=str(params.get("train_split", "train")),
-        samples_per_label=int(params.get("samples_per_label", 8)), n_experiments=int(params.get("n_experiments", 10)),
-        test_subsample_size=sub.get("n_samples"), subsample_splits=tuple(sub.get("splits", ("test",))),
+        load_split=load,
+        train_split=str(params.get("train_split", "train")),
+        samples_per_label=int(params.get("samples_per_label", 8)),
+        n_experiments=int(params.get("n_experiments", 10)),
+        test_subsample_size=sub.get("n_samples"),
+        subsample_splits=tuple(sub.get("splits", ("test",))),
         **catalog_fields(entry, subset),
     )
 
 
-register_task_type(TaskType(
-    "Classification", ClassificationTask, main_score="accuracy", read_files=_read_files, from_catalog=_from_catalog,
-    mteb_protocols=(("AbsTaskClassification", "classification"),),
-    params={"samples_per_label": ("samples_per_label", positive_int), "n_experiments": ("n_experiments", positive_int)},
-))
+register_task_type(
+    TaskType(
+        "Classification",
+        ClassificationTask,
+        main_score="accuracy",
+        read_files=_read_files,
+        from_catalog=_from_catalog,
+        mteb_protocols=(("AbsTaskClassification", "classification"),),
+        params={
+            "samples_per_label": ("samples_per_label", positive_int),
+            "n_experiments": ("n_experiments", positive_int),
+        },
+    )
+)

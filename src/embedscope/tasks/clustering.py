@@ -95,8 +95,11 @@ def clustering_v2_scores(
         level_labels = level_labels[valid]
         level_embeddings = embeddings[valid]
         model = MiniBatchKMeans(
-            n_clusters=np.unique(level_labels).size, batch_size=kmeans_batch_size, init="k-means++",
-            n_init=1, random_state=seed,
+            n_clusters=np.unique(level_labels).size,
+            batch_size=kmeans_batch_size,
+            init="k-means++",
+            n_init=1,
+            random_state=seed,
         )
         for _ in range(n_clusters):
             picked = rng.choices(range(len(level_embeddings)), k=cluster_size)
@@ -185,28 +188,39 @@ class ClusteringTask(TaskInfo):
             raise DataFormatError(f"{self.name}/{split}: the v2 protocol needs one LabelledTexts, not a list of sets")
         return self._v2(_limit(data, options.limits), split, encoder, options, timings)
 
-    def _v2(self, data: LabelledTexts, split: str, encoder: Encoder, options: SearchOptions,
-            timings: dict[str, float]) -> SplitOutcome:
+    def _v2(
+        self, data: LabelledTexts, split: str, encoder: Encoder, options: SearchOptions, timings: dict[str, float]
+    ) -> SplitOutcome:
         rng = random.Random(self.seed)
         if split in self.eval_splits:  # mteb's Random continues across the task's eval splits
             for earlier in self.eval_splits[: self.eval_splits.index(split)]:
                 _replay_v2_rng(self.load_split(earlier).head(options.limits).labels, rng, self)
         keep = documents_to_embed(len(data), rng, self.max_fraction_of_documents_to_embed, self.max_document_to_embed)
         t0 = time.perf_counter()
-        embeddings = encoder.encode([data.texts[i] for i in keep], role="document", batch_size=options.batch_size,
-                                    show_progress=options.show_progress)
+        embeddings = encoder.encode(
+            [data.texts[i] for i in keep],
+            role="document",
+            batch_size=options.batch_size,
+            show_progress=options.show_progress,
+        )
         timings["encode"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         scores = clustering_v2_scores(
-            embeddings, as_levels([data.labels[i] for i in keep]), rng, n_clusters=self.n_clusters,
-            cluster_size=self.max_documents_per_cluster, kmeans_batch_size=self.kmeans_batch_size,
-            max_depth=self.max_depth, seed=self.seed,
+            embeddings,
+            as_levels([data.labels[i] for i in keep]),
+            rng,
+            n_clusters=self.n_clusters,
+            cluster_size=self.max_documents_per_cluster,
+            kmeans_batch_size=self.kmeans_batch_size,
+            max_depth=self.max_depth,
+            seed=self.seed,
         )
         timings["scoring"] = time.perf_counter() - t1
         return SplitOutcome(scores=scores, timings=timings, n_documents=len(keep))
 
-    def _legacy(self, sets: Sequence[LabelledTexts], encoder: Encoder, options: SearchOptions,
-                timings: dict[str, float]) -> SplitOutcome:
+    def _legacy(
+        self, sets: Sequence[LabelledTexts], encoder: Encoder, options: SearchOptions, timings: dict[str, float]
+    ) -> SplitOutcome:
         v_measures: list[float] = []
         timings["encode"] = timings["scoring"] = 0.0
         for one in sets:
@@ -214,14 +228,14 @@ class ClusteringTask(TaskInfo):
                 v_measures.append(1.0)
                 continue
             t0 = time.perf_counter()
-            embeddings = encoder.encode(list(one.texts), role="document", batch_size=options.batch_size,
-                                        show_progress=options.show_progress)
+            embeddings = encoder.encode(
+                list(one.texts), role="document", batch_size=options.batch_size, show_progress=options.show_progress
+            )
             t1 = time.perf_counter()
             v_measures.append(legacy_set_v_measure(embeddings, one.labels, self.seed, self.legacy_batch_size))
             timings["encode"] += t1 - t0
             timings["scoring"] += time.perf_counter() - t1
-        return SplitOutcome(scores=legacy_summary(v_measures), timings=timings,
-                            n_documents=sum(len(s) for s in sets))
+        return SplitOutcome(scores=legacy_summary(v_measures), timings=timings, n_documents=sum(len(s) for s in sets))
 
 
 def _as_sets(data: ClusteringData, split: str) -> list[LabelledTexts]:
@@ -340,16 +354,25 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> Clustering
             "n_clusters": int(params.get("n_clusters", 10)),
             "max_depth": params.get("max_depth"),
         }
-    return ClusteringTask(load_split=load, protocol="legacy" if legacy else "v2", **extra,
-                          **catalog_fields(entry, subset))
+    return ClusteringTask(
+        load_split=load, protocol="legacy" if legacy else "v2", **extra, **catalog_fields(entry, subset)
+    )
 
 
-register_task_type(TaskType(
-    "Clustering", ClusteringTask, main_score="v_measure", read_files=_read_files, from_catalog=_from_catalog,
-    mteb_protocols=(("AbsTaskClusteringLegacy", "clustering-legacy"), ("AbsTaskClustering", "clustering-v2")),
-    params={"max_document_to_embed": ("max_document_to_embed", optional_positive_int),
+register_task_type(
+    TaskType(
+        "Clustering",
+        ClusteringTask,
+        main_score="v_measure",
+        read_files=_read_files,
+        from_catalog=_from_catalog,
+        mteb_protocols=(("AbsTaskClusteringLegacy", "clustering-legacy"), ("AbsTaskClustering", "clustering-v2")),
+        params={
+            "max_document_to_embed": ("max_document_to_embed", optional_positive_int),
             "max_fraction_of_documents_to_embed": ("max_fraction_of_documents_to_embed", fraction_or_none),
             "n_experiments": ("n_clusters", positive_int),
             "legacy": ("protocol", lambda v: "legacy" if boolean(v) else "v2"),
-            "group_sets": ("group_sets", column_name)},
-))
+            "group_sets": ("group_sets", column_name),
+        },
+    )
+)

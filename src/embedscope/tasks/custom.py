@@ -35,23 +35,30 @@ def _concat(parts: list[Any]) -> Any:
         return parts[0]
     import dataclasses
 
-    return dataclasses.replace(parts[0], **{f.name: tuple(x for part in parts for x in getattr(part, f.name))
-                                            for f in dataclasses.fields(parts[0])})
+    return dataclasses.replace(
+        parts[0],
+        **{f.name: tuple(x for part in parts for x in getattr(part, f.name)) for f in dataclasses.fields(parts[0])},
+    )
 
 
 def per_split(path: Path, loader: Callable[[Path], Any]) -> Callable[[str], Any]:
     """A file serves every split asked for; a folder holds one file per split (``test.csv``, …) or is a hub
     download (``data/test-00000-of-00001.parquet``, README configs, …; see :mod:`embedscope.data.hub_files`)."""
+
     def load(split: str) -> Any:
         if path.is_dir():
-            matches = sorted(p for p in path.iterdir() if p.is_file() and p.name.split(".")[0] == split
-                             and not p.name.startswith("."))
+            matches = sorted(
+                p
+                for p in path.iterdir()
+                if p.is_file() and p.name.split(".")[0] == split and not p.name.startswith(".")
+            )
             if not matches:
                 from embedscope.data.hub_files import split_files
 
                 return _concat([loader(p) for p in split_files(path, split)])
             return loader(matches[0])
         return loader(path)
+
     return load
 
 
@@ -73,8 +80,12 @@ def custom_task(
     folder = Path(path)
     if not folder.exists():
         raise ConfigError(f"Task data {str(path)!r} does not exist (no such file or folder)")
-    fields: dict[str, Any] = {"name": name or folder.stem or task_type.name, "eval_splits": tuple(eval_splits),
-                              "source": str(folder), **params}
+    fields: dict[str, Any] = {
+        "name": name or folder.stem or task_type.name,
+        "eval_splits": tuple(eval_splits),
+        "source": str(folder),
+        **params,
+    }
     if main_score:
         fields["main_score"] = main_score
     return task_type.read_files(folder, dict(columns) if columns else None, fields)

@@ -33,8 +33,9 @@ def choose_subset(entry: CatalogEntry, subset: str | None) -> str:
     if subset is None:
         if len(subsets) == 1:
             return subsets[0]
-        raise ConfigError(f"{entry.name} has {len(subsets)} subsets; name one as {entry.name}:SUBSET "
-                          f"(subsets: {', '.join(subsets)})")
+        raise ConfigError(
+            f"{entry.name} has {len(subsets)} subsets; name one as {entry.name}:SUBSET (subsets: {', '.join(subsets)})"
+        )
     if subset not in entry.hf_subsets:
         raise ConfigError(f"{entry.name} has no subset {subset!r}; subsets: {', '.join(subsets)}")
     return subset
@@ -81,8 +82,10 @@ def _load_split_table(location: str, entry: CatalogEntry, subset: str, split: st
         else:
             ds = datasets.load_dataset(location, config, split=split, revision=entry.dataset_revision)
     except (ConnectionError, OSError) as e:
-        raise DataFormatError(f"{entry.name}: cannot load {location} ({e}). Offline, download the dataset "
-                              "and pass its folder with --data-dir.") from e
+        raise DataFormatError(
+            f"{entry.name}: cannot load {location} ({e}). Offline, download the dataset "
+            "and pass its folder with --data-dir."
+        ) from e
     for old, new in entry.rename_columns.items():
         if old in ds.column_names and new not in ds.column_names:
             ds = ds.rename_column(old, new)
@@ -135,9 +138,14 @@ def catalog_task(spec: str, *, data_dir: str | Path | None = None, path: str | P
 def catalog_fields(entry: CatalogEntry, subset: str) -> dict[str, Any]:
     """The task fields every type takes from a catalog entry (name, splits, main score, subset, languages …)."""
     return {
-        "name": entry.name, "eval_splits": entry.eval_splits, "main_score": entry.main_score,
-        "languages": entry.hf_subsets[subset], "dataset_revision": entry.dataset_revision, "hf_subset": subset,
-        "description": entry.description, "source": entry.dataset_path,
+        "name": entry.name,
+        "eval_splits": entry.eval_splits,
+        "main_score": entry.main_score,
+        "languages": entry.hf_subsets[subset],
+        "dataset_revision": entry.dataset_revision,
+        "hf_subset": subset,
+        "description": entry.description,
+        "source": entry.dataset_path,
     }
 
 

@@ -56,10 +56,13 @@ def with_instructions(queries: Queries, instructions: Mapping[str, str | None] |
         return queries
     missing = [q for q in queries.ids if q not in instructions]
     if missing:
-        raise DataFormatError(f"queries {missing[:3]} have no instruction; the instruction subset must cover "
-                              "every query")
-    texts = tuple(t + " " + instructions[q] if instructions[q] is not None else t  # type: ignore[operator]
-                  for q, t in zip(queries.ids, queries.texts))
+        raise DataFormatError(
+            f"queries {missing[:3]} have no instruction; the instruction subset must cover every query"
+        )
+    texts = tuple(
+        t + " " + instructions[q] if instructions[q] is not None else t  # type: ignore[operator]
+        for q, t in zip(queries.ids, queries.texts)
+    )
     return Queries(queries.ids, texts)
 
 
@@ -94,8 +97,11 @@ def rank_score(og_rank: int, new_rank: int) -> float:
     return 1 - ((1 / new_rank) / (1 / og_rank))
 
 
-def p_mrr(original: Mapping[str, Mapping[str, float]], changed_run: Mapping[str, Mapping[str, float]],
-          changed_qrels: Mapping[str, Sequence[str]]) -> float:
+def p_mrr(
+    original: Mapping[str, Mapping[str, float]],
+    changed_run: Mapping[str, Mapping[str, float]],
+    changed_qrels: Mapping[str, Sequence[str]],
+) -> float:
     """mteb's ``calculate_pmrr``: mean over queries of the mean per-document p-MRR (pandas, as mteb)."""
     import pandas as pd
 
@@ -104,16 +110,26 @@ def p_mrr(original: Mapping[str, Mapping[str, float]], changed_run: Mapping[str,
         if qid + "-og" not in original or qid + "-changed" not in changed_run:
             continue
         for doc in docs:
-            rows.append({"qid": qid, "p-MRR": rank_score(rank_in(original[qid + "-og"], doc),
-                                                         rank_in(changed_run[qid + "-changed"], doc))})
+            rows.append(
+                {
+                    "qid": qid,
+                    "p-MRR": rank_score(
+                        rank_in(original[qid + "-og"], doc), rank_in(changed_run[qid + "-changed"], doc)
+                    ),
+                }
+            )
     if not rows:
         raise DataFormatError("no query of qrel_diff has both a '-og' and a '-changed' query in the run")
     frame = pd.DataFrame(rows)
     return float(frame.groupby("qid").agg({"p-MRR": "mean"})["p-MRR"].mean())
 
 
-def followir_scores(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
-                    changed_qrels: Mapping[str, Sequence[str]], k_values: Sequence[int]) -> dict[str, Any]:
+def followir_scores(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Mapping[str, float]],
+    changed_qrels: Mapping[str, Sequence[str]],
+    k_values: Sequence[int],
+) -> dict[str, Any]:
     """mteb's ``evaluate_p_mrr_change``: ``p-MRR``, and the retrieval scores of the ``og`` and ``changed`` runs."""
     original = {q: d for q, d in run.items() if q.endswith("-og")}
     new = {q: d for q, d in run.items() if not q.endswith("-og")}
@@ -134,8 +150,10 @@ def level_scores(per_query: Mapping[str, Sequence[Any]], k: int = 20) -> dict[st
                 break
     empty = [name for name, values in levels.items() if not values]
     if empty:
-        raise DataFormatError(f"no query id marks {', '.join(empty)} (ids containing 'v1', 'v2', 'v3'); IFIR's "
-                              "level scores need all three")
+        raise DataFormatError(
+            f"no query id marks {', '.join(empty)} (ids containing 'v1', 'v2', 'v3'); IFIR's "
+            "level scores need all three"
+        )
     return {"level_scores": {name: sum(values) / len(values) for name, values in levels.items()}}
 
 
@@ -150,15 +168,22 @@ def robustness_at_10(qrels: Mapping[str, Mapping[str, int]], per_query: Mapping[
     return sum(lowest) / len(lowest)
 
 
-def task_specific_scores(kind: str, qrels: Mapping[str, Mapping[str, int]], outcome: SplitOutcome,
-                         changed_qrels: Mapping[str, Sequence[str]] | None, k_values: Sequence[int]) -> dict[str, Any]:
+def task_specific_scores(
+    kind: str,
+    qrels: Mapping[str, Mapping[str, int]],
+    outcome: SplitOutcome,
+    changed_qrels: Mapping[str, Sequence[str]] | None,
+    k_values: Sequence[int],
+) -> dict[str, Any]:
     """The scores mteb's task adds after the retrieval keys."""
     if kind == "none":
         return {}
     if kind == "p-MRR":
         if changed_qrels is None:
-            raise DataFormatError("p-MRR needs the dataset's 'qrel_diff' subset (which documents the changed "
-                                  "instructions made non-relevant)")
+            raise DataFormatError(
+                "p-MRR needs the dataset's 'qrel_diff' subset (which documents the changed "
+                "instructions made non-relevant)"
+            )
         assert outcome.run is not None
         return followir_scores(qrels, outcome.run.to_dict(), changed_qrels, k_values)
     assert outcome.per_item is not None
@@ -198,13 +223,13 @@ class InstructionRerankingTask(TaskInfo):
         data = given.data
         if not isinstance(data, RerankingData):
             raise DataFormatError(f"{self.name}: instruction reranking needs each query's candidates (top_ranked)")
-        data = RerankingData(with_instructions(data.queries, given.instructions), data.corpus, data.qrels,
-                             data.candidates).head(options.limits)
+        data = RerankingData(
+            with_instructions(data.queries, given.instructions), data.corpus, data.qrels, data.candidates
+        ).head(options.limits)
         load_seconds = time.perf_counter() - t0
         outcome = evaluate_reranking_v2(data, encoder, options, self.k_values)
         t1 = time.perf_counter()
-        extra = task_specific_scores(self.task_scores, _judged(data.qrels), outcome, given.changed_qrels,
-                                     self.k_values)
+        extra = task_specific_scores(self.task_scores, _judged(data.qrels), outcome, given.changed_qrels, self.k_values)
         outcome.scores.update(extra)
         outcome.timings.update(load_data=load_seconds, task_scores=time.perf_counter() - t1)
         return outcome
@@ -232,22 +257,38 @@ class InstructionRetrievalTask(TaskInfo):
         data = given.data
         if not isinstance(data, RetrievalData):
             raise DataFormatError(f"{self.name}: instruction retrieval needs corpus, queries and qrels")
-        data = RetrievalData(data.corpus, with_instructions(data.queries, given.instructions), data.qrels,
-                             data.name, data.split, data.source, data.revision)
+        data = RetrievalData(
+            data.corpus,
+            with_instructions(data.queries, given.instructions),
+            data.qrels,
+            data.name,
+            data.split,
+            data.source,
+            data.revision,
+        )
         load_seconds = time.perf_counter() - t0
-        spec = RetrievalTask(self.name, lambda s: data, k_values=self.k_values,
-                             ignore_identical_ids=self.ignore_identical_ids)
+        spec = RetrievalTask(
+            self.name, lambda s: data, k_values=self.k_values, ignore_identical_ids=self.ignore_identical_ids
+        )
         outcome = evaluate_retrieval_split(spec, data, encoder, options)
         t1 = time.perf_counter()
-        extra = task_specific_scores(self.task_scores, _judged(data.qrels), outcome, given.changed_qrels,
-                                     self.k_values)
+        extra = task_specific_scores(self.task_scores, _judged(data.qrels), outcome, given.changed_qrels, self.k_values)
         outcome.scores.update(extra)
         outcome.timings.update(load_data=load_seconds, task_scores=time.perf_counter() - t1)
         return outcome
 
 
-__all__ = ["InstructionData", "InstructionRerankingTask", "InstructionRetrievalTask", "followir_scores",
-           "level_scores", "p_mrr", "rank_score", "robustness_at_10", "with_instructions"]
+__all__ = [
+    "InstructionData",
+    "InstructionRerankingTask",
+    "InstructionRetrievalTask",
+    "followir_scores",
+    "level_scores",
+    "p_mrr",
+    "rank_score",
+    "robustness_at_10",
+    "with_instructions",
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,19 +368,43 @@ def _suffixed_retrieval(repo: str, lang: str, split: str, revision: str | None) 
     """mFollowIR's layout: configs ``corpus-{lang}``, ``queries-{lang}``, ``default-{lang}`` (qrels)."""
     from embedscope.data.tabular import build_split, qrels_from_rows, texts_from_rows
 
-    corpus = texts_from_rows(_required(config_rows(repo, f"corpus-{lang}", split, revision), repo, f"corpus-{lang}"),
-                             f"{repo} corpus-{lang}", "corpus", allow_empty=True)
-    queries = texts_from_rows(_required(config_rows(repo, f"queries-{lang}", split, revision), repo,
-                                        f"queries-{lang}"), f"{repo} queries-{lang}", "queries", allow_empty=True)
-    qrels, places = qrels_from_rows(_required(config_rows(repo, f"default-{lang}", split, revision), repo,
-                                              f"default-{lang}"))
-    return build_split(corpus, queries, qrels, places, f"{repo} default-{lang}", name=repo.rsplit("/", 1)[-1],
-                       split=split, source=repo, revision=revision or "local")
+    corpus = texts_from_rows(
+        _required(config_rows(repo, f"corpus-{lang}", split, revision), repo, f"corpus-{lang}"),
+        f"{repo} corpus-{lang}",
+        "corpus",
+        allow_empty=True,
+    )
+    queries = texts_from_rows(
+        _required(config_rows(repo, f"queries-{lang}", split, revision), repo, f"queries-{lang}"),
+        f"{repo} queries-{lang}",
+        "queries",
+        allow_empty=True,
+    )
+    qrels, places = qrels_from_rows(
+        _required(config_rows(repo, f"default-{lang}", split, revision), repo, f"default-{lang}")
+    )
+    return build_split(
+        corpus,
+        queries,
+        qrels,
+        places,
+        f"{repo} default-{lang}",
+        name=repo.rsplit("/", 1)[-1],
+        split=split,
+        source=repo,
+        revision=revision or "local",
+    )
 
 
-def load_instruction_split(location: str, split: str = "test", *, subset: str | None = None,
-                           revision: str | None = None, reranking: bool = False,
-                           suffixed: bool = False) -> InstructionData:
+def load_instruction_split(
+    location: str,
+    split: str = "test",
+    *,
+    subset: str | None = None,
+    revision: str | None = None,
+    reranking: bool = False,
+    suffixed: bool = False,
+) -> InstructionData:
     """One split of an instruction dataset in the hub's layout (mteb's configs): ``corpus``, ``queries``,
     qrels (``default``), and when present ``instruction``, ``top_ranked`` and ``qrel_diff``; a subset's
     configs are ``{subset}-corpus`` …, or with ``suffixed`` (mFollowIR) ``corpus-{lang}`` … where ``lang`` is
@@ -364,8 +429,11 @@ def load_instruction_split(location: str, split: str = "test", *, subset: str | 
     top = _id_lists(location, names["top_ranked"], split, revision)
     if top is None:
         raise DataFormatError(f"{location}: no {names['top_ranked']!r} subset, which instruction reranking needs")
-    return InstructionData(RerankingData(data.queries, data.corpus, data.qrels, {q: tuple(d) for q, d in top.items()}),
-                           instructions, changed)
+    return InstructionData(
+        RerankingData(data.queries, data.corpus, data.qrels, {q: tuple(d) for q, d in top.items()}),
+        instructions,
+        changed,
+    )
 
 
 def _instruction_reader(kind: str) -> Callable[[Path, dict[str, str] | None, dict[str, Any]], Any]:
@@ -380,9 +448,14 @@ def _instruction_reader(kind: str) -> Callable[[Path, dict[str, str] | None, dic
         if reranking:
             return InstructionRerankingTask(load_split=load, **fields)
         fields = {"task_scores": "none", **fields}
-        fields.setdefault("main_score", "ndcg_at_10" if fields["task_scores"] == "none" else
-                          {"level_scores": "ndcg_at_20", "robustness_at_10": "robustness_at_10", "p-MRR": "p-MRR"}[
-                              fields["task_scores"]])
+        fields.setdefault(
+            "main_score",
+            "ndcg_at_10"
+            if fields["task_scores"] == "none"
+            else {"level_scores": "ndcg_at_20", "robustness_at_10": "robustness_at_10", "p-MRR": "p-MRR"}[
+                fields["task_scores"]
+            ],
+        )
         return InstructionRetrievalTask(load_split=load, **fields)
 
     return read
@@ -406,19 +479,36 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> Any:
         revision = None if Path(location).exists() else entry.dataset_revision
         # mFollowIR's own load_data reads configs named corpus-LANG, queries-LANG, … (mteb 2.26)
         suffixed = bool(entry.params.get("suffixed_configs", entry.name.startswith("mFollowIR")))
-        return load_instruction_split(location, split, subset=subset, revision=revision, reranking=reranking,
-                                      suffixed=suffixed)
+        return load_instruction_split(
+            location, split, subset=subset, revision=revision, reranking=reranking, suffixed=suffixed
+        )
 
     kind = InstructionRerankingTask if reranking else InstructionRetrievalTask
-    return kind(load_split=load, task_scores=_instruction_task_scores(entry),  # type: ignore[arg-type]
-                k_values=k_values(entry), **catalog_fields(entry, subset))
+    return kind(
+        load_split=load,
+        task_scores=_instruction_task_scores(entry),  # type: ignore[arg-type]
+        k_values=k_values(entry),
+        **catalog_fields(entry, subset),
+    )
 
 
-register_task_type(TaskType(
-    "InstructionRetrieval", InstructionRetrievalTask, main_score="ndcg_at_20", aliases=("instruction-retrieval",),
-    read_files=_instruction_reader("InstructionRetrieval"), from_catalog=_from_catalog,
-))
-register_task_type(TaskType(
-    "InstructionReranking", InstructionRerankingTask, main_score="p-MRR", aliases=("instruction-reranking",),
-    read_files=_instruction_reader("InstructionReranking"), from_catalog=_from_catalog,
-))
+register_task_type(
+    TaskType(
+        "InstructionRetrieval",
+        InstructionRetrievalTask,
+        main_score="ndcg_at_20",
+        aliases=("instruction-retrieval",),
+        read_files=_instruction_reader("InstructionRetrieval"),
+        from_catalog=_from_catalog,
+    )
+)
+register_task_type(
+    TaskType(
+        "InstructionReranking",
+        InstructionRerankingTask,
+        main_score="p-MRR",
+        aliases=("instruction-reranking",),
+        read_files=_instruction_reader("InstructionReranking"),
+        from_catalog=_from_catalog,
+    )
+)

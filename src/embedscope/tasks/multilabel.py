@@ -262,9 +262,17 @@ class MultilabelTask(TaskInfo):
         for _ in range(earlier * self.n_experiments):  # mteb's generator continues across eval splits
             rng.shuffle(list(np.arange(len(train))))
         scores = run_multilabel(
-            train, test, encoder, options, rng, samples_per_label=self.samples_per_label,
-            n_experiments=self.n_experiments, n_neighbors=self.n_neighbors,
-            max_eval_samples=self.max_eval_samples, seed=self.seed, timings=timings,
+            train,
+            test,
+            encoder,
+            options,
+            rng,
+            samples_per_label=self.samples_per_label,
+            n_experiments=self.n_experiments,
+            n_neighbors=self.n_neighbors,
+            max_eval_samples=self.max_eval_samples,
+            seed=self.seed,
+            timings=timings,
         )
         return SplitOutcome(scores=scores, timings=timings, n_queries=len(test), n_documents=len(train))
 
@@ -352,16 +360,28 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> Multilabel
 
     params = entry.params
     return MultilabelTask(
-        load_split=load, train_split=str(params.get("train_split", "train")),
-        samples_per_label=int(params.get("samples_per_label", 8)), n_experiments=int(params.get("n_experiments", 10)),
-        max_eval_samples=params.get("max_eval_samples", 3000), **catalog_fields(entry, subset),
+        load_split=load,
+        train_split=str(params.get("train_split", "train")),
+        samples_per_label=int(params.get("samples_per_label", 8)),
+        n_experiments=int(params.get("n_experiments", 10)),
+        max_eval_samples=params.get("max_eval_samples", 3000),
+        **catalog_fields(entry, subset),
     )
 
 
-register_task_type(TaskType(
-    "MultilabelClassification", MultilabelTask, main_score="accuracy", aliases=("multilabel",),
-    read_files=_read_files, from_catalog=_from_catalog,
-    mteb_protocols=(("AbsTaskMultilabelClassification", "multilabel"),),
-    params={"samples_per_label": ("samples_per_label", positive_int),
-            "n_experiments": ("n_experiments", positive_int), "k": ("n_neighbors", positive_int)},
-))
+register_task_type(
+    TaskType(
+        "MultilabelClassification",
+        MultilabelTask,
+        main_score="accuracy",
+        aliases=("multilabel",),
+        read_files=_read_files,
+        from_catalog=_from_catalog,
+        mteb_protocols=(("AbsTaskMultilabelClassification", "multilabel"),),
+        params={
+            "samples_per_label": ("samples_per_label", positive_int),
+            "n_experiments": ("n_experiments", positive_int),
+            "k": ("n_neighbors", positive_int),
+        },
+    )
+)

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from embedscope.tasks.catalog import CatalogEntry
 
 
-
 @dataclass(frozen=True)
 class PairData:
     """Sentence pairs with a binary label (1 = paraphrase / duplicate / entailment)."""
@@ -80,8 +79,11 @@ class PairClassificationTask(TaskInfo):
         t0 = time.perf_counter()
         data = self.load_split(split).head(options.limits)
         t1 = time.perf_counter()
-        kwargs: dict[str, Any] = {"role": "document", "batch_size": options.batch_size,
-                                  "show_progress": options.show_progress}
+        kwargs: dict[str, Any] = {
+            "role": "document",
+            "batch_size": options.batch_size,
+            "show_progress": options.show_progress,
+        }
         e1 = encoder.encode(list(data.sentence1), **kwargs)
         e2 = encoder.encode(list(data.sentence2), **kwargs)
         t2 = time.perf_counter()
@@ -96,8 +98,11 @@ class PairClassificationTask(TaskInfo):
 # Loading local files
 # --------------------------------------------------------------------------------------------
 
-PAIR_COLUMNS = {"sentence1": ["sentence1", "text1", "s1"], "sentence2": ["sentence2", "text2", "s2"],
-                "label": ["label", "labels"]}
+PAIR_COLUMNS = {
+    "sentence1": ["sentence1", "text1", "s1"],
+    "sentence2": ["sentence2", "text2", "s2"],
+    "label": ["label", "labels"],
+}
 
 
 def as_binary_label(value: Any, where: str) -> int:
@@ -113,8 +118,10 @@ def as_binary_label(value: Any, where: str) -> int:
         number = float("nan")
     if number in (0.0, 1.0):
         return int(number)
-    raise DataFormatError(f"{where}: label {value!r} is not 0 or 1; pair classification needs binary labels "
-                          "(1 = same meaning / duplicate, 0 = different)")
+    raise DataFormatError(
+        f"{where}: label {value!r} is not 0 or 1; pair classification needs binary labels "
+        "(1 = same meaning / duplicate, 0 = different)"
+    )
 
 
 def load_pair_file(path: str | Path, columns: Mapping[str, str] | None = None) -> PairData:
@@ -168,8 +175,14 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> PairClassi
     return PairClassificationTask(load_split=load, **catalog_fields(entry, subset))
 
 
-register_task_type(TaskType(
-    "PairClassification", PairClassificationTask, main_score="max_ap", aliases=("pair-classification",),
-    read_files=_read_files, from_catalog=_from_catalog,
-    mteb_protocols=(("AbsTaskPairClassification", "pair-classification"),),
-))
+register_task_type(
+    TaskType(
+        "PairClassification",
+        PairClassificationTask,
+        main_score="max_ap",
+        aliases=("pair-classification",),
+        read_files=_read_files,
+        from_catalog=_from_catalog,
+        mteb_protocols=(("AbsTaskPairClassification", "pair-classification"),),
+    )
+)

@@ -100,8 +100,9 @@ def task_param_fields(task_type: str, params: Mapping[str, Any], *, where: str =
     return out
 
 
-def apply_task_options(tasks: Sequence[Any], params: Mapping[str, Any] | None = None,
-                       splits: Sequence[str] | None = None) -> list[Any]:
+def apply_task_options(
+    tasks: Sequence[Any], params: Mapping[str, Any] | None = None, splits: Sequence[str] | None = None
+) -> list[Any]:
     """Tasks with ``--task-param`` values (each where its type has the parameter) and ``--splits`` set.
 
     A parameter no task's type has is an error naming the valid ones.
@@ -111,19 +112,25 @@ def apply_task_options(tasks: Sequence[Any], params: Mapping[str, Any] | None = 
     for name in params:
         if not any(name in _type_params(t) for t in types):
             valid = sorted({p for t in types for p in _type_params(t)})
-            raise ConfigError(f"--task-param {name!r} is not a parameter of the {', '.join(sorted(types))} task(s) "
-                              f"asked for (valid: {', '.join(valid) or 'none'})")
+            raise ConfigError(
+                f"--task-param {name!r} is not a parameter of the {', '.join(sorted(types))} task(s) "
+                f"asked for (valid: {', '.join(valid) or 'none'})"
+            )
     out = []
     for task in tasks:
         own = {k: v for k, v in params.items() if k in _type_params(task.type)}
         changes = task_param_fields(task.type, own, where="--task-param")
         if "group_sets" in changes:
-            raise ConfigError(f"--task-param group_sets: {task.name} is not custom clustering data; set it in the "
-                              "task's custom_tasks entry (or clustering:PATH with a config)")
+            raise ConfigError(
+                f"--task-param group_sets: {task.name} is not custom clustering data; set it in the "
+                "task's custom_tasks entry (or clustering:PATH with a config)"
+            )
         cutoff = task.main_score.rpartition("_at_")[2]
         if "k_values" in changes and cutoff.isdigit() and int(cutoff) not in changes["k_values"]:
-            raise ConfigError(f"--task-param k: {task.name}'s main score {task.main_score} needs k {cutoff} among "
-                              f"the cutoffs (got {','.join(map(str, changes['k_values']))})")
+            raise ConfigError(
+                f"--task-param k: {task.name}'s main score {task.main_score} needs k {cutoff} among "
+                f"the cutoffs (got {','.join(map(str, changes['k_values']))})"
+            )
         if splits:
             changes["eval_splits"] = tuple(splits)
         out.append(dataclasses.replace(task, **changes) if changes else task)

@@ -173,14 +173,16 @@ def looks_like_path(text: str) -> bool:
     >>> looks_like_path("./my_beir"), looks_like_path("data/scifact"), looks_like_path("SciFact")
     (True, True, False)
     """
-    return ("/" in text or "\\" in text or text.startswith((".", "~"))
-            or text.lower().endswith(DATA_SUFFIXES))
+    return "/" in text or "\\" in text or text.startswith((".", "~")) or text.lower().endswith(DATA_SUFFIXES)
 
 
 def unknown_task(name: str, known: list[str]) -> UnknownNameError:
-    """"Unknown task" with the close matches only (whatever the catalog's size) and how to list or add tasks."""
+    """ "Unknown task" with the close matches only (whatever the catalog's size) and how to list or add tasks."""
     return UnknownNameError(
-        "task", name, known, list_known=False,
+        "task",
+        name,
+        known,
+        list_known=False,
         hint=f"`embedscope tasks` lists all {len(known):,} tasks; `embedscope tasks --name PART` those whose name "
         "contains PART. Your own data is a task too: a folder path (BEIR or EvalScope layout) or "
         "TYPE:PATH, e.g. sts:pairs.csv or classification:./folder.",
@@ -192,8 +194,13 @@ def list_tasks() -> list[Task]:
 
 
 def task_listing(
-    *, type: str | None = None, language: str | None = None, name: str | None = None, suite: str | None = None,
-    benchmark: str | None = None, data_dir: str | Path | None = None,
+    *,
+    type: str | None = None,
+    language: str | None = None,
+    name: str | None = None,
+    suite: str | None = None,
+    benchmark: str | None = None,
+    data_dir: str | Path | None = None,
 ) -> list[dict[str, object]]:
     """Rows describing built-in and catalog tasks, filtered like :func:`catalog.find_entries`; with ``data_dir``,
     each catalog row's ``local`` is the folder holding its copy there (or None)."""
@@ -209,13 +216,27 @@ def task_listing(
                 continue
             if name is not None and name.lower() not in t.name.lower():
                 continue
-            rows.append({"name": t.name, "type": t.type, "languages": langs, "main_score": t.main_score,
-                         "data": f"built-in ({t.source})", "description": t.description})
+            rows.append(
+                {
+                    "name": t.name,
+                    "type": t.type,
+                    "languages": langs,
+                    "main_score": t.main_score,
+                    "data": f"built-in ({t.source})",
+                    "description": t.description,
+                }
+            )
     for e in find_entries(type=type, language=language, name=name, suite=suite, benchmark=benchmark):
         row: dict[str, object] = {
-            "name": e.name, "type": e.type, "languages": list(e.languages), "main_score": e.main_score,
-            "data": f"{e.dataset_path}@{e.dataset_revision[:7]}", "description": e.description,
-            "suites": list(e.suites), "size": dict(e.size)}
+            "name": e.name,
+            "type": e.type,
+            "languages": list(e.languages),
+            "main_score": e.main_score,
+            "data": f"{e.dataset_path}@{e.dataset_revision[:7]}",
+            "description": e.description,
+            "suites": list(e.suites),
+            "size": dict(e.size),
+        }
         if e.transform or e.custom_load:  # mteb prepares this task's data in code the catalog does not reproduce
             row["note"] = e.transform or f"mteb loads this task with its own code ({e.custom_load}.load_data)"
         if data_dir is not None:

@@ -67,8 +67,12 @@ class RerankingData:
             return self
         queries = self.queries.select(range(n))
         keep = set(queries.ids)
-        return RerankingData(queries, self.corpus, {q: d for q, d in self.qrels.items() if q in keep},
-                             {q: c for q, c in self.candidates.items() if q in keep})
+        return RerankingData(
+            queries,
+            self.corpus,
+            {q: d for q, d in self.qrels.items() if q in keep},
+            {q: c for q, c in self.candidates.items() if q in keep},
+        )
 
 
 def reranking_data_from_rows(rows: Iterable[Mapping[str, Any]], split: str = "test") -> RerankingData:
@@ -95,8 +99,9 @@ def reranking_data_from_rows(rows: Iterable[Mapping[str, Any]], split: str = "te
         doc_texts.extend([*row["positive"], *row["negative"]])
         qrels[qid] = {d: int(d.startswith("apositive_")) for d in ids}
         candidates[qid] = tuple(ids)
-    return RerankingData(Queries(tuple(qids), tuple(qtexts)), Corpus(tuple(doc_ids), tuple(doc_texts)),
-                         qrels, candidates)
+    return RerankingData(
+        Queries(tuple(qids), tuple(qtexts)), Corpus(tuple(doc_ids), tuple(doc_texts)), qrels, candidates
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,8 +124,10 @@ def _candidate_indices(data: RerankingData, qid: str, lookup: Mapping[str, int])
     seen: dict[str, None] = dict.fromkeys(data.candidates.get(qid, ()))  # ordered, duplicates dropped
     missing = [d for d in seen if d not in lookup]
     if missing:
-        raise DataFormatError(f"query {qid!r}: candidate ids {missing[:3]} are not in the corpus; "
-                              "every candidate must be a corpus document id")
+        raise DataFormatError(
+            f"query {qid!r}: candidate ids {missing[:3]} are not in the corpus; "
+            "every candidate must be a corpus document id"
+        )
     return [lookup[d] for d in seen]
 
 
@@ -262,10 +269,15 @@ def evaluate_reranking_v1(
     relevance = [s.is_relevant for s in samples]
     items, conf = reranking_v1_per_query(per_query, relevance, mrr_k)
     scores = reranking_v1_summary(items, conf)
-    timings = {"encode_queries": t1 - t0, "encode_corpus": t2 - t1, "search": t3 - t2,
-               "metrics": time.perf_counter() - t3}
-    return SplitOutcome(scores, None, timings, len(samples), len(distinct),
-                        per_item={"id": [s.query_id for s in samples], **items})
+    timings = {
+        "encode_queries": t1 - t0,
+        "encode_corpus": t2 - t1,
+        "search": t3 - t2,
+        "metrics": time.perf_counter() - t3,
+    }
+    return SplitOutcome(
+        scores, None, timings, len(samples), len(distinct), per_item={"id": [s.query_id for s in samples], **items}
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,8 +314,10 @@ class RerankingTask(TaskInfo):
 
         if scores_candidates(encoder):
             if self.protocol == "v1":
-                raise ConfigError(f"{self.name}: the legacy v1 reranking protocol scores embeddings only; "
-                                  f"{encoder.name} is a pipeline (use protocol v2)")
+                raise ConfigError(
+                    f"{self.name}: the legacy v1 reranking protocol scores embeddings only; "
+                    f"{encoder.name} is a pipeline (use protocol v2)"
+                )
             outcome = evaluate_reranking_with_scorer(data, as_candidate_scorer(encoder), options, self.k_values)
         elif self.protocol == "v1":
             outcome = evaluate_reranking_v1(data, encoder, options, self.mrr_at_k)
@@ -317,8 +331,11 @@ class RerankingTask(TaskInfo):
 # Loading local files
 # --------------------------------------------------------------------------------------------
 
-RERANKING_COLUMNS = {"query": ["query", "question"], "positive": ["positive", "positives", "pos"],
-                     "negative": ["negative", "negatives", "neg"]}
+RERANKING_COLUMNS = {
+    "query": ["query", "question"],
+    "positive": ["positive", "positives", "pos"],
+    "negative": ["negative", "negatives", "neg"],
+}
 
 
 def _text_list(value: Any, where: str, column: str) -> list[str]:
@@ -330,13 +347,16 @@ def _text_list(value: Any, where: str, column: str) -> list[str]:
     if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
         value = value.tolist()
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise DataFormatError(f"{where}: {column!r} must be a list of texts (in CSV/TSV a JSON list such as "
-                              f'["first text", "second text"]), got {str(value)[:80]!r}')
+        raise DataFormatError(
+            f"{where}: {column!r} must be a list of texts (in CSV/TSV a JSON list such as "
+            f'["first text", "second text"]), got {str(value)[:80]!r}'
+        )
     return list(value)
 
 
-def load_reranking_file(path: str | Path, columns: Mapping[str, str] | None = None,
-                        split: str = "test") -> RerankingData:
+def load_reranking_file(
+    path: str | Path, columns: Mapping[str, str] | None = None, split: str = "test"
+) -> RerankingData:
     """Rows of ``query``, ``positive`` (list) and ``negative`` (list) from JSONL / CSV / TSV / Parquet.
 
     ``columns`` maps those names to the file's, e.g. ``{"positive": "pos", "negative": "neg"}``.
@@ -352,9 +372,13 @@ def load_reranking_file(path: str | Path, columns: Mapping[str, str] | None = No
         query = pick(row, names["query"], where, "query")
         if not isinstance(query, str):
             raise DataFormatError(f"{where}: 'query' must be a text, got {type(query).__name__}")
-        rows.append({"query": query,
-                     "positive": _text_list(pick(row, names["positive"], where, "positive"), where, "positive"),
-                     "negative": _text_list(pick(row, names["negative"], where, "negative"), where, "negative")})
+        rows.append(
+            {
+                "query": query,
+                "positive": _text_list(pick(row, names["positive"], where, "positive"), where, "positive"),
+                "negative": _text_list(pick(row, names["negative"], where, "negative"), where, "negative"),
+            }
+        )
     data = reranking_data_from_rows(rows, split)
     if len(data.queries) == 0:
         raise DataFormatError(f"{path}: no row has both a positive and a negative; reranking needs both")
@@ -362,8 +386,15 @@ def load_reranking_file(path: str | Path, columns: Mapping[str, str] | None = No
 
 
 __all__ = [
-    "RerankingData", "RerankingTask", "evaluate_reranking_v1", "evaluate_reranking_v2", "legacy_samples",
-    "load_reranking_file", "rerank_candidates", "reranking_data_from_rows", "unique_texts",
+    "RerankingData",
+    "RerankingTask",
+    "evaluate_reranking_v1",
+    "evaluate_reranking_v2",
+    "legacy_samples",
+    "load_reranking_file",
+    "rerank_candidates",
+    "reranking_data_from_rows",
+    "unique_texts",
 ]
 
 
@@ -392,7 +423,13 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> RerankingT
     return RerankingTask(load_split=load, protocol="v2", k_values=k_values(entry), **catalog_fields(entry, subset))
 
 
-register_task_type(TaskType(
-    "Reranking", RerankingTask, main_score="map_at_1000", read_files=_read_files, from_catalog=_from_catalog,
-    params={"k": ("k_values", positive_ints)},
-))
+register_task_type(
+    TaskType(
+        "Reranking",
+        RerankingTask,
+        main_score="map_at_1000",
+        read_files=_read_files,
+        from_catalog=_from_catalog,
+        params={"k": ("k_values", positive_ints)},
+    )
+)

@@ -73,7 +73,9 @@ def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
         "scores are inflated and not comparable with full-corpus results.",
         stacklevel=2,
     )
-    return RetrievalData(data.corpus.select(doc_keep), queries, qrels, data.name, data.split, data.source, data.revision)
+    return RetrievalData(
+        data.corpus.select(doc_keep), queries, qrels, data.name, data.split, data.source, data.revision
+    )
 
 
 def evaluate_retrieval_split(
@@ -89,8 +91,10 @@ def evaluate_retrieval_split(
     data = data.with_positives_only()
     search = as_searcher(model).search_stages(data.queries, data.corpus, options)
     rankings = [_ranking(task, data, s.run) for s in search.stages]
-    stages = tuple(StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(s.run))
-                   for s, r in zip(search.stages, rankings))
+    stages = tuple(
+        StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(s.run))
+        for s, r in zip(search.stages, rankings)
+    )
     timings, run = search.timings, search.run
     t0 = time.perf_counter()
     ranking = _ranking(task, data, run)
@@ -103,8 +107,14 @@ def _ranking(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> Rankin
     return evaluate_ranking(data.qrels, run, task.k_values, ignore_identical_ids=task.ignore_identical_ids)
 
 
-
-__all__ = ["RetrievalTask", "SearchOptions", "SplitOutcome", "dense_search", "evaluate_retrieval_split", "limit_queries"]
+__all__ = [
+    "RetrievalTask",
+    "SearchOptions",
+    "SplitOutcome",
+    "dense_search",
+    "evaluate_retrieval_split",
+    "limit_queries",
+]
 
 
 def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> RetrievalTask:
@@ -126,12 +136,22 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> RetrievalT
             kwargs["subset"] = subset
         return load_retrieval(location, **kwargs)
 
-    return RetrievalTask(load_split=load, ignore_identical_ids=bool(entry.params.get("ignore_identical_ids", False)),
-                         k_values=k_values(entry), **catalog_fields(entry, subset))
+    return RetrievalTask(
+        load_split=load,
+        ignore_identical_ids=bool(entry.params.get("ignore_identical_ids", False)),
+        k_values=k_values(entry),
+        **catalog_fields(entry, subset),
+    )
 
 
-register_task_type(TaskType(
-    "Retrieval", RetrievalTask, main_score="ndcg_at_10", read_files=_read_files, from_catalog=_from_catalog,
-    mteb_protocols=(("AbsTaskRetrieval", "retrieval"),),
-    params={"k": ("k_values", positive_ints), "top_k": ("top_k", positive_int)},
-))
+register_task_type(
+    TaskType(
+        "Retrieval",
+        RetrievalTask,
+        main_score="ndcg_at_10",
+        read_files=_read_files,
+        from_catalog=_from_catalog,
+        mteb_protocols=(("AbsTaskRetrieval", "retrieval"),),
+        params={"k": ("k_values", positive_ints), "top_k": ("top_k", positive_int)},
+    )
+)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-
 from embedscope.errors import DataFormatError
 from embedscope.metrics.sts import correlation_scores, normalized_gold, sts_predictions
 from embedscope.models.base import Encoder
@@ -79,8 +78,11 @@ class STSTask(TaskInfo):
         return SplitOutcome(scores, timings=timings, n_queries=len(data.scores), per_item=per_item)
 
 
-STS_COLUMNS = {"sentence1": ["sentence1", "text1", "s1"], "sentence2": ["sentence2", "text2", "s2"],
-               "score": ["score", "similarity", "label"]}
+STS_COLUMNS = {
+    "sentence1": ["sentence1", "text1", "s1"],
+    "sentence2": ["sentence2", "text2", "s2"],
+    "score": ["score", "similarity", "label"],
+}
 
 
 def load_sts_file(path: str | Path, columns: Mapping[str, str] | None = None) -> STSData:
@@ -104,8 +106,10 @@ def load_sts_file(path: str | Path, columns: Mapping[str, str] | None = None) ->
     if len(gold) < 2:
         raise DataFormatError(f"{path}: an STS file needs at least two pairs")
     if len(set(gold)) == 1:
-        raise DataFormatError(f"{path}: every gold score is {gold[0]:g}; Spearman's correlation is undefined when "
-                              "the gold scores do not vary")
+        raise DataFormatError(
+            f"{path}: every gold score is {gold[0]:g}; Spearman's correlation is undefined when "
+            "the gold scores do not vary"
+        )
     return STSData(tuple(s1), tuple(s2), tuple(gold))
 
 
@@ -139,11 +143,21 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> STSTask:
         return STSData(tuple(map(str, s1)), tuple(map(str, s2)), tuple(float(x) for x in gold))
 
     params = entry.params
-    return STSTask(load_split=load, min_score=params.get("min_score", 0), max_score=params.get("max_score", 5),
-                   **catalog_fields(entry, subset))
+    return STSTask(
+        load_split=load,
+        min_score=params.get("min_score", 0),
+        max_score=params.get("max_score", 5),
+        **catalog_fields(entry, subset),
+    )
 
 
-register_task_type(TaskType(
-    "STS", STSTask, main_score="cosine_spearman", read_files=_read_files, from_catalog=_from_catalog,
-    mteb_protocols=(("AbsTaskSTS", "sts"),),
-))
+register_task_type(
+    TaskType(
+        "STS",
+        STSTask,
+        main_score="cosine_spearman",
+        read_files=_read_files,
+        from_catalog=_from_catalog,
+        mteb_protocols=(("AbsTaskSTS", "sts"),),
+    )
+)

@@ -66,8 +66,9 @@ class SummarizationData:
         """The first ``n`` rows (all when ``n`` is None)."""
         if n is None or n >= len(self):
             return self
-        return SummarizationData(self.texts[:n], self.human_summaries[:n], self.machine_summaries[:n],
-                                 self.relevance[:n])
+        return SummarizationData(
+            self.texts[:n], self.human_summaries[:n], self.machine_summaries[:n], self.relevance[:n]
+        )
 
 
 def _split(vectors: np.ndarray, lengths: Sequence[int]) -> list[np.ndarray]:
@@ -131,27 +132,40 @@ class SummarizationTask(TaskInfo):
         data = self.load_split(split).head(options.limits)
         t1 = time.perf_counter()
         gold = normalized_relevance(data.relevance, self.min_score, self.max_score)
-        kwargs: dict[str, Any] = {"role": "document", "batch_size": options.batch_size,
-                                  "show_progress": options.show_progress}
+        kwargs: dict[str, Any] = {
+            "role": "document",
+            "batch_size": options.batch_size,
+            "show_progress": options.show_progress,
+        }
         human = encoder.encode([s for row in data.human_summaries for s in row], **kwargs)
         machine = encoder.encode([s for row in data.machine_summaries for s in row], **kwargs)
         t2 = time.perf_counter()
-        kept, columns = summarization_rows(_split(np.asarray(human), [len(r) for r in data.human_summaries]),
-                                           _split(np.asarray(machine), [len(r) for r in data.machine_summaries]),
-                                           gold, encoder.similarity)
+        kept, columns = summarization_rows(
+            _split(np.asarray(human), [len(r) for r in data.human_summaries]),
+            _split(np.asarray(machine), [len(r) for r in data.machine_summaries]),
+            gold,
+            encoder.similarity,
+        )
         if not kept:
-            raise DataFormatError(f"{self.name} {split}: every row has equal gold or predicted scores; nothing to "
-                                  "correlate")
+            raise DataFormatError(
+                f"{self.name} {split}: every row has equal gold or predicted scores; nothing to correlate"
+            )
         scores = summarization_scores(columns, self.protocol)
         timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        per_item = {"id": [str(i) for i in kept], **{name: columns[name] for name in PREDICTIONS},
-                    "gold": columns["gold"]}
+        per_item = {
+            "id": [str(i) for i in kept],
+            **{name: columns[name] for name in PREDICTIONS},
+            "gold": columns["gold"],
+        }
         return SplitOutcome(scores, timings=timings, n_queries=len(data), per_item=per_item)
 
 
-SUMMARIZATION_COLUMNS = {"text": ["text"], "human_summaries": ["human_summaries", "references"],
-                         "machine_summaries": ["machine_summaries", "summaries"],
-                         "relevance": ["relevance", "scores"]}
+SUMMARIZATION_COLUMNS = {
+    "text": ["text"],
+    "human_summaries": ["human_summaries", "references"],
+    "machine_summaries": ["machine_summaries", "summaries"],
+    "relevance": ["relevance", "scores"],
+}
 
 
 def _list_of(value: Any, where: str, column: str, kind: type) -> list[Any]:
@@ -165,10 +179,13 @@ def _list_of(value: Any, where: str, column: str, kind: type) -> list[Any]:
     if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
         value = value.tolist()
     ok = isinstance(value, (list, tuple)) and all(
-        isinstance(v, kind) or (kind is float and isinstance(v, int) and not isinstance(v, bool)) for v in value)
+        isinstance(v, kind) or (kind is float and isinstance(v, int) and not isinstance(v, bool)) for v in value
+    )
     if not ok:
-        raise DataFormatError(f"{where}: {column!r} must be a list of {'texts' if kind is str else 'numbers'} "
-                              f"(in CSV/TSV a JSON list), got {str(value)[:80]!r}")
+        raise DataFormatError(
+            f"{where}: {column!r} must be a list of {'texts' if kind is str else 'numbers'} "
+            f"(in CSV/TSV a JSON list), got {str(value)[:80]!r}"
+        )
     return list(value)
 
 
@@ -179,10 +196,14 @@ def summarization_data_from_rows(rows: Sequence[tuple[str, Any]], names: dict[st
     texts, human, machine, relevance = [], [], [], []
     for where, row in rows:
         texts.append(str(pick(row, names["text"], where, "text")))
-        human.append(tuple(_list_of(pick(row, names["human_summaries"], where, "human_summaries"), where,
-                                    "human_summaries", str)))
-        machine_row = _list_of(pick(row, names["machine_summaries"], where, "machine_summaries"), where,
-                               "machine_summaries", str)
+        human.append(
+            tuple(
+                _list_of(pick(row, names["human_summaries"], where, "human_summaries"), where, "human_summaries", str)
+            )
+        )
+        machine_row = _list_of(
+            pick(row, names["machine_summaries"], where, "machine_summaries"), where, "machine_summaries", str
+        )
         gold = _list_of(pick(row, names["relevance"], where, "relevance"), where, "relevance", float)
         if len(machine_row) != len(gold):
             raise DataFormatError(f"{where}: {len(machine_row)} machine summaries but {len(gold)} relevance scores")
@@ -204,8 +225,13 @@ def load_summarization_file(path: str | Path, columns: dict[str, str] | None = N
     return data
 
 
-__all__ = ["SummarizationData", "SummarizationTask", "load_summarization_file", "summarization_data_from_rows",
-           "summarization_rows"]
+__all__ = [
+    "SummarizationData",
+    "SummarizationTask",
+    "load_summarization_file",
+    "summarization_data_from_rows",
+    "summarization_rows",
+]
 
 
 def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> SummarizationTask:
@@ -219,20 +245,35 @@ def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> Summarizat
 
     def load(split: str) -> SummarizationData:
         ds = subset_table(entry, subset, location, split)
-        text, human, machine, relevance = table_columns(ds, "text", "human_summaries", "machine_summaries",
-                                                        "relevance", where=f"{entry.name} {split}")
-        return SummarizationData(tuple(map(str, text)), tuple(tuple(map(str, h)) for h in human),
-                                 tuple(tuple(map(str, m)) for m in machine),
-                                 tuple(tuple(float(x) for x in r) for r in relevance))
+        text, human, machine, relevance = table_columns(
+            ds, "text", "human_summaries", "machine_summaries", "relevance", where=f"{entry.name} {split}"
+        )
+        return SummarizationData(
+            tuple(map(str, text)),
+            tuple(tuple(map(str, h)) for h in human),
+            tuple(tuple(map(str, m)) for m in machine),
+            tuple(tuple(float(x) for x in r) for r in relevance),
+        )
 
     params = entry.params
     # mteb 2.26: SummEval and SummEvalFr keep the deprecated evaluator (mteb #1156); their .v2 use the fixed one
     protocol = params.get("summarization_protocol", "v2" if entry.name.endswith(".v2") else "v1")
-    return SummarizationTask(load_split=load, min_score=params.get("min_score", 0),
-                             max_score=params.get("max_score", 5), protocol=protocol, **catalog_fields(entry, subset))
+    return SummarizationTask(
+        load_split=load,
+        min_score=params.get("min_score", 0),
+        max_score=params.get("max_score", 5),
+        protocol=protocol,
+        **catalog_fields(entry, subset),
+    )
 
 
-register_task_type(TaskType(
-    "Summarization", SummarizationTask, main_score="cosine_spearman", read_files=_read_files,
-    from_catalog=_from_catalog, mteb_protocols=(("AbsTaskSummarization", "summarization"),),
-))
+register_task_type(
+    TaskType(
+        "Summarization",
+        SummarizationTask,
+        main_score="cosine_spearman",
+        read_files=_read_files,
+        from_catalog=_from_catalog,
+        mteb_protocols=(("AbsTaskSummarization", "summarization"),),
+    )
+)

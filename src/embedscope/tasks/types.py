@@ -34,8 +34,18 @@ CatalogBuilder = Callable[["CatalogEntry", str, str], "Task"]
 TaskParams = Mapping[str, "tuple[str, Callable[[Any], Any]]"]
 
 # the modules of the built-in types, imported (and so registered) on the registry's first use
-BUILTIN_MODULES = ("retrieval", "reranking", "sts", "classification", "pair_classification", "multilabel",
-                   "clustering", "bitext_mining", "summarization", "instructions")
+BUILTIN_MODULES = (
+    "retrieval",
+    "reranking",
+    "sts",
+    "classification",
+    "pair_classification",
+    "multilabel",
+    "clustering",
+    "bitext_mining",
+    "summarization",
+    "instructions",
+)
 
 
 def route_key(name: str) -> str:

@@ -59,8 +59,13 @@ class HashEncoder(BaseEncoder):
 
     backend = "fake-hash"
 
-    def __init__(self, dim: int = 16, name: str = "fake/hash-encoder", similarity: Similarity = "cosine",
-                 device: str | None = "cpu") -> None:
+    def __init__(
+        self,
+        dim: int = 16,
+        name: str = "fake/hash-encoder",
+        similarity: Similarity = "cosine",
+        device: str | None = "cpu",
+    ) -> None:
         self.dim = self.embed_dim = dim
         self.name = name
         self.revision = f"dim{dim}"
@@ -93,7 +98,9 @@ class PaddedHashEncoder(HashEncoder):
 
     backend = "fake-padded-hash"
 
-    def __init__(self, dim: int = 16, name: str = "fake/padded-hash-encoder", similarity: Similarity = "cosine") -> None:
+    def __init__(
+        self, dim: int = 16, name: str = "fake/padded-hash-encoder", similarity: Similarity = "cosine"
+    ) -> None:
         super().__init__(dim=dim, name=name, similarity=similarity)
 
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:

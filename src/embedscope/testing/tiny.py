@@ -61,8 +61,14 @@ def tiny_tasks_of_every_type(n: int = 24, seed: int = 0) -> list:
     def halves(items: tuple, kind):
         return {"train": kind(texts[:n], items[:n]), "test": kind(texts[n:], items[n:])}.__getitem__
 
-    rows = [{"query": _sentence(rng, 2), "positive": [_sentence(rng, 3) for _ in range(2)],
-             "negative": [_sentence(rng, 3) for _ in range(3)]} for _ in range(n // 2)]
+    rows = [
+        {
+            "query": _sentence(rng, 2),
+            "positive": [_sentence(rng, 3) for _ in range(2)],
+            "negative": [_sentence(rng, 3) for _ in range(3)],
+        }
+        for _ in range(n // 2)
+    ]
     rerank = reranking_data_from_rows(rows)
     sets = [LabelledTexts(texts[i : i + 12], labels[i : i + 12]) for i in range(0, 2 * n, 12)]
     return [
@@ -72,9 +78,15 @@ def tiny_tasks_of_every_type(n: int = 24, seed: int = 0) -> list:
         STSTask("TinySTS", lambda split: STSData(s1, s2, gold), min_score=0, max_score=4),
         PairClassificationTask("TinyPairClassification", lambda split: PairData(s1, s2, pair_labels)),
         ClassificationTask("TinyClassification", halves(labels, LabelledTexts), samples_per_label=4, n_experiments=3),
-        MultilabelTask("TinyMultilabel", halves(multi, MultilabelTexts), samples_per_label=4, n_experiments=3,
-                       n_neighbors=3),
-        ClusteringTask("TinyClustering", lambda split: LabelledTexts(texts, labels),
-                       max_fraction_of_documents_to_embed=None, n_clusters=3, max_documents_per_cluster=20),
+        MultilabelTask(
+            "TinyMultilabel", halves(multi, MultilabelTexts), samples_per_label=4, n_experiments=3, n_neighbors=3
+        ),
+        ClusteringTask(
+            "TinyClustering",
+            lambda split: LabelledTexts(texts, labels),
+            max_fraction_of_documents_to_embed=None,
+            n_clusters=3,
+            max_documents_per_cluster=20,
+        ),
         ClusteringTask("TinyClusteringLegacy", lambda split: sets, protocol="legacy"),
     ]

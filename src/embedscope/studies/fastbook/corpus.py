@@ -28,11 +28,16 @@ def export_beir(benchmark: Benchmark, passages: Sequence[Any], folder: str | Pat
     from embedscope.results.store import atomic_write_text
 
     folder = Path(folder)
-    atomic_write_text(folder / "corpus.jsonl", "".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n"
-                                                       for p in passages))
-    atomic_write_text(folder / "queries.jsonl", "".join(
-        json.dumps({"_id": q.qid, "text": q.query_text, "chapter": q.chapter}, ensure_ascii=False) + "\n"
-        for q in benchmark.questions))
+    atomic_write_text(
+        folder / "corpus.jsonl", "".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in passages)
+    )
+    atomic_write_text(
+        folder / "queries.jsonl",
+        "".join(
+            json.dumps({"_id": q.qid, "text": q.query_text, "chapter": q.chapter}, ensure_ascii=False) + "\n"
+            for q in benchmark.questions
+        ),
+    )
     rows = ["query-id\tcorpus-id\tscore"]
     for q in benchmark.questions:
         pool = [p for p in passages if scope == "all" or p.chapter == q.chapter]

@@ -26,7 +26,9 @@ from typing import Any
 
 from embedscope.errors import DataFormatError
 
-FASTBOOK_URL = "https://raw.githubusercontent.com/vishalbakshi/fastbook-benchmark/refs/heads/main/fastbook-benchmark.json"
+FASTBOOK_URL = (
+    "https://raw.githubusercontent.com/vishalbakshi/fastbook-benchmark/refs/heads/main/fastbook-benchmark.json"
+)
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def _bool(value: Any, where: str) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise DataFormatError(f"{where}: expected \"true\" or \"false\", got {value!r}")
+    raise DataFormatError(f'{where}: expected "true" or "false", got {value!r}')
 
 
 def _str(value: Any, where: str) -> str:
@@ -126,8 +128,9 @@ def _text_or_parts(value: Any, where: str) -> tuple[str, tuple[str, ...]]:
 
 def _question_context(raw: Any, where: str) -> QuestionContext:
     raw = _object(raw, where, ("question_component", "context"))
-    return QuestionContext(_str(raw["question_component"], f"{where}.question_component"),
-                           _strings(raw["context"], f"{where}.context"))
+    return QuestionContext(
+        _str(raw["question_component"], f"{where}.question_component"), _strings(raw["context"], f"{where}.context")
+    )
 
 
 def _component(raw: Any, where: str) -> AnswerComponent:
@@ -167,15 +170,16 @@ def _question_contexts(value: Any, where: str) -> tuple[QuestionContext, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise DataFormatError(f"{where}: expected a list of {{question_component, context}} objects, "
-                              f"got {type(value).__name__}")
+        raise DataFormatError(
+            f"{where}: expected a list of {{question_component, context}} objects, got {type(value).__name__}"
+        )
     return tuple(_question_context(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def parse_benchmark(data: Any, source: str = "benchmark") -> Benchmark:
     """Validate a parsed benchmark JSON; errors name the question index, its id and the field."""
     if not isinstance(data, Mapping) or not isinstance(data.get("questions"), list):
-        raise DataFormatError(f"{source}: expected {{\"questions\": [...]}} at the top level")
+        raise DataFormatError(f'{source}: expected {{"questions": [...]}} at the top level')
     questions = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(data["questions"]):
@@ -219,15 +223,22 @@ def load_benchmark(path_or_url: str | Path = FASTBOOK_URL) -> Benchmark:
 # Statistics (the seed README's tables)
 
 
-STAT_COLUMNS = ("questions", "answer components", "avg components per question", "empty contexts",
-                "implicit components", "extraneous components")
+STAT_COLUMNS = (
+    "questions",
+    "answer components",
+    "avg components per question",
+    "empty contexts",
+    "implicit components",
+    "extraneous components",
+)
 
 
 def benchmark_stats(benchmark: Benchmark) -> dict[str, dict[str, float]]:
     """Per chapter and ``"Total"``: the README's counts (average rounded to one decimal as there)."""
     rows: dict[str, dict[str, float]] = {}
-    groups: dict[str, list[Question]] = {str(c): [q for q in benchmark.questions if q.chapter == c]
-                                         for c in benchmark.chapters()}
+    groups: dict[str, list[Question]] = {
+        str(c): [q for q in benchmark.questions if q.chapter == c] for c in benchmark.chapters()
+    }
     groups["Total"] = list(benchmark.questions)
     for name, questions in groups.items():
         components = [c for q in questions for c in q.components]
@@ -254,8 +265,10 @@ def read_keyword_queries(path: str | Path, benchmark: Benchmark | None = None) -
         reader = csv.DictReader(f)
         missing = [c for c in ("chapter", "question_number", "keywords") if c not in (reader.fieldnames or [])]
         if missing:
-            raise DataFormatError(f"{path}: missing column(s) {missing}; the header must be "
-                                  "chapter,question_number,question_text,keywords")
+            raise DataFormatError(
+                f"{path}: missing column(s) {missing}; the header must be "
+                "chapter,question_number,question_text,keywords"
+            )
         for line, row in enumerate(reader, start=2):
             chapter = _int(row["chapter"], f"{path}:{line} chapter")
             number = _int(row["question_number"], f"{path}:{line} question_number")

@@ -34,8 +34,9 @@ def fixed(text: str) -> str:
     return fix_text(text)
 
 
-def found_ranks(components: Sequence[AnswerComponent], passages: Sequence[str], k: int,
-                normalize: Callable[[str], str] = fixed) -> list[int]:
+def found_ranks(
+    components: Sequence[AnswerComponent], passages: Sequence[str], k: int, normalize: Callable[[str], str] = fixed
+) -> list[int]:
     """Per component, the 1-based rank of the first passage (top ``k``) holding one of its contexts; 0 = not found."""
     top = [normalize(p) for p in passages[:k]]
     ranks = []
@@ -57,8 +58,12 @@ def modified_recall(components: Sequence[AnswerComponent], passages: Sequence[st
     return sum(r > 0 for r in ranks) / len(ranks) if ranks else 0.0
 
 
-def scored_components(question: Question, *, exclude_extraneous: bool = False,
-                      exclude_implicit: bool = False) -> list[AnswerComponent]:
+def scored_components(
+    question: Question, *, exclude_extraneous: bool = False, exclude_implicit: bool = False
+) -> list[AnswerComponent]:
     """The components that count (all by default, as in the original study)."""
-    return [c for c in question.components
-            if not (exclude_extraneous and c.extraneous_answer) and not (exclude_implicit and not c.explicit_context)]
+    return [
+        c
+        for c in question.components
+        if not (exclude_extraneous and c.extraneous_answer) and not (exclude_implicit and not c.explicit_context)
+    ]

@@ -46,10 +46,15 @@ class FastbookReport:
         from embedscope.results.table import markdown_table
 
         mrr, rec = f"modified_mrr_at_{self.k}", f"modified_recall_at_{self.k}"
-        body = [[str(c), str(int(v["questions"])), f"{v[mrr]:.4f}", f"{v[rec]:.4f}"] for c, v in self.per_chapter.items()]
-        body.append(["all", str(int(self.overall["questions"])), f"{self.overall[mrr]:.4f}", f"{self.overall[rec]:.4f}"])
+        body = [
+            [str(c), str(int(v["questions"])), f"{v[mrr]:.4f}", f"{v[rec]:.4f}"] for c, v in self.per_chapter.items()
+        ]
+        body.append(
+            ["all", str(int(self.overall["questions"])), f"{self.overall[mrr]:.4f}", f"{self.overall[rec]:.4f}"]
+        )
         return f"retriever: {self.pipeline}\n\n" + markdown_table(
-            ["chapter", "questions", f"Modified MRR@{self.k}", f"Modified Recall@{self.k}"], body)
+            ["chapter", "questions", f"Modified MRR@{self.k}", f"Modified Recall@{self.k}"], body
+        )
 
     def csv(self) -> str:
         """The per-question rows as CSV."""
@@ -74,8 +79,15 @@ def _csv_text(fields: list[str], rows: list[dict[str, Any]]) -> str:
 Retrievers = str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]] | Pipeline
 
 
-def build_pipeline(retriever: Retrievers, *, fusion: Any = None, rerankers: Sequence[Any] = (),
-                   keywords: Mapping[str, str] | None = None, cache: Any = None, name: str | None = None) -> Pipeline:
+def build_pipeline(
+    retriever: Retrievers,
+    *,
+    fusion: Any = None,
+    rerankers: Sequence[Any] = (),
+    keywords: Mapping[str, str] | None = None,
+    cache: Any = None,
+    name: str | None = None,
+) -> Pipeline:
     """The pipeline for the study: one retriever or several fused (as ``Pipeline.build``), then rerankers.
     FTS5 stages get the keyword queries; the other stages search with the question text."""
     if isinstance(retriever, Pipeline):
@@ -90,8 +102,9 @@ def build_pipeline(retriever: Retrievers, *, fusion: Any = None, rerankers: Sequ
     return Pipeline.build(stages, fusion=fusion, rerankers=list(rerankers), cache=cache, name=name)
 
 
-def _retrieved(pipeline: Pipeline, questions: list[Question], passages: list[Passage], k: int,
-               batch_size: int) -> dict[str, list[Passage]]:
+def _retrieved(
+    pipeline: Pipeline, questions: list[Question], passages: list[Passage], k: int, batch_size: int
+) -> dict[str, list[Passage]]:
     if not passages:
         return {q.qid: [] for q in questions}
     queries = Queries(tuple(q.qid for q in questions), tuple(q.query_text for q in questions))
@@ -140,8 +153,10 @@ def run_fastbook(
         for chapter in benchmark.chapters():
             pool = [p for p in passages if p.chapter == chapter]
             if not pool:
-                raise DataFormatError(f"chapter {chapter} has questions but no passages: add its document "
-                                      "(the chapter number is read from the file name)")
+                raise DataFormatError(
+                    f"chapter {chapter} has questions but no passages: add its document "
+                    "(the chapter number is read from the file name)"
+                )
             questions = [q for q in benchmark.questions if q.chapter == chapter]
             retrieved.update(_retrieved(pipeline, questions, pool, depth, batch_size))
     rows = []
@@ -150,15 +165,26 @@ def run_fastbook(
         if not components:
             continue
         texts = [p.text for p in retrieved[q.qid]]
-        rows.append({"chapter": q.chapter, "question_number": q.question_number, "components": len(components),
-                     f"modified_mrr_at_{k}": modified_mrr(components, texts, k),
-                     f"modified_recall_at_{k}": modified_recall(components, texts, k),
-                     "retrieved": " ".join(p.id for p in retrieved[q.qid][:k])})
+        rows.append(
+            {
+                "chapter": q.chapter,
+                "question_number": q.question_number,
+                "components": len(components),
+                f"modified_mrr_at_{k}": modified_mrr(components, texts, k),
+                f"modified_recall_at_{k}": modified_recall(components, texts, k),
+                "retrieved": " ".join(p.id for p in retrieved[q.qid][:k]),
+            }
+        )
     if not rows:
         raise DataFormatError("no question has a component left to score (check the exclude options)")
-    report = FastbookReport(pipeline.name, k, rows, _means(rows, k),
-                            {c: _means([r for r in rows if r["chapter"] == c], k) for c in sorted({r["chapter"] for r in rows})},
-                            time.perf_counter() - started)
+    report = FastbookReport(
+        pipeline.name,
+        k,
+        rows,
+        _means(rows, k),
+        {c: _means([r for r in rows if r["chapter"] == c], k) for c in sorted({r["chapter"] for r in rows})},
+        time.perf_counter() - started,
+    )
     if output_folder is not None:
         _write(report, pipeline, Path(output_folder), overwrite, scope)
     return report
@@ -166,9 +192,11 @@ def run_fastbook(
 
 def _means(rows: list[dict[str, Any]], k: int) -> dict[str, float]:
     n = len(rows)
-    return {"questions": float(n),
-            f"modified_mrr_at_{k}": sum(r[f"modified_mrr_at_{k}"] for r in rows) / n,
-            f"modified_recall_at_{k}": sum(r[f"modified_recall_at_{k}"] for r in rows) / n}
+    return {
+        "questions": float(n),
+        f"modified_mrr_at_{k}": sum(r[f"modified_mrr_at_{k}"] for r in rows) / n,
+        f"modified_recall_at_{k}": sum(r[f"modified_recall_at_{k}"] for r in rows) / n,
+    }
 
 
 def _write(report: FastbookReport, pipeline: Pipeline, folder: Path, overwrite: bool, scope: str) -> None:
@@ -186,9 +214,14 @@ def _write(report: FastbookReport, pipeline: Pipeline, folder: Path, overwrite: 
 
     entries = [entry("default", report.overall)]
     entries += [entry(f"chapter_{c}", v) for c, v in report.per_chapter.items()]
-    result = TaskResult(task_name=TASK_NAME, dataset_revision="local", scores={"test": entries},
-                        evaluation_time=report.seconds, date=now_iso(),
-                        extra={"task_type": "MultiComponentRetrieval", "scope": scope, "k": report.k})
+    result = TaskResult(
+        task_name=TASK_NAME,
+        dataset_revision="local",
+        scores={"test": entries},
+        evaluation_time=report.seconds,
+        date=now_iso(),
+        extra={"task_type": "MultiComponentRetrieval", "scope": scope, "k": report.k},
+    )
     report.path = store.save(result)
     store.save_model_meta({**pipeline.describe(), "revision": pipeline.revision})
     report.csv_path = store.inside(path.with_name(f"{TASK_NAME}_per_question.csv"))
