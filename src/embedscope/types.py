@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -49,11 +49,14 @@ class Texts:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def select(self, keep: Sequence[int]) -> Texts:
+    def select(self: _TextsT, keep: Sequence[int]) -> _TextsT:
         return type(self)(tuple(self.ids[i] for i in keep), tuple(self.texts[i] for i in keep))
 
     def as_dict(self) -> dict[str, str]:
         return dict(zip(self.ids, self.texts))
+
+
+_TextsT = TypeVar("_TextsT", bound=Texts)
 
 
 class Corpus(Texts):
@@ -162,7 +165,7 @@ class KeyedRun:
     doc_index: np.ndarray  # int64 [n_queries, depth]
     scores: np.ndarray  # float64 [n_queries, depth]
     long_rows: np.ndarray  # int64, sorted
-    long_docs: object  # pyarrow string array
+    long_docs: Any  # pyarrow string array
     position: np.ndarray | None = None
 
     @property

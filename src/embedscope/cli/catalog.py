@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import cast
 
 from embedscope.cli.options import benchmark_tasks
 from embedscope.errors import ConfigError
@@ -81,8 +82,15 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
         return 0
     headers = ["task", "type", "languages", "main score", "size", "data"] + (["local copy"] if args.data_dir else [])
     table = [
-        [r["name"], r["type"], _languages(r["languages"]), r["main_score"], _size(r.get("size")), r["data"]]
-        + ([r.get("local") or "-"] if args.data_dir else [])
+        [
+            str(r["name"]),
+            str(r["type"]),
+            _languages(cast("list[str]", r["languages"])),
+            str(r["main_score"]),
+            _size(r.get("size")),
+            str(r["data"]),
+        ]
+        + ([str(r.get("local") or "-")] if args.data_dir else [])
         for r in rows
     ]
     print(markdown_table(headers, table))

@@ -143,6 +143,7 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
     from embedscope.studies.fastbook.run import run_fastbook
 
     spec = pipeline_spec(args)
+    assert spec is not None  # --retriever is required here
     benchmark = load_benchmark(args.benchmark)
     keywords = None if args.queries == "question" else read_keyword_queries(args.queries, benchmark)
     report = run_fastbook(

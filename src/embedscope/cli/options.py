@@ -56,7 +56,9 @@ def pipeline_spec(args: argparse.Namespace) -> dict | None:
         from embedscope.retrieval.pipeline import parse_fusion
 
         overrides = {"k": args.rrf_k, "weights": tuple(args.weights) if args.weights else None}
-        fusion = replace(parse_fusion(args.fusion or "rrf"), **{k: v for k, v in overrides.items() if v is not None})
+        parsed = parse_fusion(args.fusion or "rrf")
+        assert parsed is not None  # a fusion name always parses
+        fusion = replace(parsed, **{k: v for k, v in overrides.items() if v is not None})
     return {
         "retrievers": args.retriever or [args.model or "minilm"],
         "fusion": fusion,

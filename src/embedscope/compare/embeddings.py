@@ -30,7 +30,7 @@ class TextRecorder(HashEncoder):
         self.texts: dict[tuple[Role, str], None] = {}
 
     def encode(
-        self, texts: Sequence[str], *, role: Role, batch_size: int = 32, show_progress: bool = False
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = 32, show_progress: bool = False
     ) -> np.ndarray:
         for t in texts:
             self.texts.setdefault((role, t))
@@ -59,7 +59,7 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(norms > 0, (a * b).sum(axis=1) / np.where(norms > 0, norms, 1.0), 0.0)
 
 
-def encode_by_role(encoder: Encoder, texts: Sequence[tuple[Role, str]], batch_size: int = 32) -> np.ndarray:
+def encode_by_role(encoder: Encoder, texts: Sequence[tuple[Role, str]], batch_size: int | None = 32) -> np.ndarray:
     """Vectors of ``texts`` in their order, each role encoded in one call."""
     out: np.ndarray | None = None
     for role in ("query", "document"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
@@ -45,6 +45,16 @@ class TaskItems:
     columns: dict[str, np.ndarray] = field(default_factory=dict)
     top: tuple[tuple[str, ...], ...] = ()
     path: Path = Path()
+
+
+class _ResultFields(TypedDict):
+    """The :class:`TaskItems` fields read from the result JSON itself."""
+
+    task: str
+    task_type: str
+    metric: str
+    score: float
+    path: Path
 
 
 @dataclass(frozen=True)
@@ -94,13 +104,13 @@ def task_items(path: Path) -> TaskItems:
     result = TaskResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
     task_type = infer_task_type(result)
     metric = main_metric(result)
-    base = {
-        "task": result.task_name,
-        "task_type": task_type,
-        "metric": metric,
-        "score": result.main_score(),
-        "path": path,
-    }
+    base = _ResultFields(
+        task=result.task_name,
+        task_type=task_type,
+        metric=metric,
+        score=result.main_score(),
+        path=path,
+    )
     item_file = per_item_path(path)
     if item_file.exists():
         rows = read_per_item(item_file)
@@ -113,9 +123,11 @@ def task_items(path: Path) -> TaskItems:
         if rows and metric in rows[0]:
             values = np.array([r[metric] for r in rows], dtype=np.float64)
             return TaskItems(**base, kind="mean", keys=keys, values=values, top=top)
-    keys, values = experiment_values(result.scores, metric)
-    if keys:
-        return TaskItems(**base, kind="mean", keys=keys, values=np.array(values, dtype=np.float64))
+    experiment_keys, experiment_scores = experiment_values(result.scores, metric)
+    if experiment_keys:
+        return TaskItems(
+            **base, kind="mean", keys=experiment_keys, values=np.array(experiment_scores, dtype=np.float64)
+        )
     return TaskItems(**base, kind="none")
 
 

@@ -30,7 +30,6 @@ try:  # optional speed-up
 
     _DECODE_ERRORS: tuple[type[Exception], ...] = (_orjson.JSONDecodeError, json.JSONDecodeError)
 except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
 
     def _loads(line: bytes) -> Any:
         return json.loads(line)

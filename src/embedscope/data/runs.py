@@ -305,8 +305,8 @@ def _python_block(path: Path, block: memoryview, first_line: int) -> _Columns:
     try:
         text = str(block, "utf-8")
     except UnicodeDecodeError as e:
-        line = first_line + bytes(block[: e.start]).count(b"\n")
-        raise DataFormatError(f"{path}, line {line}: not valid UTF-8 ({e.reason}); save it as UTF-8") from None
+        bad_line = first_line + bytes(block[: e.start]).count(b"\n")
+        raise DataFormatError(f"{path}, line {bad_line}: not valid UTF-8 ({e.reason}); save it as UTF-8") from None
     qids: list[str] = []
     docs: list[str] = []
     scores: list[float] = []
@@ -502,7 +502,7 @@ class _Growing:
     at least 12 bytes); pages never written are never resident, so only the rows read cost memory."""
 
     def __init__(self, dtype: type, capacity: int) -> None:
-        self.data = np.empty(capacity, dtype=dtype)
+        self.data: np.ndarray = np.empty(capacity, dtype=dtype)
         self.size = 0
 
     def reserve(self, n: int) -> np.ndarray:
@@ -557,10 +557,10 @@ def read_trec_run(path: str | Path) -> RankedRun:
         row, first, second = clash
         q = np.repeat(heads, lengths)
         rows = [_file_row(order, q, row, slot) for slot in (first, second)]
-        lines = _line_numbers(path, rows_per_block, rows)
+        clash_lines = _line_numbers(path, rows_per_block, rows)
         raise DataFormatError(
-            f"{path}, line {lines[1]}: document {doc_ids[run.doc_index[row, second]]!r} appears twice "
-            f"for query {query_ids[row]!r} (first at line {lines[0]}); keep one line per query and "
+            f"{path}, line {clash_lines[1]}: document {doc_ids[run.doc_index[row, second]]!r} appears twice "
+            f"for query {query_ids[row]!r} (first at line {clash_lines[0]}); keep one line per query and "
             "document"
         )
     return run
@@ -590,7 +590,7 @@ def id_keys(column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -
         return keys.view(np.int64)
     wide = pa.types.is_large_string(column.type)
     _, offsets_buffer, data_buffer = column.buffers()
-    offsets = np.frombuffer(
+    offsets: np.ndarray = np.frombuffer(
         offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1, offset=column.offset * (8 if wide else 4)
     )
     end = int(offsets[-1])
@@ -761,7 +761,7 @@ def _ranked(
 
 def _first_duplicate(index: np.ndarray, chunk: int = 1024) -> tuple[int, int, int] | None:
     """``(row, first slot, second slot)`` of the earliest repeated doc in any row, or None."""
-    clashes = []
+    clashes: list[tuple[int, int, int]] = []
     for start in range(0, len(index), chunk):
         block = np.sort(index[start : start + chunk].astype(np.int32), axis=1)  # codes < 2**31: int32 sorts faster
         repeated = (block[:, 1:] == block[:, :-1]) & (block[:, 1:] >= 0)
@@ -770,7 +770,7 @@ def _first_duplicate(index: np.ndarray, chunk: int = 1024) -> tuple[int, int, in
             _, first_slot = np.unique(values, return_index=True)
             later = np.setdiff1d(np.flatnonzero(values >= 0), first_slot)
             second = int(later.min())
-            clashes.append((row, int(np.flatnonzero(values == values[second])[0]), second))
+            clashes.append((int(row), int(np.flatnonzero(values == values[second])[0]), second))
     return min(clashes, key=lambda c: (c[2], c[0])) if clashes else None
 
 

@@ -51,7 +51,7 @@ import csv
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from embedscope.data.jsonl import iter_jsonl, reading
 from embedscope.data.validate import check_columns
@@ -75,8 +75,9 @@ def _csv_field_limit() -> None:
         csv.field_size_limit(2**31 - 1)
 
 
-def _csv_rows(reader: csv.DictReader, path: Path) -> Iterator[dict[str, Any]]:
-    """The rows of ``reader``; a CSV syntax error (an unbalanced quote) names the line its row starts on."""
+def _csv_rows(reader: csv.DictReader[str], path: Path) -> Iterator[dict[str | None, Any]]:
+    """The rows of ``reader`` (cells past the header's names under the key None); a CSV syntax error (an
+    unbalanced quote) names the line its row starts on."""
     start = 1
     try:
         _ = reader.fieldnames  # the header line
@@ -112,7 +113,7 @@ def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                         f"the header has {len(reader.fieldnames or [])} ({listing(reader.fieldnames or [], 10)}); "
                         "quote cells that contain the delimiter"
                     )
-                yield f"{path}, line {reader.line_num}", row
+                yield f"{path}, line {reader.line_num}", cast("dict[str, Any]", row)  # no None key: checked above
     elif kind == ".parquet":
         import pyarrow.parquet as pq
 

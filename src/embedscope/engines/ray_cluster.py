@@ -40,6 +40,7 @@ class _EncoderWorker:
 
     def __init__(self, spec: Any, options: dict[str, Any]) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self.encoder: Any  # a backend (BaseEncoder): batch_plan and encode_batch, as LocalPlanned's
         if isinstance(spec, str):
             from embedscope.models.specs import load_encoder
 
@@ -56,7 +57,7 @@ class _EncoderWorker:
         return self.encoder.batch_plan(lengths, batch_size)
 
     def encode_batch(self, texts: list[str], role: str) -> tuple[int, np.ndarray]:
-        return os.getpid(), self.encoder.encode_batch(texts, role=role)  # type: ignore[arg-type]
+        return os.getpid(), self.encoder.encode_batch(texts, role=role)
 
 
 def _ray() -> Any:

@@ -146,7 +146,7 @@ def evaluate_feature_extraction(
     mapping = {**DEFAULT_COLUMNS, **(columns or {})}
     ds = load_pairs(dataset, split, mapping)
     shuffle = samples is not None
-    if shuffle:
+    if samples is not None:
         if samples < 1:
             raise ConfigError("--samples must be a positive integer")
         ds = ds.shuffle(seed=SEED).select(range(min(samples, len(ds))))

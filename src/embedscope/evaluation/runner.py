@@ -223,6 +223,7 @@ def _run_task(
     fresh = stored is None or strategy == "always"
     splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
     if not splits and stored is not None:
+        assert stored_all is not None  # stored is a part of it
         logger.info("%s: reusing stored result %s", task.name, store.path(task.name))
         return TaskOutcome(task, stored_all, store.path(task.name), reused=True)
     started = time.perf_counter()

@@ -46,7 +46,7 @@ def prediction_scores(y_test: Sequence[Label], y_pred: Sequence[Label] | np.ndar
         "ap": None,
         "ap_weighted": None,
     }
-    if len(np.unique(y_test)) == 2:
+    if len(np.unique(y_test)) == 2:  # type: ignore[arg-type]  # numpy stubs: any label sequence works
         scores["ap"] = float(average_precision_score(y_test, y_pred, average="macro"))
         scores["ap_weighted"] = float(average_precision_score(y_test, y_pred, average="weighted"))
     return scores

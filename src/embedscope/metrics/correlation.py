@@ -48,7 +48,11 @@ def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) ->
     bmax = np.max(np.abs(bm), axis=-1, keepdims=True)
     norm_a = amax * np.linalg.norm(am / amax, axis=-1, keepdims=True)
     norm_b = bmax * np.linalg.norm(bm / bmax, axis=-1, keepdims=True)
-    r = np.clip(np.vecdot(am / norm_a, bm / norm_b, axis=-1), -1.0, 1.0)
+    r = np.clip(
+        np.vecdot(am / norm_a, bm / norm_b, axis=-1),  # type: ignore[call-overload]  # numpy stubs: vecdot takes axis
+        -1.0,
+        1.0,
+    )
     if a.size == 2:
         r = np.round(r)
     return float(r)

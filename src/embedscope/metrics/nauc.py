@@ -65,6 +65,7 @@ def abstention_curve(
         return np.full(len(rates), np.nan)
     if average_ties:
         groups = groups or TieGroups(conf)
+        assert groups.start is not None and groups.size is not None  # set for a non-empty conf
         order = groups.order
         group_mean = np.add.reduceat(metric[order], groups.start) / groups.size
         sorted_metric = np.repeat(group_mean, groups.size)

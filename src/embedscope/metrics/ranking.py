@@ -164,10 +164,10 @@ def evaluate_ranking(
             f"run {list(run.query_ids[:3])}..., qrels {list(qrels)[:3]}..."
         )
     query_ids = tuple(run.query_ids[i] for i in rows)
-    lookup = _key_lookup(qrels, query_ids) if keyed else _doc_lookup(run)
+    lookup = _key_lookup(qrels, query_ids) if isinstance(run, KeyedRun) else _doc_lookup(run)
     judged = _judgments(qrels, query_ids, lookup)
     scan = _scan(run, rows, judged, ignore_identical_ids)
-    if keyed:
+    if isinstance(run, KeyedRun):
         _check_keys(run, rows, judged, scan.slots, lookup)
     per_query = _trec_metrics(judged, scan.ranks32, ks)
     per_query.update(_mrr(scan.first64, ks))
@@ -270,6 +270,7 @@ class _DocOrder:
 
     def __init__(self, run: RankedRun | KeyedRun) -> None:
         self._run = run
+        self._keyed = run if isinstance(run, KeyedRun) else None
         self._rank = None if isinstance(run, KeyedRun) else _DocRank(run.doc_ids)
 
     def later(self, rows: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -282,8 +283,9 @@ class _DocOrder:
         out = (wa > wb) | ((wa == wb) & (la > lb))
         long = np.flatnonzero((ka >> 59) | (kb >> 59))  # an id of more than 7 bytes: compare the strings
         if len(long):
-            names_a = self._run.docs_at(rows[long], a[long])
-            names_b = self._run.docs_at(rows[long], b[long])
+            assert self._keyed is not None  # the keys of a RankedRun (no _rank) are doc ids: never here
+            names_a = self._keyed.docs_at(rows[long], a[long])
+            names_b = self._keyed.docs_at(rows[long], b[long])
             out[long] = [x > y for x, y in zip(names_a, names_b)]
         return out
 
@@ -327,13 +329,16 @@ def _ranks_at(
     return np.where(found, rank32, np.inf), np.where(found, rank64, np.inf)
 
 
-def _valid_block(run: RankedRun, rows: np.ndarray, ignore_identical_ids: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+def _valid_block(
+    run: RankedRun | KeyedRun, rows: np.ndarray, ignore_identical_ids: bool
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """Doc indices and float64 scores of some rows (copies); dropped or empty slots: index -1, NaN.
 
     The flag tells whether every slot holds a doc.
     """
     index = run.doc_index[rows]
     if ignore_identical_ids:
+        assert isinstance(run, RankedRun)  # a KeyedRun with ignore_identical_ids is refused up front
         lookup = _doc_lookup(run)
         self_doc = np.array([lookup.get(run.query_ids[i], -2) for i in rows], dtype=np.int64)
         index[index == self_doc[:, None]] = -1
@@ -344,7 +349,7 @@ def _valid_block(run: RankedRun, rows: np.ndarray, ignore_identical_ids: bool) -
     return index, scores, full
 
 
-def _scan(run: RankedRun, rows: np.ndarray, judged: _Judged, ignore_identical_ids: bool) -> _Scan:
+def _scan(run: RankedRun | KeyedRun, rows: np.ndarray, judged: _Judged, ignore_identical_ids: bool) -> _Scan:
     """Ranks and confidence scores for the evaluated rows, in cache-sized chunks of rows."""
     n = len(rows)
     ranks32 = np.full(judged.doc.shape, np.inf)

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -331,6 +331,12 @@ class CacheStats:
     encoded: int = 0
 
 
+class _EncodesBatch(Protocol):
+    """A backend's one-batch call (:meth:`~embedscope.models.base.BaseEncoder.encode_batch`)."""
+
+    def encode_batch(self, texts: Sequence[str], *, role: Role) -> np.ndarray: ...
+
+
 class CachedEncoder:
     """An :class:`Encoder` that serves whole batches from an :class:`EmbeddingCache` and encodes the rest.
 
@@ -343,7 +349,7 @@ class CachedEncoder:
         self.encoder = encoder
         self.cache = cache
         self.stats = CacheStats()
-        cache.describe(encoder.fingerprint, {"name": encoder.name, "revision": encoder.revision})
+        cache.describe(self.fingerprint, {"name": encoder.name, "revision": encoder.revision})
 
     @property
     def name(self) -> str:
@@ -355,7 +361,10 @@ class CachedEncoder:
 
     @property
     def fingerprint(self) -> str:
-        return self.encoder.fingerprint
+        fingerprint = self.encoder.fingerprint
+        # callers wrap only fingerprinted encoders (the runner turns the cache off for the others)
+        assert fingerprint is not None, f"{self.encoder.name}: an encoder without a fingerprint cannot be cached"
+        return fingerprint
 
     @property
     def similarity(self) -> Similarity:
@@ -374,7 +383,7 @@ class CachedEncoder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        fp, prompt = self.encoder.fingerprint, self.encoder.prompts.get(role, "")
+        fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
         key = call_key(role, prompt, self._batch_size(batch_size), texts)
         plan = self.cache.get_plan(fp, key)  # a warm call needs no model, not even to plan its batches
         if plan is None:
@@ -444,10 +453,10 @@ class CachedEncoder:
             pending.extend(keys[n])
             pending_vectors.append(vectors)
             if len(pending) >= FLUSH_EVERY or time.monotonic() - flushed >= FLUSH_SECONDS:
-                self.cache.put(self.encoder.fingerprint, pending, np.concatenate(pending_vectors))
+                self.cache.put(self.fingerprint, pending, np.concatenate(pending_vectors))
                 pending, pending_vectors, flushed = [], [], time.monotonic()
         if pending:
-            self.cache.put(self.encoder.fingerprint, pending, np.concatenate(pending_vectors))
+            self.cache.put(self.fingerprint, pending, np.concatenate(pending_vectors))
 
     def _batch_vectors(
         self,
@@ -488,5 +497,7 @@ class CachedEncoder:
         if many is not None:
             yield from zip(missing, many(batches, role=role))
             return
-        for n, batch in zip(missing, batches):
-            yield n, self.encoder.encode_batch(batch, role=role)
+        # not an engine: a backend (a BaseEncoder), which encodes one batch with encode_batch
+        backend = cast(_EncodesBatch, self.encoder)
+        for n, batch_texts in zip(missing, batches):
+            yield n, backend.encode_batch(batch_texts, role=role)

@@ -58,7 +58,8 @@ def identity_key(spec: str, options: dict[str, Any], device: str) -> str | None:
     key = spec.strip().lower()
     if key in ALIASES:
         path = alias_path(key)
-        extra = [str(alias_path(ALIASES[key].tokenizer_from))] if ALIASES[key].tokenizer_from else []
+        tokenizer_from = ALIASES[key].tokenizer_from
+        extra = [str(alias_path(tokenizer_from))] if tokenizer_from else []
     else:
         path = Path(os.path.expanduser(spec))
         if not path.exists():

@@ -149,6 +149,7 @@ class _Tokenizer:
             out["token_type_ids"] = enc.get("token_type_ids", np.zeros_like(enc["input_ids"]))
             return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
         tok = self._fast
+        assert tok is not None  # __init__ sets either _hf or _fast
         tok.enable_truncation(max_length=max_length)
         encodings = tok.encode_batch(texts)
         width = pad_to or max(len(e.ids) for e in encodings)

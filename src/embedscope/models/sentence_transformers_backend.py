@@ -137,6 +137,7 @@ class SentenceTransformerEncoder(BaseEncoder):
         )
         self.similarity: Similarity = similarity_name(getattr(model, "similarity_fn_name", None))
 
+        content: str | None  # None: a hub model not in the local cache
         if self.is_local:
             self.name = name or path.resolve().name
             content = hash_folder(path)
@@ -165,7 +166,7 @@ class SentenceTransformerEncoder(BaseEncoder):
         return int(value) if value is not None else None
 
     @property
-    def embed_dim(self) -> int | None:
+    def embed_dim(self) -> int | None:  # type: ignore[override]  # read from the model; other backends set it
         getter = getattr(self.model, "get_embedding_dimension", None) or getattr(
             self.model, "get_sentence_embedding_dimension", None
         )

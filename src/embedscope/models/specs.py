@@ -20,7 +20,7 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, UnknownNameError
 from embedscope.models.base import Encoder
@@ -41,6 +41,34 @@ _BACKEND_SYNONYMS = {
     "m2v": "model2vec",
 }
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
+
+
+class _EncoderOptions(TypedDict):
+    """The keyword arguments every backend's encoder takes."""
+
+    name: str | None
+    revision: str | None
+    prompts: dict[str, str] | None
+    query_prompt: str | None
+    max_seq_length: int | None
+    normalize: bool | None
+    source: str | None
+    device: str | None
+    dtype: str | None
+
+
+class _LoadOptions(TypedDict):
+    """The options :func:`load_encoder` passes on to :func:`_build`."""
+
+    pooling: str | None
+    max_seq_length: int | None
+    prompts: dict[str, str] | None
+    query_prompt: str | None
+    tokenizer: str | None
+    normalize: bool | None
+    output_name: str | None
+    device: str | None
+    dtype: str | None
 
 
 class ModelUnavailableError(EmbedscopeError):
@@ -224,7 +252,7 @@ def _build(
         raise ConfigError(f"output_name applies to the onnx backend only, not {kind}")
     if tokenizer is not None and kind not in ("onnx", "transformers"):
         raise ConfigError(f"tokenizer applies to the onnx and transformers backends only, not {kind}")
-    common = dict(
+    common = _EncoderOptions(
         name=name,
         revision=revision,
         prompts=prompts,
@@ -293,7 +321,7 @@ def load_encoder(
     if pooling is not None:
         check_pooling_mode(pooling)
     spec = str(spec)
-    options = dict(
+    options = _LoadOptions(
         pooling=pooling,
         max_seq_length=max_seq_length,
         prompts=prompts,
@@ -310,7 +338,7 @@ def load_encoder(
         a = ALIASES[key]
         path = alias_path(key)
         kind = backend or a.backend
-        merged = {**a.options, **{k: v for k, v in options.items() if v is not None}}
+        merged: dict[str, Any] = {**a.options, **{k: v for k, v in options.items() if v is not None}}
         if kind != "onnx" and a.backend == "onnx":
             raise ConfigError(f"alias {key!r} is an ONNX model; backend={backend!r} cannot load it")
         if kind == "onnx" and a.backend != "onnx":

@@ -116,7 +116,7 @@ class TransformersEncoder(BaseEncoder):
 
         if self.is_local:
             self.name = name or path.resolve().name
-            self.content_hash = hash_folder(path)
+            self.content_hash: str | None = hash_folder(path)
             self.revision = revision or short(self.content_hash)
         else:
             self.name = name or str(model_name_or_path)

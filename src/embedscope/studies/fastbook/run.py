@@ -62,7 +62,8 @@ class FastbookReport:
 
     def table_csv(self) -> str:
         """The per-chapter table as CSV (``chapter`` ``all`` for every question), full precision."""
-        rows = [{"chapter": c, **v} for c, v in self.per_chapter.items()] + [{"chapter": "all", **self.overall}]
+        rows: list[dict[str, Any]] = [{"chapter": c, **v} for c, v in self.per_chapter.items()]
+        rows.append({"chapter": "all", **self.overall})
         for row in rows:
             row["questions"] = int(row["questions"])
         return _csv_text(list(rows[0]), rows)
@@ -159,7 +160,7 @@ def run_fastbook(
                 )
             questions = [q for q in benchmark.questions if q.chapter == chapter]
             retrieved.update(_retrieved(pipeline, questions, pool, depth, batch_size))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for q in benchmark.questions:
         components = scored_components(q, exclude_extraneous=exclude_extraneous, exclude_implicit=exclude_implicit)
         if not components:
