@@ -9,6 +9,7 @@ candidate slot, so the same reranker serves two-stage pipelines and MTEB reranki
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -56,7 +57,9 @@ class Reranker(Protocol):
 
 
 def run_from_rows(
-    query_ids: tuple[str, ...], doc_ids: tuple[str, ...], rows: list[tuple[np.ndarray, np.ndarray]]
+    query_ids: tuple[str, ...],
+    doc_ids: tuple[str, ...],
+    rows: Sequence[tuple[np.ndarray | Sequence[int], np.ndarray | Sequence[float]]],
 ) -> RankedRun:
     """A run from per-query ``(doc_index, scores)`` rows of any lengths (padded with −1 / −inf).
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ def top_k_search(
     q_all = torch.from_numpy(np.ascontiguousarray(query_embeddings, dtype=np.float32)).to(device)
     n_q = q_all.shape[0]
     query_block = max(1, query_block)
-    best: list[tuple] = []
+    best: list[tuple[Any, Any]] = []  # per query block: (scores, doc indices), torch tensors or None
     offset = 0
     with torch.inference_mode():
         for chunk in document_chunks:
@@ -159,13 +160,19 @@ class DenseRetriever:
     ) -> np.ndarray:
         import torch
 
-        kwargs = {"batch_size": options.batch_size, "show_progress": options.show_progress}
-        q = torch.from_numpy(
-            np.ascontiguousarray(self.encoder.encode(list(queries.texts), role="query", **kwargs), dtype=np.float32)
+        batch_size, show_progress = options.batch_size, options.show_progress
+        q_vectors = self.encoder.encode(
+            list(queries.texts), role="query", batch_size=batch_size, show_progress=show_progress
         )
+        q = torch.from_numpy(np.ascontiguousarray(q_vectors, dtype=np.float32))
         uniq, pos = unique_candidates(candidates.doc_index)
-        d = self.encoder.encode([corpus.texts[i] for i in uniq.tolist()], role="document", **kwargs)
-        d = torch.from_numpy(np.ascontiguousarray(d, dtype=np.float32))
+        d_vectors = self.encoder.encode(
+            [corpus.texts[i] for i in uniq.tolist()],
+            role="document",
+            batch_size=batch_size,
+            show_progress=show_progress,
+        )
+        d = torch.from_numpy(np.ascontiguousarray(d_vectors, dtype=np.float32))
         if self.encoder.similarity == "cosine":
             q, d = torch.nn.functional.normalize(q, p=2, dim=1), torch.nn.functional.normalize(d, p=2, dim=1)
         out = np.full(pos.shape, -np.inf)

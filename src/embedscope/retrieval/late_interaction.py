@@ -46,9 +46,15 @@ logger = logging.getLogger(__name__)
 class TokenEncoder(Protocol):
     """Texts → one float32 ``[n_tokens, dim]`` matrix per text."""
 
-    name: str
-    revision: str
-    fingerprint: str
+    # Read-only properties: encoders expose these as properties of ModelBase.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def revision(self) -> str: ...
+
+    @property
+    def fingerprint(self) -> str: ...
 
     def encode_tokens(
         self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
@@ -107,7 +113,7 @@ def maxsim_top_k(
     budget_mb = free_memory_mb(device) or budget_mb
     q_all = _padded_queries(query_tokens).to(device)
     n_q, l_q = q_all.shape[0], q_all.shape[1]
-    best_scores = best_idx = None
+    best: tuple[torch.Tensor, torch.Tensor] | None = None  # (scores, doc indices) kept so far
     offset = 0
     with torch.inference_mode():
         for chunk in document_chunks:
@@ -134,14 +140,15 @@ def maxsim_top_k(
             k = min(top_k, len(chunk))
             values, idx = torch.topk(scores, k, dim=1)
             idx = idx + offset
-            if best_scores is not None:
-                values, idx = torch.cat([best_scores, values], 1), torch.cat([best_idx, idx], 1)
+            if best is not None:
+                values, idx = torch.cat([best[0], values], 1), torch.cat([best[1], idx], 1)
                 values, pos = torch.topk(values, min(top_k, values.shape[1]), dim=1)
                 idx = torch.gather(idx, 1, pos)
-            best_scores, best_idx = values, idx
+            best = (values, idx)
             offset += len(chunk)
-    if best_scores is None:
+    if best is None:
         return np.zeros((n_q, 0), dtype=np.int64), np.zeros((n_q, 0))
+    best_scores, best_idx = best
     return best_idx.cpu().numpy().astype(np.int64), best_scores.cpu().numpy().astype(np.float64)
 
 

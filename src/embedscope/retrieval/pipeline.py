@@ -32,7 +32,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.models.fingerprint import hash_dict, short
@@ -47,6 +47,9 @@ from embedscope.retrieval.base import (
 from embedscope.retrieval.fusion import Fusion
 from embedscope.retrieval.roles import Search
 from embedscope.types import Corpus, Queries, RankedRun
+
+if TYPE_CHECKING:
+    from embedscope.models.base import Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +92,7 @@ def parse_stage(spec: str | Mapping[str, Any]) -> dict[str, Any]:
     >>> parse_stage("./my-model")
     {'type': None, 'model': './my-model'}
     """
+    out: dict[str, Any]
     if isinstance(spec, Mapping):
         out = dict(spec)
         kind = out.get("type")
@@ -98,7 +102,7 @@ def parse_stage(spec: str | Mapping[str, Any]) -> dict[str, Any]:
     kind = _KIND_ALIASES.get(head.strip().lower(), head.strip().lower())
     if kind not in RETRIEVER_KINDS + RERANKER_KINDS:
         return {"type": None, "model": str(spec)}
-    out: dict[str, Any] = {"type": kind}
+    out = {"type": kind}
     for part in (p.strip() for p in rest.split(",")) if sep else ():
         if not part:
             continue
@@ -220,12 +224,12 @@ def build_stage(
 
     _take(options, _DENSE_OPTIONS, kind)
     merged = {**(model_options or {}), **options}
-    encoder = load_encoder(str(merged.pop("model", "minilm")), **merged)
+    dense_encoder: Encoder = load_encoder(str(merged.pop("model", "minilm")), **merged)
     if cache is not None:
         from embedscope.models.cache import CachedEncoder
 
-        encoder = CachedEncoder(encoder, cache)
-    return DenseRetriever(encoder)
+        dense_encoder = CachedEncoder(dense_encoder, cache)
+    return DenseRetriever(dense_encoder)
 
 
 # ---------------------------------------------------------------------------------------------

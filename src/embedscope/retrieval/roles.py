@@ -12,7 +12,7 @@ never test for a model's class.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from embedscope.retrieval.base import Reranker, SearchOptions
 from embedscope.types import Corpus, Queries, RankedRun
@@ -64,7 +64,9 @@ def _has_method(model: Any, name: str) -> bool:
 
 def as_searcher(model: Encoder | Searcher) -> Searcher:
     """The model as a searcher: itself when it searches (a pipeline), else the encoder's dense search."""
-    return model if _has_method(model, "search_stages") else EncoderSearcher(model)  # type: ignore[return-value]
+    if _has_method(model, "search_stages"):
+        return cast(Searcher, model)
+    return EncoderSearcher(cast("Encoder", model))
 
 
 def scores_candidates(model: Any) -> bool:

@@ -74,14 +74,32 @@ INFO_FIELDS = ("languages", "dataset_revision", "hf_subset", "description", "sou
 class Task(Protocol):
     """The interface the runner uses; every task type's dataclass satisfies it."""
 
-    name: str
-    type: str
-    eval_splits: tuple[str, ...]
-    main_score: str
-    languages: tuple[str, ...]
-    dataset_revision: str
-    hf_subset: str
-    description: str
-    source: str
+    # Read-only properties: task dataclasses are frozen, and ``type`` is a ClassVar.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]: ...
+
+    @property
+    def main_score(self) -> str: ...
+
+    @property
+    def languages(self) -> tuple[str, ...]: ...
+
+    @property
+    def dataset_revision(self) -> str: ...
+
+    @property
+    def hf_subset(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome: ...

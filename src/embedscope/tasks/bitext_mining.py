@@ -26,7 +26,7 @@ The metrics are :mod:`embedscope.metrics.bitext`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -126,7 +126,7 @@ class BitextMiningTask(TaskInfo):
         gold = data.gold_pairs()
         scores = bitext_scores(neighbours, gold)
         timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        per_item = {
+        per_item: dict[str, Sequence[Any]] = {
             "id": [str(i) for i in range(len(data))],
             "predicted": [j for j, _ in neighbours],
             "score": [s for _, s in neighbours],

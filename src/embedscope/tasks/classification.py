@@ -28,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -194,7 +194,18 @@ def _encode(encoder: Encoder, texts: list[str], options: SearchOptions) -> np.nd
     return encoder.encode(texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress)
 
 
-def _limit(data: LabelledTexts, limits: int | None) -> LabelledTexts:
+_RowsT = TypeVar("_RowsT", bound="_Rows")
+
+
+class _Rows(Protocol):
+    """Rows that can be cut to their first ``n`` (:class:`LabelledTexts`, ``MultilabelTexts``)."""
+
+    def __len__(self) -> int: ...
+
+    def head(self: _RowsT, n: int | None) -> _RowsT: ...
+
+
+def _limit(data: _RowsT, limits: int | None) -> _RowsT:
     if limits is not None and limits < len(data):
         warnings.warn(
             f"limits={limits}: only the first {limits} rows of each split are used (EvalScope's behaviour); "

@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import numpy as np
 
@@ -194,7 +194,8 @@ class ClusteringTask(TaskInfo):
         rng = random.Random(self.seed)
         if split in self.eval_splits:  # mteb's Random continues across the task's eval splits
             for earlier in self.eval_splits[: self.eval_splits.index(split)]:
-                _replay_v2_rng(self.load_split(earlier).head(options.limits).labels, rng, self)
+                earlier_data = cast(LabelledTexts, self.load_split(earlier))  # v2 loaders give one LabelledTexts
+                _replay_v2_rng(earlier_data.head(options.limits).labels, rng, self)
         keep = documents_to_embed(len(data), rng, self.max_fraction_of_documents_to_embed, self.max_document_to_embed)
         t0 = time.perf_counter()
         embeddings = encoder.encode(

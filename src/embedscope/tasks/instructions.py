@@ -296,7 +296,9 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-def config_rows(repo: str, config: str, split: str, revision: str | None = None) -> list[tuple[str, dict]] | None:
+def config_rows(
+    repo: str, config: str, split: str, revision: str | None = None
+) -> list[tuple[str, Mapping[str, Any]]] | None:
     """Rows of one subset (config) of a dataset repository, local copy or hub id; None when it has none.
 
     The split is ``split`` or, when the subset has one split only (``qrel_diff``, ``instruction``), that one.
@@ -358,7 +360,9 @@ def _id_lists(repo: str, config: str, split: str, revision: str | None) -> dict[
     return out
 
 
-def _required(rows: list[tuple[str, dict]] | None, repo: str, config: str) -> list[tuple[str, dict]]:
+def _required(
+    rows: list[tuple[str, Mapping[str, Any]]] | None, repo: str, config: str
+) -> list[tuple[str, Mapping[str, Any]]]:
     if rows is None:
         raise DataFormatError(f"{repo}: no subset {config!r}")
     return rows

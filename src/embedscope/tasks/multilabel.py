@@ -87,9 +87,10 @@ def multilabel_bootstrap(
         counter: dict[Label, int] = defaultdict(int)
         selected = []
         for i in idxs:
-            if any(counter[label] < samples_per_label for label in labels[i]):
+            row_labels = labels[int(i)]
+            if any(counter[label] < samples_per_label for label in row_labels):
                 selected.append(int(i))
-                for label in labels[i]:
+                for label in row_labels:
                     counter[label] += 1
         picks.append(selected)
     return picks

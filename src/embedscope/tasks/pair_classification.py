@@ -20,7 +20,7 @@ The scoring (steps 2–4) is :mod:`embedscope.metrics.pairs`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -90,7 +90,11 @@ class PairClassificationTask(TaskInfo):
         per_function = pair_scores(e1, e2, encoder.similarity)
         scores = pair_scores_summary(per_function, data.labels)
         timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        per_item = {"id": [str(i) for i in range(len(data))], **per_function, "gold": list(data.labels)}
+        per_item: dict[str, Sequence[Any]] = {
+            "id": [str(i) for i in range(len(data))],
+            **per_function,
+            "gold": list(data.labels),
+        }
         return SplitOutcome(scores, timings=timings, n_queries=len(data), per_item=per_item)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from embedscope.data.builtin import bbc_news_lead_retrieval, bbc_news_retrieval
 from embedscope.data.tables import TABLE_SUFFIXES
@@ -110,7 +111,7 @@ def custom_retrieval_task(
     name: str | None = None,
     eval_splits: tuple[str, ...] = ("test",),
     columns: dict[str, str] | None = None,
-    **spec: object,
+    **spec: Any,
 ) -> RetrievalTask:
     """A retrieval task over local data (BEIR folder, EvalScope folder, HF layout, tables).
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class RerankingData:
         """The first ``n`` queries with their judgments and candidates (the corpus is kept)."""
         if n is None or n >= len(self.queries):
             return self
-        queries = self.queries.select(range(n))
+        queries = cast(Queries, self.queries.select(range(n)))  # select keeps the subclass
         keep = set(queries.ids)
         return RerankingData(
             queries,
@@ -155,7 +155,8 @@ def rerank_candidates(
 def _with_judged_queries(data: RerankingData) -> RerankingData:
     keep = [i for i, qid in enumerate(data.queries.ids) if len(data.qrels.get(qid, {})) > 0]
     qrels = {q: dict(d) for q, d in data.qrels.items() if len(d) > 0}
-    return RerankingData(data.queries.select(keep), data.corpus, qrels, data.candidates)
+    queries = cast(Queries, data.queries.select(keep))  # select keeps the subclass
+    return RerankingData(queries, data.corpus, qrels, data.candidates)
 
 
 def evaluate_reranking_v2(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -66,7 +66,11 @@ class STSTask(TaskInfo):
         t0 = time.perf_counter()
         data = self.load_split(split).head(options.limits)
         t1 = time.perf_counter()
-        kwargs = {"role": "document", "batch_size": options.batch_size, "show_progress": options.show_progress}
+        kwargs: dict[str, Any] = {
+            "role": "document",
+            "batch_size": options.batch_size,
+            "show_progress": options.show_progress,
+        }
         e1 = encoder.encode(list(data.sentence1), **kwargs)
         e2 = encoder.encode(list(data.sentence2), **kwargs)
         t2 = time.perf_counter()
@@ -74,7 +78,7 @@ class STSTask(TaskInfo):
         gold = normalized_gold(data.scores, self.min_score, self.max_score)
         scores = correlation_scores(predictions, gold)
         timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        per_item = {"id": [str(i) for i in range(len(gold))], **predictions, "gold": gold}
+        per_item: dict[str, Sequence[Any]] = {"id": [str(i) for i in range(len(gold))], **predictions, "gold": gold}
         return SplitOutcome(scores, timings=timings, n_queries=len(data.scores), per_item=per_item)
 
 

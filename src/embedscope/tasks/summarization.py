@@ -152,7 +152,7 @@ class SummarizationTask(TaskInfo):
             )
         scores = summarization_scores(columns, self.protocol)
         timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        per_item = {
+        per_item: dict[str, Sequence[Any]] = {
             "id": [str(i) for i in kept],
             **{name: columns[name] for name in PREDICTIONS},
             "gold": columns["gold"],
