@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from embedscope.engines import EngineOptions, build_encoder
 from embedscope.errors import ConfigError
@@ -204,7 +204,7 @@ def _split_by_subset(
 
 def _run_task(
     task: Task,
-    encoder: Encoder,
+    encoder: Encoder | Pipeline,
     store: ResultStore,
     strategy: OverwriteStrategy,
     options: SearchOptions,
@@ -237,7 +237,8 @@ def _run_task(
     stage_items: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
         with task_progress(task.name, task.type):
-            outcome = task.evaluate_split(split, encoder, options)
+            # a Pipeline is no Encoder, but it plays every role a task asks of its model (retrieval/roles.py)
+            outcome = task.evaluate_split(split, cast(Encoder, encoder), options)
         split_timings.append((split, outcome.timings))
         if outcome.per_item is not None:
             per_item += item_rows(split, task.hf_subset, outcome.per_item)

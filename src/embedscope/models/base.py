@@ -96,7 +96,7 @@ def check_role(role: str) -> Role:
     """``role`` if it is ``"query"`` or ``"document"``, else ValueError."""
     if role not in ROLES:
         raise ValueError(f"role must be 'query' or 'document', got {role!r}")
-    return role  # type: ignore[return-value]
+    return role
 
 
 def prompted_texts(texts: Sequence[str], role: str, prompts: dict[str, str]) -> list[str]:

@@ -43,8 +43,11 @@ class Retriever(Protocol):
 class Reranker(Protocol):
     """Scores given (query, candidate) pairs; higher is better."""
 
-    name: str
-    fingerprint: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def fingerprint(self) -> str: ...
 
     def score_candidates(
         self, queries: Queries, corpus: Corpus, candidates: RankedRun, options: SearchOptions

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class RerankingData:
         """The first ``n`` queries with their judgments and candidates (the corpus is kept)."""
         if n is None or n >= len(self.queries):
             return self
-        queries = cast(Queries, self.queries.select(range(n)))  # select keeps the subclass
+        queries = self.queries.select(range(n))
         keep = set(queries.ids)
         return RerankingData(
             queries,
@@ -155,7 +155,7 @@ def rerank_candidates(
 def _with_judged_queries(data: RerankingData) -> RerankingData:
     keep = [i for i, qid in enumerate(data.queries.ids) if len(data.qrels.get(qid, {})) > 0]
     qrels = {q: dict(d) for q, d in data.qrels.items() if len(d) > 0}
-    queries = cast(Queries, data.queries.select(keep))  # select keeps the subclass
+    queries = data.queries.select(keep)
     return RerankingData(queries, data.corpus, qrels, data.candidates)
 
 

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.ranking import RankingScores
@@ -24,7 +24,7 @@ from embedscope.retrieval.roles import Searcher, as_searcher
 from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome, TaskInfo
 from embedscope.tasks.params import positive_int, positive_ints
 from embedscope.tasks.types import TaskType, register_task_type
-from embedscope.types import Corpus, Queries, RankedRun, RetrievalData
+from embedscope.types import RankedRun, RetrievalData
 
 if TYPE_CHECKING:
     from embedscope.tasks.catalog import CatalogEntry
@@ -63,7 +63,7 @@ def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
     so scores are inflated; a warning says so.
     """
     keep = list(range(min(limits, len(data.queries))))
-    queries = cast(Queries, data.queries.select(keep))  # select keeps the subclass (type(self))
+    queries = data.queries.select(keep)
     qrels = {qid: dict(data.qrels[qid]) for qid in queries.ids if qid in data.qrels}
     judged = {doc for docs in qrels.values() for doc in docs}
     doc_keep = [i for i, doc in enumerate(data.corpus.ids) if doc in judged]
@@ -74,7 +74,7 @@ def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
         stacklevel=2,
     )
     return RetrievalData(
-        cast(Corpus, data.corpus.select(doc_keep)), queries, qrels, data.name, data.split, data.source, data.revision
+        data.corpus.select(doc_keep), queries, qrels, data.name, data.split, data.source, data.revision
     )
 
 
