@@ -376,6 +376,21 @@ def test_published_shapes_load_and_keep_their_parts(study, tmp_path):
     assert report.overall["questions"] == 5
 
 
+def test_a_component_without_flags_is_implicit_only_when_its_context_is_empty():
+    """The published file has two components without ``explicit_context`` (chapter 2, questions 14 and 27); the
+    benchmark's README counts the one with an empty context as implicit (41 in all, not 40)."""
+    base = benchmark_stats(parse_benchmark(BENCHMARK))["Total"]["implicit components"]
+    data = json.loads(json.dumps(BENCHMARK))
+    component = data["questions"][0]["answer_context"][0]
+    del component["explicit_context"]
+    assert parse_benchmark(data).questions[0].components[0].explicit_context  # it has a context
+    component["context"] = []
+    assert not parse_benchmark(data).questions[0].components[0].explicit_context
+    assert benchmark_stats(parse_benchmark(data))["Total"]["implicit components"] == base + 1
+    component["explicit_context"] = "true"  # an explicit flag still wins
+    assert parse_benchmark(data).questions[0].components[0].explicit_context
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [

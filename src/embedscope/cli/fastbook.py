@@ -146,9 +146,11 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
     assert spec is not None  # --retriever is required here
     benchmark = load_benchmark(args.benchmark)
     keywords = None if args.queries == "question" else read_keyword_queries(args.queries, benchmark)
+    passages = _passages(args)
+    print(f"{len(passages)} passages from {len({p.source for p in passages})} documents", file=sys.stderr)
     report = run_fastbook(
         benchmark,
-        _passages(args),
+        passages,
         spec["retrievers"],
         fusion=spec["fusion"],
         name=spec["name"],

@@ -136,12 +136,16 @@ def _question_context(raw: Any, where: str) -> QuestionContext:
 def _component(raw: Any, where: str) -> AnswerComponent:
     raw = _object(raw, where, ("answer_component", "context"))
     text, parts = _text_or_parts(raw["answer_component"], f"{where}.answer_component")
+    context = _strings(raw["context"], f"{where}.context")
+    # the benchmark's README: a component is implicit when its contexts do not address it *or are empty*; two
+    # published components carry no flag, one of them with an empty context
+    explicit_default = "true" if context else "false"
     return AnswerComponent(
         answer_component=text,
         parts=parts,
         scoring_type=_str(raw.get("scoring_type", "simple"), f"{where}.scoring_type"),
-        context=_strings(raw["context"], f"{where}.context"),
-        explicit_context=_bool(raw.get("explicit_context", "true"), f"{where}.explicit_context"),
+        context=context,
+        explicit_context=_bool(raw.get("explicit_context", explicit_default), f"{where}.explicit_context"),
         extraneous_answer=_bool(raw.get("extraneous_answer", "false"), f"{where}.extraneous_answer"),
     )
 
