@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from embedscope.metrics.instructions import p_mrr, rank_score
 from embedscope.tasks.base import SearchOptions
 from embedscope.tasks.instructions import (
     InstructionData,
     InstructionRerankingTask,
     InstructionRetrievalTask,
-    p_mrr,
-    rank_score,
     with_instructions,
 )
 from embedscope.tasks.reranking import RerankingData

@@ -10,7 +10,7 @@ Protocol, as mteb 2.26 runs it for one split:
    does. **InstructionRetrieval** (IFIR*, InstructIR): dense retrieval over the whole corpus, as
    :mod:`embedscope.tasks.retrieval` does.
 3. The retrieval keys of ``make_score_dict`` (trec_eval means rounded to 5 decimals, MRR, nAUC, hit
-   rate), then the task's own scores:
+   rate), then the task's own scores (their formulas: :mod:`embedscope.metrics.instructions`):
 
    - ``p-MRR`` (FollowIR): queries come in pairs ``{id}-og`` (original instruction) and ``{id}-changed``
      (the changed instruction, which made the documents in ``qrel_diff[id]`` non-relevant). For each such
@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from embedscope.errors import DataFormatError
-from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
+from embedscope.metrics import DEFAULT_K_VALUES
+from embedscope.metrics.instructions import followir_scores, level_scores, robustness_at_10
 from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
 from embedscope.tasks.reranking import RerankingData
@@ -79,93 +80,6 @@ class InstructionData:
 # --------------------------------------------------------------------------------------------
 # Task-specific scores
 # --------------------------------------------------------------------------------------------
-
-
-def rank_in(run: Mapping[str, float], doc_id: str) -> int:
-    """1-based rank of ``doc_id`` in one query's run (score, then doc id, descending); absent: one past the end."""
-    ordered = sorted(run.items(), key=lambda x: (x[1], x[0]), reverse=True)
-    for i, (doc, _) in enumerate(ordered):
-        if doc == doc_id:
-            return i + 1
-    return len(ordered) + 1
-
-
-def rank_score(og_rank: int, new_rank: int) -> float:
-    """FollowIR's per-document p-MRR."""
-    if og_rank >= new_rank:
-        return ((1 / og_rank) / (1 / new_rank)) - 1
-    return 1 - ((1 / new_rank) / (1 / og_rank))
-
-
-def p_mrr(
-    original: Mapping[str, Mapping[str, float]],
-    changed_run: Mapping[str, Mapping[str, float]],
-    changed_qrels: Mapping[str, Sequence[str]],
-) -> float:
-    """mteb's ``calculate_pmrr``: mean over queries of the mean per-document p-MRR (pandas, as mteb)."""
-    import pandas as pd
-
-    rows = []
-    for qid, docs in changed_qrels.items():
-        if qid + "-og" not in original or qid + "-changed" not in changed_run:
-            continue
-        for doc in docs:
-            rows.append(
-                {
-                    "qid": qid,
-                    "p-MRR": rank_score(
-                        rank_in(original[qid + "-og"], doc), rank_in(changed_run[qid + "-changed"], doc)
-                    ),
-                }
-            )
-    if not rows:
-        raise DataFormatError("no query of qrel_diff has both a '-og' and a '-changed' query in the run")
-    frame = pd.DataFrame(rows)
-    return float(frame.groupby("qid").agg({"p-MRR": "mean"})["p-MRR"].mean())
-
-
-def followir_scores(
-    qrels: Mapping[str, Mapping[str, int]],
-    run: Mapping[str, Mapping[str, float]],
-    changed_qrels: Mapping[str, Sequence[str]],
-    k_values: Sequence[int],
-) -> dict[str, Any]:
-    """mteb's ``evaluate_p_mrr_change``: ``p-MRR``, and the retrieval scores of the ``og`` and ``changed`` runs."""
-    original = {q: d for q, d in run.items() if q.endswith("-og")}
-    new = {q: d for q, d in run.items() if not q.endswith("-og")}
-    out: dict[str, Any] = {"p-MRR": p_mrr(original, new, changed_qrels)}
-    for name, group in (("og", original), ("changed", new)):
-        judged = {q: d for q, d in qrels.items() if q.endswith("-og") == (name == "og")}
-        out[name] = evaluate_ranking(judged, group, tuple(k_values)).to_mteb()
-    return out
-
-
-def level_scores(per_query: Mapping[str, Sequence[Any]], k: int = 20) -> dict[str, dict[str, float]]:
-    """IFIR's mean ``ndcg@k`` per instruction level (query ids containing ``v1``, ``v2``, ``v3``)."""
-    levels: dict[str, list[float]] = {"level_1": [], "level_2": [], "level_3": []}
-    for qid, value in zip(per_query["id"], per_query[f"ndcg_at_{k}"]):
-        for n in (1, 2, 3):
-            if f"v{n}" in qid:
-                levels[f"level_{n}"].append(value)
-                break
-    empty = [name for name, values in levels.items() if not values]
-    if empty:
-        raise DataFormatError(
-            f"no query id marks {', '.join(empty)} (ids containing 'v1', 'v2', 'v3'); IFIR's "
-            "level scores need all three"
-        )
-    return {"level_scores": {name: sum(values) / len(values) for name, values in levels.items()}}
-
-
-def robustness_at_10(qrels: Mapping[str, Mapping[str, int]], per_query: Mapping[str, Sequence[Any]]) -> float:
-    """InstructIR's robustness@10: mean over query groups (id before ``_``) of the lowest ``ndcg@10``."""
-    ndcg = dict(zip(per_query["id"], per_query["ndcg_at_10"]))
-    groups: dict[str, list[str]] = {}
-    for qid in qrels:
-        if qid in ndcg:  # (every judged query is, unless a --limits run dropped it)
-            groups.setdefault(qid.split("_")[0], []).append(qid)
-    lowest = [min(ndcg[q] for q in ids) for ids in groups.values()]
-    return sum(lowest) / len(lowest)
 
 
 def task_specific_scores(
@@ -282,11 +196,7 @@ __all__ = [
     "InstructionData",
     "InstructionRerankingTask",
     "InstructionRetrievalTask",
-    "followir_scores",
-    "level_scores",
-    "p_mrr",
-    "rank_score",
-    "robustness_at_10",
+    "task_specific_scores",
     "with_instructions",
 ]
 
