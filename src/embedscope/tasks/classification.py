@@ -383,7 +383,8 @@ def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, 
 
 
 def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> ClassificationTask:
-    from embedscope.tasks.from_catalog import catalog_fields, load_hf_table, table_columns, text_label_columns
+    from embedscope.data.hf import load_hf_table
+    from embedscope.tasks.from_catalog import catalog_fields, table_columns, text_label_columns
 
     text_col, label_col = text_label_columns(entry, "text", "label")
 

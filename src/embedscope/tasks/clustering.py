@@ -330,7 +330,8 @@ def _grouped_sets(folder: Path, set_column: str, cols: dict[str, str] | None) ->
 
 
 def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> ClusteringTask:
-    from embedscope.tasks.from_catalog import catalog_fields, load_hf_table, table_columns, text_label_columns
+    from embedscope.data.hf import load_hf_table
+    from embedscope.tasks.from_catalog import catalog_fields, table_columns, text_label_columns
 
     text_col, label_col = text_label_columns(entry, "sentences", "labels")
     legacy = entry.protocol == "clustering-legacy"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from embedscope.data.hf import load_hf_table
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.tasks.base import Task
 from embedscope.tasks.catalog import CatalogEntry, catalog_entry, locate_data
@@ -39,78 +40,6 @@ def choose_subset(entry: CatalogEntry, subset: str | None) -> str:
     if subset not in entry.hf_subsets:
         raise ConfigError(f"{entry.name} has no subset {subset!r}; subsets: {', '.join(subsets)}")
     return subset
-
-
-def load_hf_table(location: str, entry: CatalogEntry, subset: str, split: str):
-    """One split of a tabular dataset (STS, classification, …) as a ``datasets.Dataset``.
-
-    ``location`` is a local folder (a downloaded dataset repository or a ``save_to_disk`` folder)
-    or the hub id. mteb's ``dataset_transform`` renames and split concatenations (SIB-200's
-    train + validation + test) are applied.
-    """
-    concat = entry.concat_splits
-    if concat and split == concat.get("into", "test"):
-        import datasets
-
-        parts = []
-        for part in concat["splits"]:
-            ds = _load_split_table(location, entry, subset, part)
-            renames = {old: new for old, new in concat.get("columns", {}).items() if old in ds.column_names}
-            ds = ds.select_columns(list(renames)).rename_columns(renames) if renames else ds
-            parts.append(ds)
-        return datasets.concatenate_datasets(parts)
-    return _load_split_table(location, entry, subset, split)
-
-
-def _load_split_table(location: str, entry: CatalogEntry, subset: str, split: str):
-    import datasets
-
-    from embedscope.data.hf import is_saved_dataset
-
-    folder = Path(location)
-    config = subset if subset != "default" else entry.dataset_name
-    try:
-        if is_saved_dataset(folder):
-            loaded = datasets.load_from_disk(str(folder))
-            if isinstance(loaded, datasets.DatasetDict):
-                if split not in loaded:
-                    raise DataFormatError(f"{folder}: no split {split!r}; splits: {', '.join(loaded)}")
-                loaded = loaded[split]
-            ds = loaded
-        elif folder.is_dir():
-            ds = _load_local_repo(folder, config, split)
-        else:
-            ds = datasets.load_dataset(location, config, split=split, revision=entry.dataset_revision)
-    except (ConnectionError, OSError) as e:
-        raise DataFormatError(
-            f"{entry.name}: cannot load {location} ({e}). Offline, download the dataset "
-            "and pass its folder with --data-dir."
-        ) from e
-    for old, new in entry.rename_columns.items():
-        if old in ds.column_names and new not in ds.column_names:
-            ds = ds.rename_column(old, new)
-    return ds
-
-
-def _load_local_repo(folder: Path, config: str | None, split: str):
-    """A downloaded dataset repository, read as downloaded (:mod:`embedscope.data.hub_files`), else through
-    ``datasets`` (which honours its README configs)."""
-    import datasets
-
-    from embedscope.data.hub_files import read_dataset, split_files
-
-    try:
-        return read_dataset(split_files(folder, split, config))
-    except DataFormatError:
-        pass
-    try:
-        if config and (folder / config).is_dir() and not (folder / "README.md").is_file():
-            return datasets.load_dataset(str(folder / config), split=split)
-        return datasets.load_dataset(str(folder), config, split=split)
-    except ValueError as e:
-        if "split" in str(e).lower() or "Unknown split" in str(e):
-            raise DataFormatError(f"{folder}: no split {split!r} ({e})") from e
-        raise
 
 
 def table_columns(ds, *names: str, where: str) -> list[list[Any]]:

@@ -166,7 +166,8 @@ def _unwrap_single_row(values: list[Any]) -> list[Any]:
 
 
 def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> PairClassificationTask:
-    from embedscope.tasks.from_catalog import catalog_fields, load_hf_table, table_columns
+    from embedscope.data.hf import load_hf_table
+    from embedscope.tasks.from_catalog import catalog_fields, table_columns
 
     label_col = str(entry.params.get("label_column_name", "labels"))
 

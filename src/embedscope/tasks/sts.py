@@ -135,9 +135,9 @@ def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, 
 
 
 def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> STSTask:
+    from embedscope.data.hf import load_hf_table
     from embedscope.tasks.from_catalog import (
         catalog_fields,
-        load_hf_table,
         table_columns,
     )
 
