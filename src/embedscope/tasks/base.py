@@ -103,3 +103,16 @@ class Task(Protocol):
     def source(self) -> str: ...
 
     def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome: ...
+
+
+def encode_columns(
+    encoder: Encoder, first: Sequence[str], second: Sequence[str], options: SearchOptions
+) -> tuple[Any, Any]:
+    """The two text columns of a paired dataset (STS, pair classification, bitext mining), each encoded in one
+    call as documents, as mteb encodes them."""
+    kwargs: dict[str, Any] = {
+        "role": "document",
+        "batch_size": options.batch_size,
+        "show_progress": options.show_progress,
+    }
+    return encoder.encode(list(first), **kwargs), encoder.encode(list(second), **kwargs)

@@ -36,7 +36,7 @@ import numpy as np
 from embedscope.errors import DataFormatError
 from embedscope.metrics.bitext import bitext_scores
 from embedscope.models.base import Encoder, Similarity
-from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo, encode_columns
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -114,13 +114,7 @@ class BitextMiningTask(TaskInfo):
         t0 = time.perf_counter()
         data = self.load_split(split).head(options.limits)
         t1 = time.perf_counter()
-        kwargs: dict[str, Any] = {
-            "role": "document",
-            "batch_size": options.batch_size,
-            "show_progress": options.show_progress,
-        }
-        e1 = encoder.encode(list(data.sentence1), **kwargs)
-        e2 = encoder.encode(list(data.sentence2), **kwargs)
+        e1, e2 = encode_columns(encoder, data.sentence1, data.sentence2, options)
         t2 = time.perf_counter()
         neighbours = nearest_neighbours(e1, e2, encoder.similarity)
         gold = data.gold_pairs()

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from embedscope.errors import DataFormatError
 from embedscope.metrics.pairs import pair_scores, pair_scores_summary
 from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo, encode_columns
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -79,13 +79,7 @@ class PairClassificationTask(TaskInfo):
         t0 = time.perf_counter()
         data = self.load_split(split).head(options.limits)
         t1 = time.perf_counter()
-        kwargs: dict[str, Any] = {
-            "role": "document",
-            "batch_size": options.batch_size,
-            "show_progress": options.show_progress,
-        }
-        e1 = encoder.encode(list(data.sentence1), **kwargs)
-        e2 = encoder.encode(list(data.sentence2), **kwargs)
+        e1, e2 = encode_columns(encoder, data.sentence1, data.sentence2, options)
         t2 = time.perf_counter()
         per_function = pair_scores(e1, e2, encoder.similarity)
         scores = pair_scores_summary(per_function, data.labels)

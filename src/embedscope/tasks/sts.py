@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from embedscope.errors import DataFormatError
 from embedscope.metrics.sts import correlation_scores, normalized_gold, sts_predictions
 from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo, encode_columns
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -66,13 +66,7 @@ class STSTask(TaskInfo):
         t0 = time.perf_counter()
         data = self.load_split(split).head(options.limits)
         t1 = time.perf_counter()
-        kwargs: dict[str, Any] = {
-            "role": "document",
-            "batch_size": options.batch_size,
-            "show_progress": options.show_progress,
-        }
-        e1 = encoder.encode(list(data.sentence1), **kwargs)
-        e2 = encoder.encode(list(data.sentence2), **kwargs)
+        e1, e2 = encode_columns(encoder, data.sentence1, data.sentence2, options)
         t2 = time.perf_counter()
         predictions = sts_predictions(e1, e2, encoder.similarity)
         gold = normalized_gold(data.scores, self.min_score, self.max_score)
