@@ -40,13 +40,12 @@ def quiet_library_bars() -> None:
 
 _TASK: ContextVar[tuple[str, str] | None] = ContextVar("embedscope_progress_task", default=None)
 _LABEL: ContextVar[str | None] = ContextVar("embedscope_progress_label", default=None)
-_RETRIEVAL_TYPES = ("Retrieval", "Reranking")
 
 
 @contextmanager
-def task_progress(name: str, task_type: str) -> Iterator[None]:
-    """Bars drawn inside are labelled with this task."""
-    token = _TASK.set((name, task_type))
+def task_progress(name: str, document_label: str = "texts") -> Iterator[None]:
+    """Bars drawn inside are labelled with this task, its documents called ``document_label``."""
+    token = _TASK.set((name, document_label))
     try:
         yield
     finally:
@@ -56,16 +55,14 @@ def task_progress(name: str, task_type: str) -> Iterator[None]:
 def bar_label(role: str, count: int) -> str:
     """What a bar encoding ``count`` texts of ``role`` is called: task, what the texts are, how many.
 
-    >>> with task_progress("BBCNewsRetrieval", "Retrieval"):
+    >>> with task_progress("BBCNewsRetrieval", "corpus"):
     ...     bar_label("document", 2225)
     'BBCNewsRetrieval: corpus (2,225 texts)'
     >>> bar_label("query", 3)
     'queries (3 texts)'
     """
     task = _TASK.get()
-    what = {"query": "queries", "document": "corpus" if task is None or task[1] in _RETRIEVAL_TYPES else "texts"}.get(
-        role, role
-    )
+    what = {"query": "queries", "document": "corpus" if task is None else task[1]}.get(role, role)
     return f"{task[0] + ': ' if task else ''}{what} ({count:,} texts)"
 
 

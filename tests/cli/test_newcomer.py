@@ -82,7 +82,7 @@ class _Exploding:
 def test_a_misspelled_task_is_reported_before_the_model_loads(tmp_path, monkeypatch, model):
     import embedscope.evaluation.runner as runner
 
-    monkeypatch.setattr(runner, "_as_model", lambda *a, **k: pytest.fail("model loaded before tasks resolved"))
+    monkeypatch.setattr(runner, "build_model", lambda *a, **k: pytest.fail("model loaded before tasks resolved"))
     with pytest.raises(UnknownNameError) as err:
         evaluate(model, ["BBCNewsRetreival"], output_folder=tmp_path)
     message = str(err.value)
@@ -95,7 +95,7 @@ def test_a_folder_without_a_dataset_is_reported_before_the_model_loads(tmp_path,
 
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("hello")
-    monkeypatch.setattr(runner, "_as_model", lambda *a, **k: pytest.fail("model loaded before tasks resolved"))
+    monkeypatch.setattr(runner, "build_model", lambda *a, **k: pytest.fail("model loaded before tasks resolved"))
     with pytest.raises(DataFormatError, match="not a retrieval dataset folder"):
         evaluate("minilm", [str(tmp_path / "notes")], output_folder=tmp_path / "out")
 
@@ -288,6 +288,6 @@ def test_bars_are_labelled_with_task_role_and_count(tmp_path, capsys):
     encoder = _LabelRecorder()
     evaluate(encoder, [tiny_retrieval_task()], output_folder=tmp_path, cache=False, show_progress=False)
     assert sorted(encoder.labels) == ["TinyRetrieval: corpus (4 texts)", "TinyRetrieval: queries (3 texts)"]
-    with task_progress("BBCNewsRetrieval", "Retrieval"), encoding_label("document", 2_225):
+    with task_progress("BBCNewsRetrieval", "corpus"), encoding_label("document", 2_225):
         encode_sorted(["a", "bb"], lambda b: np.ones((len(b), 2)), show_progress=True)
     assert "BBCNewsRetrieval: corpus (2,225 texts)" in capsys.readouterr().err

@@ -130,7 +130,7 @@ def test_retrieval_top_k_param_cuts_the_run(tmp_path):
 
 
 def test_config_custom_tasks_take_protocol_params(tmp_path):
-    from embedscope.config import load_config
+    from embedscope.settings.files import load_settings
 
     folder = tmp_path / "clusters"
     folder.mkdir()
@@ -143,8 +143,7 @@ def test_config_custom_tasks_take_protocol_params(tmp_path):
             {"name": "Frac", "data_path": str(folder), "type": "clustering", "max_fraction_of_documents_to_embed": 0.5},
         ],
     }
-    [run] = load_config(cfg).runs()
-    sets, frac = run["tasks"]
+    sets, frac = load_settings(cfg).task_specs()
     assert sets.protocol == "legacy" and [len(s) for s in sets.load_split("test")] == [12, 12]
     assert frac.max_fraction_of_documents_to_embed == 0.5
     bad = {
@@ -152,21 +151,22 @@ def test_config_custom_tasks_take_protocol_params(tmp_path):
         "custom_tasks": [{"name": "X", "data_path": str(folder), "type": "sts", "samples_per_label": 3}],
     }
     with pytest.raises(ConfigError, match="custom task 'X': parameter 'samples_per_label' is not a parameter of STS"):
-        load_config(bad)
-    with pytest.raises(ConfigError, match="unknown key 'custom_tasks.0.sample_per_label'"):
-        load_config({"custom_tasks": [{"name": "X", "data_path": str(folder), "sample_per_label": 3}]})
+        load_settings(bad).task_specs()
+    with pytest.raises(ConfigError, match=r"custom_tasks\[0\].sample_per_label: unknown key"):
+        load_settings({"custom_tasks": [{"name": "X", "data_path": str(folder), "sample_per_label": 3}]})
 
 
 def test_cli_benchmark_runs_its_tasks(tmp_path, monkeypatch, capsys):
-    import embedscope
+
+    import embedscope.evaluation.runner as runner
 
     seen = {}
 
-    def fake_evaluate(model, **kwargs):
-        seen.update(kwargs)
+    def fake_resolve(settings):
+        seen["tasks"] = settings.task_specs()
         raise ConfigError("stop here")
 
-    monkeypatch.setattr(embedscope, "evaluate", fake_evaluate)
+    monkeypatch.setattr(runner, "resolve_tasks", fake_resolve)
     assert main(["run", "--model", "static-64", "--benchmark", "MTEB(eng, v2)", "--output-folder", str(tmp_path)]) == 2
     assert seen["tasks"] == benchmark_specs("MTEB(eng, v2)")[0]
     assert "STS17:en-en" in seen["tasks"] and len(seen["tasks"]) == 41
@@ -217,7 +217,7 @@ def test_download_fetches_the_pinned_revision(tmp_path, monkeypatch, capsys):
 
 
 def test_native_config_task_params_splits_and_benchmark(tmp_path):
-    from embedscope.config import load_config
+    from embedscope.settings.files import load_settings
 
     _emotion(tmp_path)
     cfg = {
@@ -228,10 +228,11 @@ def test_native_config_task_params_splits_and_benchmark(tmp_path):
         "splits": ["validation"],
         "data_dir": str(tmp_path),
     }
-    [run] = load_config(cfg).runs()
-    assert run["tasks"][:2] == ["EmotionClassification", "GeoreviewClassification"]
-    assert len(run["tasks"]) == 1 + len(benchmark_specs("MTEB(rus, v1)")[0])
-    assert (run["task_params"], run["splits"], run["data_dir"]) == (
+    settings = load_settings(cfg)
+    tasks = settings.task_specs()
+    assert tasks[:2] == ["EmotionClassification", "GeoreviewClassification"]
+    assert len(tasks) == 1 + len(benchmark_specs("MTEB(rus, v1)")[0])
+    assert (settings.task_params, settings.splits, settings.data_dir) == (
         {"samples_per_label": 4},
         ["validation"],
         str(tmp_path),
@@ -243,7 +244,7 @@ def test_native_config_task_params_splits_and_benchmark(tmp_path):
         cache=False,
         show_progress=False,
         data_dir=tmp_path,
-        task_params=run["task_params"],
-        splits=run["splits"],
+        task_params=settings.task_params,
+        splits=settings.splits,
     )
     assert list(report.outcomes[0].result.scores) == ["validation"]

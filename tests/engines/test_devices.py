@@ -8,10 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from embedscope.engines import EngineOptions, build_encoder
+from embedscope.engines import build_encoder
 from embedscope.engines.devices import DeviceShards
+from embedscope.engines.local import LocalEngine
 from embedscope.engines.planned import LocalPlanned
+from embedscope.engines.ray_cluster import RayEngine
 from embedscope.errors import ConfigError
+from embedscope.settings import Layer, build_settings
 from embedscope.testing.fakes import KeywordEncoder
 
 pytest.importorskip("torch")
@@ -33,7 +36,7 @@ def test_two_replicas_give_the_single_device_vectors(tiny_st, backend):
     from embedscope.models.specs import load_encoder
 
     single = load_encoder(str(tiny_st), backend=backend, device="cpu")
-    sharded = build_encoder(str(tiny_st), {"backend": backend}, EngineOptions(device="cpu,cpu"))
+    sharded = build_encoder(str(tiny_st), {"backend": backend}, LocalEngine(), ["cpu", "cpu"])
     assert isinstance(sharded, DeviceShards) and len(sharded.replicas) == 2
     assert sharded.device == "cpu,cpu" and sharded.fingerprint == single.fingerprint
     for role in ("query", "document"):
@@ -104,10 +107,10 @@ def test_evaluate_on_two_devices_equals_one(tiny_st, tmp_path):
 
 def test_engine_options_are_checked_up_front():
     with pytest.raises(ConfigError, match="engine 'spark'"):
-        EngineOptions(engine="spark").validated()
+        build_settings([Layer("evaluate()", {"engine": "spark"})])
     with pytest.raises(ConfigError, match="ray-gpus-per-worker"):
-        EngineOptions(engine="ray", device="cuda:0,cuda:1").validated()
-    assert np.array_equal(EngineOptions(device="cpu").devices, ["cpu"])
+        RayEngine().devices("cuda:0,cuda:1")
+    assert np.array_equal(LocalEngine().devices("cpu"), ["cpu"])
 
 
 def test_pipeline_model_meta_records_each_stage_placement(tmp_path):

@@ -9,10 +9,10 @@ import pytest
 
 import embedscope
 from embedscope.cli.main import main
-from embedscope.config import load_config
 from embedscope.errors import ConfigError
 from embedscope.retrieval.late_interaction import LateInteraction
 from embedscope.retrieval.pipeline import Pipeline, RerankStep
+from embedscope.settings.files import load_settings
 from embedscope.testing.fakes import OverlapReranker, WordTokenEncoder
 from support.tiny_models import build_tiny_cross_encoder
 
@@ -140,7 +140,7 @@ def test_reranking_task_scored_by_a_reranker_directly(tmp_path):
 
 
 def test_config_pipeline_section_and_evalscope_two_stage(tmp_path, beir):
-    plan = load_config(
+    settings = load_settings(
         {
             "pipeline": {"retrievers": ["bm25", {"type": "fts5"}], "fusion": {"method": "rrf", "k": 30}},
             "models": ["static-64"],
@@ -148,11 +148,11 @@ def test_config_pipeline_section_and_evalscope_two_stage(tmp_path, beir):
             "output_folder": str(tmp_path / "o"),
         }
     )
-    calls = list(plan.runs())
-    assert [c["model"] for c in calls][0] == "static-64"
-    assert calls[1]["model"]["fusion"] == {"method": "rrf", "k": 30}
-    with pytest.raises(ConfigError, match="unknown key 'pipeline.rerank'"):
-        load_config({"pipeline": {"retriever": "bm25", "rerank": "x"}})
+    calls = settings.model_runs()
+    assert [c.model for c in calls][0] == "static-64"
+    assert calls[1].model["fusion"] == {"method": "rrf", "k": 30}
+    with pytest.raises(ConfigError, match="pipeline.rerank: unknown key"):
+        load_settings({"pipeline": {"retriever": "bm25", "rerank": "x"}})
     evalscope = {
         "eval_backend": "RAGEval",
         "eval_config": {
@@ -164,10 +164,11 @@ def test_config_pipeline_section_and_evalscope_two_stage(tmp_path, beir):
             "eval": {"tasks": ["T2Retrieval"], "topk": 5},
         },
     }
-    (call,) = load_config(evalscope).runs()
-    assert call["top_k"] == 5
-    assert call["model"]["retrievers"] == [{"type": "dense", "model": "minilm", "max_seq_length": 128}]
-    assert call["model"]["rerankers"] == [{"type": "cross-encoder", "model": "./reranker", "max_length": 256}]
+    settings = load_settings(evalscope)
+    (call,) = settings.model_runs()
+    assert settings.top_k == 5
+    assert call.model["retrievers"] == [{"type": "dense", "model": "minilm", "max_seq_length": 128}]
+    assert call.model["rerankers"] == [{"type": "cross-encoder", "model": "./reranker", "max_length": 256}]
 
 
 def test_config_file_runs_a_pipeline(tmp_path, beir):

@@ -611,14 +611,14 @@ def configs(draw) -> dict:
 def test_config_file(box, config, as_yaml, garbage):
     import yaml
 
-    from embedscope.config import load_config
+    from embedscope.settings.files import load_settings
 
     if garbage is not None and garbage.strip():
         content = garbage
     else:
         content = yaml.safe_dump(config, allow_unicode=True) if as_yaml else dumps(config)
     path = box.write("config.yaml" if as_yaml else "config.json", content)
-    box.run(lambda: load_config(path))
+    box.run(lambda: load_settings(path))
 
 
 # -- fastbook benchmark JSON and notebooks -------------------------------------------------------------

@@ -11,10 +11,10 @@ import pytest
 
 import embedscope
 from embedscope.cli.main import main
-from embedscope.config import load_config
 from embedscope.data.builtin import bbc_news_retrieval
 from embedscope.errors import ConfigError
 from embedscope.results.store import ResultStore, write_json_atomic
+from embedscope.settings.files import load_settings
 from embedscope.testing.fakes import KeywordEncoder
 from embedscope.testing.tiny import TINY_CORPUS, TINY_QRELS, TINY_QUERIES
 
@@ -116,8 +116,8 @@ def test_task_names_that_leave_the_output_folder_are_refused(tmp_path, name):
         }
     }
     for config in (native, evalscope):
-        with pytest.raises(ConfigError, match="custom_tasks.0.name.*cannot name a result file"):
-            load_config(config)
+        with pytest.raises(ConfigError, match=r"custom_tasks\[0\].name: task name .* cannot name a result file"):
+            load_settings(config)
     task = embedscope.tasks.registry.custom_retrieval_task(data, name=name)
     before = _files(tmp_path)
     with pytest.raises(ConfigError, match="cannot name a result file"):
@@ -140,7 +140,7 @@ def test_config_file_with_an_escaping_name_exits_2_and_writes_nothing(tmp_path, 
     before = _files(tmp_path)
     assert main(["run", "--config", str(cfg)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "custom_tasks.0.name" in err and "Traceback" not in err
+    assert err.count("\n") == 1 and "custom_tasks[0].name" in err and "Traceback" not in err
     assert _files(tmp_path) == before
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from embedscope.config import load_config
 from embedscope.errors import UnknownNameError
 from embedscope.evaluation.runner import evaluate
+from embedscope.settings.files import load_settings
 from embedscope.tasks.custom import custom_task
 from embedscope.testing.fakes import HashEncoder
 
@@ -59,15 +59,14 @@ def test_cli_style_type_prefix_runs_each_type(tmp_path, files, kind, main):
 
 
 def test_config_custom_tasks_accept_a_type(tmp_path, files):
-    plan = load_config(
+    settings = load_settings(
         {
             "model": "minilm",
             "tasks": [],
             "custom_tasks": [{"name": "MySTS", "data_path": str(files["sts"]), "type": "STS"}],
         }
     )
-    (run,) = list(plan.runs())
-    (task,) = run["tasks"]
+    (task,) = settings.task_specs()
     assert (task.name, task.type, task.main_score) == ("MySTS", "STS", "cosine_spearman")
 
 

@@ -25,7 +25,7 @@ def add_pipeline_options(p: argparse.ArgumentParser, required: bool = False) -> 
         help="how to fuse several retrievers: rrf (default), wsum-min-max, wsum-zmuv, wsum-none",
     )
     p.add_argument("--rrf-k", type=int, default=None, help="RRF constant k (default 60)")
-    p.add_argument("--weights", type=float, nargs="+", default=None, help="wsum weights, one per retriever")
+    p.add_argument("--weights", type=float, nargs="+", default=None, help="wsum weights, one per retriever (finite)")
     p.add_argument(
         "--reranker",
         action="append",
@@ -37,33 +37,33 @@ def add_pipeline_options(p: argparse.ArgumentParser, required: bool = False) -> 
     p.add_argument("--pipeline-name", default=None, help="name results are filed under (default: from the stages)")
 
 
-def pipeline_spec(args: argparse.Namespace) -> dict | None:
-    """The ``Pipeline.build`` arguments given by --retriever/--reranker/--fusion, or None."""
-    if not (args.retriever or args.reranker):
-        if args.fusion or args.rrf_k is not None or args.weights or args.pipeline_name:
+def pipeline_spec(args: argparse.Namespace, model: str | None = None) -> dict | None:
+    """The pipeline given by --retriever/--reranker/--fusion/--rrf-k/--weights/--pipeline-name (the keys of
+    :class:`~embedscope.settings.run.PipelineConfig`), or None. With --reranker alone, ``model`` (--model) is the
+    first stage."""
+    get = lambda name: getattr(args, name, None)  # noqa: E731 - flags that were not given are absent
+    if not (get("retriever") or get("reranker")):
+        if get("fusion") or get("rrf_k") is not None or get("weights") or get("pipeline_name"):
             raise EmbedscopeError("--fusion/--rrf-k/--weights/--pipeline-name need --retriever (two or more to fuse)")
         return None
-    if args.model and args.retriever:
+    if model and get("retriever"):
         raise EmbedscopeError("give the first stage with --model or with --retriever, not both")
-    if args.pipeline_name is not None:
-        from embedscope.results.store import check_path_name
-
-        check_path_name(args.pipeline_name, "--pipeline-name")
     fusion = None
-    if args.fusion or args.rrf_k is not None or args.weights:
-        from dataclasses import replace
-
+    if get("fusion") or get("rrf_k") is not None or get("weights"):
         from embedscope.retrieval.pipeline import parse_fusion
 
-        overrides = {"k": args.rrf_k, "weights": tuple(args.weights) if args.weights else None}
-        parsed = parse_fusion(args.fusion or "rrf")
+        parsed = parse_fusion(get("fusion") or "rrf")
         assert parsed is not None  # a fusion name always parses
-        fusion = replace(parsed, **{k: v for k, v in overrides.items() if v is not None})
+        fusion = {"method": parsed.method, "k": parsed.k, "norm": parsed.norm}
+        if get("rrf_k") is not None:
+            fusion["k"] = get("rrf_k")
+        if get("weights"):
+            fusion["weights"] = list(get("weights") or ())
     return {
-        "retrievers": args.retriever or [args.model or "minilm"],
+        "retrievers": get("retriever") or [model or "minilm"],
         "fusion": fusion,
-        "rerankers": args.reranker or [],
-        "name": args.pipeline_name,
+        "rerankers": get("reranker") or [],
+        "name": get("pipeline_name"),
     }
 
 

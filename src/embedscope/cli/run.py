@@ -5,24 +5,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
+from typing import Any
 
-from embedscope.cli.options import add_pipeline_options, benchmark_tasks, pipeline_spec
-from embedscope.errors import ConfigError, EmbedscopeError
+from embedscope.cli.options import add_pipeline_options, pipeline_spec
+from embedscope.errors import ConfigError
+from embedscope.settings.sources import Layer
+
+_RUN_DESCRIPTION = (
+    "Evaluate a model on tasks and write MTEB-format results. With no arguments, evaluates the built-in 'minilm' model "
+    "on the 4 built-in tasks, offline: BBCNewsRetrieval, BBCNewsClustering, BBCNewsClassification, "
+    "LeeDocumentSimilarity (a retrieval pipeline: BBCNewsRetrieval only). Settings come from defaults, then --config, "
+    "then the flags given here: an explicit flag overrides the config file's value (--print-settings shows each "
+    "value and where it came from). A flag that cannot act in the chosen mode is an error, never dropped."
+)
+# flags whose value is a model option: the run-wide model_options.KEY (over each config model's own)
+_MODEL_OPTION_FLAGS = ("backend", "pooling", "max_seq_length", "query_prompt", "tokenizer", "revision")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="evaluate a model on tasks (default: minilm on the 4 built-in tasks)",
-        description="Evaluate a model on tasks and write MTEB-format results. With no arguments, evaluates the "
-        "built-in 'minilm' model on the 4 built-in tasks, offline: BBCNewsRetrieval, BBCNewsClustering, "
-        "BBCNewsClassification, LeeDocumentSimilarity (a retrieval pipeline: BBCNewsRetrieval only).",
+        description=_RUN_DESCRIPTION,
+        argument_default=argparse.SUPPRESS,  # only the flags given become a settings layer
     )
     p.add_argument(
         "--model",
         "-m",
-        default=None,
         help="alias (see 'embedscope models'), local path, hub id, or a "
         "retriever: bm25, fts5, colbert:MODEL (options as bm25:k1=1.2,b=0.75)",
     )
@@ -31,21 +40,32 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--tasks",
         "-t",
         nargs="+",
-        default=None,
         help="task names (see 'embedscope tasks'), folders of "
         "custom retrieval data, or TYPE:PATH (sts:pairs.csv …); default: the 4 built-in tasks",
     )
     p.add_argument(
         "--benchmark",
         "-b",
-        default=None,
         metavar="NAME",
         help="run one of mteb's benchmarks, e.g. \"MTEB(eng, v2)\" (see 'embedscope tasks --benchmarks')",
     )
     p.add_argument(
+        "--task-type",
+        dest="task_types",
+        nargs="+",
+        metavar="TYPE",
+        help="keep only the tasks of these types (as 'embedscope tasks --type'), e.g. Retrieval STS",
+    )
+    p.add_argument(
+        "--language",
+        dest="languages",
+        nargs="+",
+        metavar="LANG",
+        help="keep only the tasks in these languages (ISO 639-3, e.g. eng rus)",
+    )
+    p.add_argument(
         "--task-param",
         action="append",
-        default=None,
         metavar="NAME=VALUE",
         help="protocol parameter, repeatable: samples_per_label, n_experiments (classification); "
         "max_document_to_embed, max_fraction_of_documents_to_embed, n_experiments, legacy (clustering); "
@@ -54,161 +74,185 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--splits",
         nargs="+",
-        default=None,
         metavar="SPLIT",
         help="evaluate these splits instead of each task's own (e.g. validation)",
     )
-    p.add_argument("--config", "-c", default=None, help="YAML/JSON config (embedscope or EvalScope eval_config schema)")
+    p.add_argument(
+        "--config",
+        "-c",
+        help="YAML/JSON config (embedscope or EvalScope eval_config schema); flags given with it override its values",
+    )
+    p.add_argument(
+        "--print-settings",
+        action="store_true",
+        help="print the resolved settings, each with where it came from (default, config file, flag), and stop",
+    )
     p.add_argument(
         "--output-folder",
-        default="results",
-        help="where results go: <folder>/<org__model>/<revision>/<Task>.json; runs with other "
+        help="where results go (default results): <folder>/<org__model>/<revision>/<Task>.json; runs with other "
         "settings (--pooling, --query-prompt, --max-seq-length, --dtype, --top-k, --limits …) go to "
         "<folder>/<org__model>/<revision>/experiments/<settings-hash>/",
     )
     p.add_argument(
         "--batch-size",
-        type=int,
-        default=None,
         help="texts per encoding batch (default: 32 on the CPU, MTEB's and the exact path; 256 on a GPU)",
     )
     p.add_argument(
-        "--top-k", type=int, default=1000, help="documents kept per query (with a reranker: stage-1 candidates)"
+        "--top-k", help="documents kept per query (default 1000; with a reranker: stage-1 candidates); retrieval only"
     )
     p.add_argument(
         "--device",
-        default="auto",
         help="auto (default: the best accelerator here, else cpu) | cpu | cuda | cuda:N | mps; several "
         "(cuda:0,cuda:1) shard the encoding, with the same vectors as one device",
     )
-    p.add_argument("--devices", default=None, metavar="LIST", help="the same as --device with a list: cuda:0,cuda:1")
+    p.add_argument("--devices", metavar="LIST", help="the same as --device with a list: cuda:0,cuda:1")
     p.add_argument(
         "--dtype",
-        default=None,
-        choices=("fp32", "fp16", "bf16"),
         help="model precision: fp32 (default, the exact path), fp16 or bf16 (faster on GPUs; scores shift slightly)",
     )
-    p.add_argument(
-        "--engine",
-        default="local",
-        choices=("local", "ray"),
-        help="where encoding runs: in this process (default) or on a Ray cluster (pip install 'embedscope[ray]')",
-    )
-    p.add_argument(
-        "--ray-address",
-        default=None,
-        metavar="ADDR",
-        help="Ray cluster to use: auto (a running one), ray://host:10001, … (default: a new local cluster)",
-    )
-    p.add_argument(
-        "--ray-workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="Ray actors holding the model (default: one per GPU share, else one per CPU)",
-    )
-    p.add_argument(
-        "--ray-gpus-per-worker",
-        type=float,
-        default=None,
-        metavar="F",
-        help="GPUs each Ray actor asks for (e.g. 1, or 0.5 to pack two per GPU); workers then encode on cuda",
-    )
+    add_engine_options(p)
     p.add_argument(
         "--overwrite",
         nargs="?",
         const="always",
-        default="only-missing",
         metavar="STRATEGY",
         help="re-run and replace stored results ('always', the default when the flag "
-        "is given alone), or only-missing | never | only-cache",
+        "is given alone), or only-missing (the default) | never | only-cache",
     )
     p.add_argument("--save-predictions", action="store_true", help="also write each task's ranked run")
-    p.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
-    p.add_argument(
-        "--cache-dir", default=None, help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)"
-    )
-    p.add_argument(
-        "--limits", type=int, default=None, help="EvalScope limits: first N queries, judged docs only (inflates scores)"
-    )
+    p.add_argument("--no-cache", dest="cache", action="store_false", help="do not use the embedding cache")
+    p.add_argument("--cache-dir", help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)")
+    p.add_argument("--limits", help="EvalScope limits: first N queries, judged docs only (inflates scores)")
     p.add_argument(
         "--corpus-chunk-size",
-        type=int,
-        default=50_000,
-        help="documents encoded and scored at once (MTEB's 50,000; bounds memory)",
+        help="documents encoded and scored at once (default MTEB's 50,000; bounds memory); retrieval only",
     )
-    p.add_argument("--data-dir", default=None, help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
-    p.add_argument("--backend", default=None, help="force sentence-transformers | transformers | onnx | static")
-    p.add_argument("--pooling", default=None, help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")
-    p.add_argument("--max-seq-length", type=int, default=None, help="truncate texts to this many tokens")
-    p.add_argument("--query-prompt", default=None, help="instruction prepended to queries only")
-    p.add_argument("--tokenizer", default=None, help="tokenizer.json or folder (ONNX models without one)")
-    p.add_argument("--revision", default=None, help="hub revision of the model")
+    p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
+    p.add_argument("--backend", help="force sentence-transformers | transformers | onnx | static")
+    p.add_argument("--pooling", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")
+    p.add_argument("--max-seq-length", help="truncate texts to this many tokens")
+    p.add_argument("--query-prompt", help="instruction prepended to queries only")
+    p.add_argument("--tokenizer", help="tokenizer.json or folder (ONNX models without one)")
+    p.add_argument("--revision", help="hub revision of the model")
     p.add_argument(
-        "--no-progress", action="store_true", help="no progress bars (they are shown only when stderr is a terminal)"
+        "--no-progress",
+        dest="show_progress",
+        action="store_false",
+        help="no progress bars (they are shown only when stderr is a terminal)",
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
-    p.set_defaults(func=_cmd_run)
+    p.set_defaults(func=_cmd_run, parser=p)
 
 
-def _model_options(args: argparse.Namespace) -> dict:
-    names = ("backend", "pooling", "max_seq_length", "query_prompt", "tokenizer", "revision")
-    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """--engine NAME, and --NAME-FIELD for each field of each registered engine's settings."""
+    from embedscope.engines import engine_names, engine_settings
+
+    names = engine_names()
+    p.add_argument(
+        "--engine",
+        choices=names,
+        help="where encoding runs: in this process (local, the default) or on a Ray cluster "
+        "(pip install 'embedscope[ray]')",
+    )
+    for name in names:
+        for field, info in engine_settings(name).model_fields.items():
+            if field != "name":
+                p.add_argument(
+                    f"--{name}-{field.replace('_', '-')}",
+                    dest=f"{name}_{field}",
+                    metavar=field.split("_")[0].upper(),
+                    help=f"{info.description or field} (with --engine {name})",
+                )
+
+
+def flag_layer(args: argparse.Namespace, spellings: dict[str, str]) -> Layer:
+    """The flags given, as a settings layer; ``spellings`` maps each flag's dest to how it is written."""
+    from embedscope.tasks.params import parse_task_params
+
+    skip = ("func", "command", "verbose", "json", "config", "print_settings", "parser")
+    given = {k: v for k, v in vars(args).items() if k not in skip and v is not None}
+    names = {k: spellings.get(k, f"--{k.replace('_', '-')}") for k in given}
+    values: dict[str, Any] = {}
+    pipeline_flags = {k: given.pop(k) for k in _PIPELINE_KEYS if k in given}
+    pipeline = pipeline_spec(argparse.Namespace(**pipeline_flags), given.get("model"))
+    if pipeline is not None:
+        values["pipeline"] = pipeline
+        given.pop("model", None)  # the pipeline's first stage when --reranker came alone
+        names["pipeline"] = "/".join(names[k] for k in pipeline_flags)
+    if "devices" in given:
+        given["device"] = given.pop("devices")
+        names["device"] = "--devices"
+    options = {k: given.pop(k) for k in _MODEL_OPTION_FLAGS if k in given}
+    if options:
+        values["model_options"] = options
+        names.update({f"model_options.{k}": names[k] for k in options})
+    if "task_param" in given:
+        values["task_params"] = parse_task_params(given.pop("task_param"))
+        names["task_params"] = "--task-param"
+    values.update(given)
+    return Layer("command line", values, "flag", names)
+
+
+_PIPELINE_KEYS = ("retriever", "fusion", "rrf_k", "weights", "reranker", "pipeline_name")
+
+
+def _flag_spellings(parser: argparse.ArgumentParser) -> dict[str, str]:
+    return {a.dest: max(a.option_strings, key=len) for a in parser._actions if a.option_strings}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    import embedscope
+    from embedscope.evaluation.runner import run
+    from embedscope.settings import build_settings
+    from embedscope.settings.files import config_layer
 
-    pipeline = pipeline_spec(args)
-    if args.cache_dir and not args.no_cache and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
-        raise ConfigError(f"--cache-dir {args.cache_dir} is a file: give a folder for the embedding cache")
-    from embedscope.tasks.params import parse_task_params
-
-    task_params = parse_task_params(args.task_param)
-    if args.config:
-        if args.model or args.tasks or pipeline or args.benchmark or task_params or args.splits:
-            raise EmbedscopeError(
-                "--config already names models and tasks: do not combine it with --model/--tasks/"
-                "--benchmark/--task-param/--splits/--retriever/--reranker"
-            )
-        reports = embedscope.evaluate_config(args.config)
-    else:
-        kwargs = dict(
-            output_folder=args.output_folder,
-            batch_size=args.batch_size,
-            top_k=args.top_k,
-            overwrite=args.overwrite,
-            save_predictions=args.save_predictions,
-            cache=False if args.no_cache else (args.cache_dir or True),
-            limits=args.limits,
-            corpus_chunk_size=args.corpus_chunk_size,
-            show_progress=not args.no_progress and sys.stderr.isatty(),
-            model_options=_model_options(args) or None,
-            data_dir=args.data_dir,
-            device=args.devices or args.device,
-            dtype=args.dtype,
-            engine=args.engine,
-            ray_address=args.ray_address,
-            ray_workers=args.ray_workers,
-            ray_gpus_per_worker=args.ray_gpus_per_worker,
-            task_params=task_params or None,
-            splits=args.splits,
-        )
-        tasks = list(args.tasks or []) + benchmark_tasks(args.benchmark)
-        if tasks:
-            kwargs["tasks"] = tasks
-        reports = [embedscope.evaluate(pipeline or args.model or "minilm", **kwargs)]
-    for report in reports:
-        if args.json:
+    layers = [config_layer(args.config)] if getattr(args, "config", None) else []
+    layers.append(flag_layer(args, _flag_spellings(args.parser)))
+    settings = build_settings(layers)
+    if getattr(args, "print_settings", False):
+        print(settings_table(settings))
+        return 0
+    if (
+        settings.cache_dir
+        and settings.cache
+        and os.path.exists(settings.cache_dir)
+        and not os.path.isdir(settings.cache_dir)
+    ):
+        raise ConfigError(f"{settings.display_name('cache_dir')} {settings.cache_dir} is a file: give a folder")
+    for report in run(settings):
+        if getattr(args, "json", False):
             print(json.dumps([o.result.to_dict() for o in report.outcomes], indent=2))
-        else:
-            print(report.table())
-            stages = report.stage_table()
-            if stages:
-                print(stages)
-            for o in report.outcomes:
-                print(f"{'reused' if o.reused else 'wrote'} {o.path}")
+            continue
+        print(report.table())
+        stages = report.stage_table()
+        if stages:
+            print(stages)
+        for o in report.outcomes:
+            print(f"{'reused' if o.reused else 'wrote'} {o.path}")
     return 0
+
+
+def settings_table(settings: Any) -> str:
+    """Every setting, its resolved value and where it came from; then each model with its own options."""
+    from embedscope.results.table import markdown_table
+
+    def origin(key: str) -> str:
+        source = settings.source(key)
+        return f"{source} ({settings.display_name(key)})" if source == "command line" else source
+
+    def shown(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+    dumped = settings.model_dump(mode="json", exclude={"engine"})
+    dumped["model_options"] = settings.model_options.given()
+    rows = [[key, shown(value), origin(key)] for key, value in dumped.items()]
+    rows.append(["engine", shown(settings.engine.model_dump(mode="json")), origin("engine")])
+    models = []
+    for n, r in enumerate(settings.model_runs()):
+        placed = ",".join(settings.engine.devices(r.options.get("device") or settings.device))
+        models.append([str(n), shown(r.model), shown(r.options), placed, shown(r.tasks)])
+    header = ["#", "model", "its options (run-wide ones included)", "devices (resolved)", "its tasks (null: all)"]
+    return markdown_table(["setting", "value", "from"], rows) + "\n\n" + markdown_table(header, models)
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
@@ -303,6 +347,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from embedscope.evaluation.feature_extraction import evaluate_feature_extraction, parse_column_mapping
     from embedscope.models.specs import load_encoder
 
+    for flag, value in (("--batch-size", args.batch_size), ("--samples", args.samples)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} {value}: give a positive integer")
     columns = parse_column_mapping(args.column)
     encoder = load_encoder(args.model, **({"tokenizer": args.tokenizer} if args.tokenizer else {}))
     record = evaluate_feature_extraction(

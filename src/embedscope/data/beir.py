@@ -4,7 +4,7 @@ BEIR: ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id`
 ``qrels/{split}.tsv`` (header ``query-id corpus-id score``, tab-separated). Corpus, queries and qrels
 may also be ``.jsonl.gz``, ``.csv``, ``.tsv`` or ``.parquet`` tables read with a column mapping (see
 :mod:`embedscope.data.tables`), and the qrels may be one split-less file ``qrels.<ext>`` (EvalScope's
-current layout; the config side is :func:`embedscope.config.load_config`), which is the split ``test``.
+current layout; the config side is :mod:`embedscope.settings.evalscope`), which is the split ``test``.
 
 Document texts are ``merge_title(title, text)``, exactly what BEIR's ``GenericDataLoader`` + MTEB build.
 Unlike BEIR's loader, a header-less qrels file loses no line, and a duplicate id is an error rather than

@@ -1,6 +1,7 @@
 """Encoding on a Ray cluster: a pool of actors that each hold the model, fed planned batches.
 
-``--engine ray [--ray-address ADDR] [--ray-workers N] [--ray-gpus-per-worker F]``:
+``--engine ray [--ray-address ADDR] [--ray-workers N] [--ray-gpus-per-worker F] [--ray-temp-dir DIR]``
+(the fields of :class:`RayEngine`):
 
 - Ray's own ``ActorPool`` schedules the batches (no home-made scheduler): each actor loads the
   model once and keeps it across every encode call of the run. Ray Data was the other candidate;
@@ -18,21 +19,34 @@
 
 embedscope must be importable on the cluster's nodes (installed there, or shipped with Ray's
 ``runtime_env``); the driver connects with ``ray.init(address=ADDR)`` (``auto`` finds a running
-cluster; none starts a local one).
+cluster; ``ray://host:10001`` goes through the Ray Client, ``pip install 'ray[client]'``; none starts a
+local one). A local cluster keeps its session files and logs in the temporary folder the run names
+(``--ray-temp-dir``; by default ``ray/`` in the embedding cache folder), never in ``/tmp/ray`` or ``~/.ray``:
+its authentication token is made for the process and passed in the environment, and Ray's banners go
+to the log.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
+import secrets
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field, FiniteFloat, PositiveInt
 
+from embedscope.engines.base import EngineSettings, register_engine
 from embedscope.engines.planned import PlannedEncoder
 from embedscope.errors import ConfigError, MissingDependencyError
 from embedscope.models.base import encoder_identity
+from embedscope.models.device import parse_devices
 from embedscope.types import Role
+
+logger = logging.getLogger(__name__)
 
 
 class _EncoderWorker:
@@ -68,15 +82,49 @@ def _ray() -> Any:
     return ray
 
 
-def connect(address: str | None = None) -> Any:
-    """``ray`` connected to the cluster at ``address`` (a running one for ``auto``; a new local one for
-    ``None``), or the cluster this process is already connected to."""
+_SOCKET_PATH_ROOM = 60  # Ray's unix sockets live in <temp>/session_<date>_<pid>/sockets/…; paths max 107 bytes
+
+
+def _local_cluster_environment(temp_dir: Path) -> dict[str, str]:
+    """What a new local cluster needs so that it writes nothing outside ``temp_dir`` and prints no banner: a
+    token made for this process, in the environment (Ray would otherwise write ``~/.ray/auth_token`` and
+    warn that it enabled token authentication). Variables the user set are kept."""
+    if len(str(temp_dir)) > 107 - _SOCKET_PATH_ROOM:
+        raise ConfigError(
+            f"--ray-temp-dir {temp_dir}: the path is too long for Ray's sockets (at most "
+            f"{107 - _SOCKET_PATH_ROOM} characters); give a shorter folder"
+        )
+    if any(k in os.environ for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
+        return {}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
+def connect(address: str | None = None, temp_dir: str | Path | None = None) -> Any:
+    """``ray`` connected to the cluster at ``address`` (a running one for ``auto``; ``ray://`` through the Ray
+    Client; a new local one for ``None``, its files in ``temp_dir``), or the cluster this process is already
+    connected to."""
+    if address is not None and address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
+        raise MissingDependencyError("ray[client]", f"--ray-address {address} (the Ray Client)")
     ray = _ray()
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        except ConnectionError as e:
-            raise ConfigError(f"--ray-address {address}: no Ray cluster answers there ({e})") from e
+    if ray.is_initialized():
+        return ray
+    kwargs: dict[str, Any] = {}
+    if address is None and temp_dir is not None:
+        folder = Path(temp_dir).expanduser().resolve()
+        os.environ.update(_local_cluster_environment(folder))
+        folder.mkdir(parents=True, exist_ok=True)
+        kwargs["_temp_dir"] = str(folder)
+    try:
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            logging_level=logging.WARNING,
+            **kwargs,
+        )
+    except ConnectionError as e:
+        raise ConfigError(f"--ray-address {address}: no Ray cluster answers there ({e})") from e
     return ray
 
 
@@ -91,6 +139,7 @@ class RayEncoder(PlannedEncoder):
         workers: number of actors (default: one per ``gpus_per_worker`` of the cluster's GPUs, else one
             per ``cpus_per_worker`` of its CPUs).
         gpus_per_worker / cpus_per_worker: resources each actor asks for.
+        temp_dir: where a new local cluster keeps its session files and logs.
     """
 
     engine = "ray"
@@ -104,8 +153,9 @@ class RayEncoder(PlannedEncoder):
         workers: int | None = None,
         gpus_per_worker: float | None = None,
         cpus_per_worker: float | None = None,
+        temp_dir: str | Path | None = None,
     ) -> None:
-        ray = connect(address)
+        ray = connect(address, temp_dir)
         from ray.util import ActorPool
 
         gpus = float(gpus_per_worker or 0.0)
@@ -161,3 +211,49 @@ class RayEncoder(PlannedEncoder):
         for actor in self.actors:
             self._ray.kill(actor)
         self.actors = []
+
+
+class RayEngine(EngineSettings):
+    """Encode on a Ray cluster: a pool of actors that each hold the model (``pip install 'embedscope[ray]'``)."""
+
+    name: Literal["ray"] = "ray"
+    address: str | None = Field(
+        None, description="Ray cluster to use: auto (a running one), ray://host:10001, … (default: a new local cluster)"
+    )
+    workers: PositiveInt | None = Field(
+        None, description="Ray actors holding the model (default: one per GPU share, else one per CPU)"
+    )
+    gpus_per_worker: FiniteFloat | None = Field(
+        None,
+        ge=0,
+        description="GPUs each Ray actor asks for (e.g. 1, or 0.5 to pack two per GPU); workers encode on cuda",
+    )
+    temp_dir: str | None = Field(
+        None,
+        description="where a new local Ray cluster keeps its session files and logs (default: ray/ in the cache folder)",
+    )
+
+    def devices(self, spec: str | None) -> list[str]:
+        """The device named for the workers (not looked for here: it is theirs)."""
+        devices = parse_devices(spec)
+        if len(devices) > 1:
+            raise ConfigError(
+                "with --engine ray, each worker uses one device: give --ray-gpus-per-worker instead of several devices"
+            )
+        return devices
+
+    def build(self, spec: Any, options: dict[str, Any], devices: list[str], cache_dir: Path | None) -> Any:
+        from embedscope.models.cache import default_cache_dir
+
+        temp = self.temp_dir or (cache_dir or default_cache_dir()) / "ray"
+        return RayEncoder(
+            spec,
+            {**options, "device": devices[0]},
+            address=self.address,
+            workers=self.workers,
+            gpus_per_worker=self.gpus_per_worker,
+            temp_dir=temp,
+        )
+
+
+register_engine(RayEngine)

@@ -1,4 +1,7 @@
-"""The one place stages are composed: task → data → encoder (cached) → search → metrics → results.
+"""The one place stages are composed: settings → tasks → model (cached) → search → metrics → results.
+
+:func:`run` takes one :class:`~embedscope.settings.RunSettings`; :func:`evaluate` and :func:`evaluate_config` build
+it (as the command line does) and run it.
 
 >>> import tempfile
 >>> from embedscope.testing.fakes import KeywordEncoder
@@ -20,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from embedscope.engines import EngineOptions, build_encoder
 from embedscope.errors import ConfigError
+from embedscope.evaluation.models import build_model, model_meta, run_placement
+from embedscope.evaluation.plan import model_tasks, resolve_tasks
 from embedscope.evaluation.scoring import rank_run
 from embedscope.models.base import Encoder
-from embedscope.models.cache import CachedEncoder, CacheStats, EmbeddingCache
+from embedscope.models.cache import CacheStats, EmbeddingCache, cache_stats
 from embedscope.progress import progress_wanted, task_progress
 from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
@@ -36,20 +40,15 @@ from embedscope.results.settings import (
     settings_difference,
     task_settings,
 )
-from embedscope.results.store import (
-    OverwriteStrategy,
-    ResultStore,
-    check_path_name,
-    check_strategy,
-    splits_to_run,
-)
-from embedscope.retrieval.pipeline import Pipeline
+from embedscope.results.store import OverwriteStrategy, ResultStore, splits_to_run
+from embedscope.retrieval.roles import model_roles
+from embedscope.settings import Layer, RunSettings, build_settings
+from embedscope.settings.files import config_layer
+from embedscope.settings.run import ModelRun
 from embedscope.tasks.base import SearchOptions, Task
-from embedscope.tasks.registry import DEFAULT_RETRIEVAL_TASKS, DEFAULT_TASKS, resolve_task
+from embedscope.tasks.types import get_task_type
 
 logger = logging.getLogger(__name__)
-
-PIPELINE_TASK_TYPES = ("Retrieval", "Reranking")
 
 
 @dataclass
@@ -86,108 +85,6 @@ class EvaluationReport:
         return stage_table(self)
 
 
-def _cache_object(cache: bool | str | Path | EmbeddingCache | None) -> EmbeddingCache | None:
-    if cache is None or cache is False:
-        return None
-    if isinstance(cache, EmbeddingCache):
-        return cache
-    return EmbeddingCache(None if cache is True else cache)
-
-
-def _as_model(
-    model: Any,
-    model_options: dict[str, Any] | None,
-    cache: bool | str | Path | EmbeddingCache | None,
-    engine: EngineOptions,
-    fingerprint: str | None = None,
-) -> Encoder | Pipeline:
-    """An encoder (cached) or a pipeline; a pipeline that is one dense retriever becomes its encoder.
-
-    A model object the caller holds (a SentenceTransformer, a CrossEncoder, an mteb model, anything
-    with ``encode``) is wrapped as it is; the engine and device options apply to models given by name.
-    """
-    from embedscope.models.wrap import as_encoder, is_cross_encoder
-    from embedscope.retrieval.pipeline import is_pipeline_spec, model_pipeline
-
-    stage_options = engine.single_device().model_options(model_options) if isinstance(model, (str, Mapping)) else None
-    if isinstance(model, Mapping):
-        model = Pipeline.build(**model, cache=_cache_object(cache), model_options=stage_options)
-    elif isinstance(model, str) and is_pipeline_spec(model):
-        model = model_pipeline(model, cache=_cache_object(cache), model_options=stage_options)
-    elif isinstance(model, str):
-        store = _cache_object(cache)
-        return _with_cache(build_encoder(model, model_options, engine, store.directory if store else None), store)
-    elif model_options:
-        raise ConfigError("model_options apply only when the model is given by name or path")
-    elif is_cross_encoder(model):
-        from embedscope.retrieval.cross_encoder import CrossEncoderReranker
-        from embedscope.retrieval.pipeline import RerankStep
-
-        model = Pipeline([], rerankers=[RerankStep(CrossEncoderReranker(model))])
-    if isinstance(model, Pipeline):
-        return model.dense_encoder or model
-    return _with_cache(as_encoder(model, fingerprint=fingerprint), cache)
-
-
-def _with_cache(encoder: Encoder, cache: bool | str | Path | EmbeddingCache | None) -> Encoder:
-    store = _cache_object(cache)
-    if store is not None and encoder.fingerprint is None:
-        logger.warning(
-            "%s: no fingerprint (give fingerprint=... to evaluate, or a model by name or path): "
-            "running with the embedding cache off",
-            encoder.name,
-        )
-        return encoder
-    return encoder if store is None or isinstance(encoder, CachedEncoder) else CachedEncoder(encoder, store)
-
-
-def model_meta(encoder: Encoder | Pipeline) -> dict[str, Any]:
-    """What ``model_meta.json`` records about the encoder or pipeline (beside :func:`run_placement`)."""
-    from embedscope import __version__
-
-    if isinstance(encoder, Pipeline):
-        return {**encoder.describe(), "revision": encoder.revision, "embedscope_version": __version__}
-
-    meta: dict[str, Any] = {
-        "name": encoder.name,
-        "revision": encoder.revision,
-        "fingerprint": encoder.fingerprint,
-        "similarity_fn_name": encoder.similarity,
-        "prompts": dict(encoder.prompts),
-        "embedscope_version": __version__,
-    }
-    inner = getattr(encoder, "encoder", encoder)
-    for attr in ("backend", "pooling", "max_seq_length", "normalize", "embed_dim", "source"):
-        value = getattr(inner, attr, None)
-        if isinstance(value, (str, int, float, bool)):
-            meta[attr] = value
-    return meta
-
-
-def run_placement(model: Any) -> dict[str, Any]:
-    """Where and how outputs were computed (device, dtype, engine), for ``model_meta.json`` and each result.
-
-    >>> from embedscope.testing.fakes import KeywordEncoder
-    >>> run_placement(KeywordEncoder(["a"]))
-    {'device': 'cpu', 'dtype': 'fp32', 'engine': 'local'}
-    """
-    from embedscope.models.device import short_dtype
-
-    if isinstance(model, Pipeline):
-        stages = [*model.retrievers, *(s.reranker for s in model.rerankers)]
-        placed = [
-            run_placement(getattr(s, "encoder", s)) for s in stages if hasattr(getattr(s, "encoder", s), "device")
-        ]
-        return {"stages": placed} if placed else {}
-    inner = getattr(model, "encoder", model)
-    describe = inner.describe() if hasattr(inner, "describe") else {}
-    return {
-        "device": str(describe.get("device", getattr(inner, "device", "cpu"))),
-        "dtype": short_dtype(str(describe.get("dtype", getattr(inner, "dtype", "float32")))),
-        "engine": str(describe.get("engine", getattr(inner, "engine", "local"))),
-    }
-
-
 def _split_by_subset(
     stored: TaskResult | None, subset: str
 ) -> tuple[TaskResult | None, dict[str, list[dict[str, Any]]]]:
@@ -204,7 +101,7 @@ def _split_by_subset(
 
 def _run_task(
     task: Task,
-    encoder: Encoder | Pipeline,
+    encoder: Any,
     store: ResultStore,
     strategy: OverwriteStrategy,
     options: SearchOptions,
@@ -236,8 +133,8 @@ def _run_task(
     stage_records: dict[str, list[dict[str, Any]]] = {}
     stage_items: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
-        with task_progress(task.name, task.type):
-            # a Pipeline is no Encoder, but it plays every role a task asks of its model (retrieval/roles.py)
+        with task_progress(task.name, get_task_type(task.type).document_label):
+            # a pipeline is no Encoder, but it plays the roles a task asks of its model (retrieval/roles.py)
             outcome = task.evaluate_split(split, cast(Encoder, encoder), options)
         split_timings.append((split, outcome.timings))
         if outcome.per_item is not None:
@@ -343,151 +240,94 @@ def _matching(
     return None
 
 
-def _check_task_names(tasks: Sequence[Task]) -> None:
-    """Every task name can name a result file, and no two tasks of a run share one."""
-    seen: dict[str, str] = {}
-    for t in tasks:
-        check_path_name(t.name, "task name")
-        source = str(getattr(t, "source", ""))
-        if t.name in seen and seen[t.name] != source:
-            raise ConfigError(
-                f"two tasks are named {t.name!r} ({seen[t.name] or 'built-in'} and {source}): results "
-                "are filed by task name, so give them distinct names (custom_tasks[].name)"
-            )
-        seen[t.name] = source
+_VERBOSITY = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+
+
+def run(settings: RunSettings) -> list[EvaluationReport]:
+    """Evaluate every model of ``settings`` on its tasks (tasks are resolved and checked before any model loads)."""
+    if settings.verbosity is not None:
+        logging.getLogger("embedscope").setLevel(_VERBOSITY[settings.verbosity])
+    tasks = resolve_tasks(settings)
+    cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
+    return [_evaluate_model(entry, tasks, settings, cache) for entry in settings.model_runs()]
+
+
+def _evaluate_model(
+    entry: ModelRun, tasks: list[Task] | None, settings: RunSettings, cache: EmbeddingCache | None
+) -> EvaluationReport:
+    started = time.perf_counter()
+    model = build_model(entry, settings, cache)
+    roles = model_roles(model)
+    chosen = model_tasks(tasks, entry, roles, settings, getattr(model, "name", "the model"))
+    encodes = "encoder" in roles  # else a pipeline: its fingerprint covers every stage, rerank depth included
+    kwargs = experiment_kwargs(
+        entry.options if isinstance(entry.model, (str, Mapping)) else None,
+        settings.dtype,
+        settings.top_k if encodes else 1000,
+        settings.limits,
+        settings.corpus_chunk_size,
+    )
+    if settings.task_params:
+        kwargs["task_params"] = dict(settings.task_params)  # another protocol: its own folder, as mteb's
+    store = ResultStore(settings.output_folder, model.name, model.revision, experiment_name(kwargs))
+    placement = run_placement(model)
+    record = run_settings(model, settings.top_k, settings.limits, settings.corpus_chunk_size, not encodes)
+    experiment = {"experiment_kwargs": kwargs} if kwargs else {}
+    store.save_model_meta({**model_meta(model), **placement, **experiment, "run_settings": record})
+    options = SearchOptions(
+        settings.top_k,
+        entry.batch_size or settings.batch_size,
+        settings.corpus_chunk_size,
+        progress_wanted(settings.show_progress),  # never into piped output or log files, as the CLI
+        settings.limits,
+    )
+    outcomes = [
+        _run_task(t, model, store, settings.overwrite, options, settings.save_predictions, placement, record)
+        for t in chosen
+    ]
+    return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), time.perf_counter() - started)
 
 
 def evaluate(
-    model: str | Mapping[str, Any] | Encoder | Pipeline = "minilm",
+    model: Any = "minilm",
     tasks: Sequence[str | Path | Task] | None = None,
-    *,
-    output_folder: str | Path = "results",
-    batch_size: int | None = None,
-    top_k: int = 1000,
-    overwrite: str = "only-missing",
-    save_predictions: bool = False,
-    cache: bool | str | Path | EmbeddingCache | None = True,
-    limits: int | None = None,
-    corpus_chunk_size: int = 50_000,
-    show_progress: bool = True,
-    model_options: dict[str, Any] | None = None,
-    data_dir: str | Path | None = None,
-    device: str | None = "auto",
-    dtype: str | None = None,
-    engine: str = "local",
-    ray_address: str | None = None,
-    ray_workers: int | None = None,
-    ray_gpus_per_worker: float | None = None,
-    fingerprint: str | None = None,
-    task_params: Mapping[str, Any] | None = None,
-    splits: Sequence[str] | None = None,
+    **settings: Any,
 ) -> EvaluationReport:
-    """Evaluate one model on retrieval tasks and write MTEB-format results.
+    """Evaluate one model on tasks and write MTEB-format results.
 
     Args:
-        model: a built-in alias (``minilm``, ``minilm-int8``, …), a local path, a hub id, an Encoder,
-            a retriever spec (``bm25``, ``fts5``, ``colbert:minilm`` …), a
-            :class:`~embedscope.retrieval.pipeline.Pipeline` (or the keyword arguments of ``Pipeline.build``),
-            or a model object: a ``SentenceTransformer`` or ``CrossEncoder`` (on its own device), an mteb
-            model, or anything with ``encode(list[str]) -> array``.
-        tasks: registered task names, folders of custom data, or task objects (default: the built-in
-            suite; for a pipeline, its retrieval tasks).
-        output_folder: results go to ``<output_folder>/<org__model>/<revision>/<Task>.json``; with settings
-            apart from the model's own (``model_options``, ``dtype``, ``top_k``, ``limits``, ``corpus_chunk_size``)
-            to ``<output_folder>/<org__model>/<revision>/experiments/<settings-hash>/<Task>.json``.
-        batch_size: encoding batch size (default: MTEB's 32 on the CPU, 256 on an accelerator).
-        top_k: documents kept per query (MTEB's default 1000).
-        overwrite: ``only-missing`` | ``never`` | ``always`` | ``only-cache``.
-        save_predictions: also write each task's ranked run (``predictions/<Task>_predictions.json``).
-        cache: embedding cache: True (default folder), a folder, an EmbeddingCache, or False.
-        limits: EvalScope's ``limits`` (first N queries, judged documents only; inflates scores).
-        corpus_chunk_size: documents encoded and scored at once (MTEB's 50,000).
-        show_progress: progress bars while encoding, when stderr is a terminal (or in a notebook); piped
-            output and log files never get bars, nor the libraries' own (model loading, downloads).
-        model_options: options for :func:`embedscope.models.specs.load_encoder` (pooling, prompts, …).
-        data_dir: folder holding local copies of catalog datasets (``<dir>/<Task>`` in the hub's layout).
-        device: ``auto`` (the best accelerator here), ``cpu``, ``cuda``, ``cuda:N``, ``mps``, or several
-            (``cuda:0,cuda:1``: encode calls sharded over them, same vectors as one device).
-        dtype: ``fp32`` (default, the exact path), ``fp16`` or ``bf16``.
-        engine: ``local`` (this process) or ``ray`` (actors on a Ray cluster; ``ray_address``,
-            ``ray_workers``, ``ray_gpus_per_worker``).
-        fingerprint: for a model object embedscope cannot fingerprint itself: what identifies its
-            vectors in the embedding cache (without one, the cache is off for it).
-        task_params: protocol parameters (``samples_per_label``, ``n_experiments``, ``max_document_to_embed``,
-            ``max_fraction_of_documents_to_embed``, ``k``, ``top_k``, …), each set on the tasks whose type has it
-            (:mod:`embedscope.tasks.params`); a name no task's type has is an error listing the valid ones.
-        splits: evaluate these splits instead of each task's own (e.g. ``["validation"]``).
+        model: a built-in alias (``minilm``, ``minilm-int8``, …), a local path, a hub id, an Encoder, a retriever
+            spec (``bm25``, ``fts5``, ``colbert:minilm`` …), a :class:`~embedscope.retrieval.pipeline.Pipeline`
+            (or the keyword arguments of ``Pipeline.build``), or a model object: a ``SentenceTransformer`` or
+            ``CrossEncoder`` (on its own device), an mteb model, or anything with ``encode(list[str]) -> array``.
+        tasks: registered task names, folders of custom data, or task objects (default: the built-in suite; for a
+            retrieval pipeline, its retrieval tasks).
+        **settings: any key of :class:`~embedscope.settings.RunSettings`, checked as a config file's:
+            ``output_folder``, ``batch_size``, ``top_k``, ``overwrite``, ``save_predictions``, ``cache`` (True, False,
+            a folder or an :class:`~embedscope.models.cache.EmbeddingCache`), ``limits``, ``corpus_chunk_size``,
+            ``show_progress``, ``model_options``, ``data_dir``, ``device``, ``dtype``, ``engine`` with its options
+            (``ray_address``, ``ray_workers``, …), ``fingerprint`` (for a model object embedscope cannot fingerprint),
+            ``task_params``, ``splits``, ``task_types``, ``languages``, ``benchmark``.
     """
-    started = time.perf_counter()
-    strategy = check_strategy(overwrite)
-    if top_k < 1 or (batch_size is not None and batch_size < 1) or corpus_chunk_size < 1:
-        raise ConfigError("top_k, batch_size and corpus_chunk_size must be positive integers")
-    engine_options = EngineOptions(engine, device, dtype, ray_address, ray_workers, ray_gpus_per_worker).validated()
-    show_progress = progress_wanted(show_progress)  # never into piped output or log files, as the CLI
-    # tasks first: a misspelled task or a folder without a dataset is reported before any model loads
-    resolved = None if tasks is None else [resolve_task(t, data_dir=data_dir) for t in tasks]
-    encoder = _as_model(model, model_options, cache, engine_options, fingerprint)
-    if resolved is None:
-        resolved = [
-            resolve_task(t, data_dir=data_dir)
-            for t in (DEFAULT_TASKS if not isinstance(encoder, Pipeline) else DEFAULT_RETRIEVAL_TASKS)
-        ]
-    _check_task_names(resolved)
-    if task_params or splits:
-        from embedscope.tasks.params import apply_task_options
-
-        resolved = apply_task_options(resolved, task_params, splits)
-    if isinstance(encoder, Pipeline):
-        _check_pipeline_tasks(encoder, resolved)
-    # a pipeline's top_k (its rerank depth) is checked per result, as its other settings, not a folder of its own
-    kwargs = experiment_kwargs(
-        model_options if isinstance(model, (str, Mapping)) else None,
-        dtype,
-        1000 if isinstance(encoder, Pipeline) else top_k,
-        limits,
-        corpus_chunk_size,
-    )
-    if task_params:
-        kwargs["task_params"] = dict(task_params)  # another protocol: its own folder, as mteb's experiment_kwargs
-    store = ResultStore(output_folder, encoder.name, encoder.revision, experiment_name(kwargs))
-    placement = run_placement(encoder)
-    settings = run_settings(encoder, top_k, limits, corpus_chunk_size, isinstance(encoder, Pipeline))
-    experiment = {"experiment_kwargs": kwargs} if kwargs else {}
-    store.save_model_meta({**model_meta(encoder), **placement, **experiment, "run_settings": settings})
-    options = SearchOptions(top_k, batch_size, corpus_chunk_size, show_progress, limits)
-    outcomes = [
-        _run_task(t, encoder, store, strategy, options, save_predictions, placement, settings) for t in resolved
-    ]
-    stats = encoder.stats if isinstance(encoder, CachedEncoder) else None
-    return EvaluationReport(encoder.name, encoder.revision, outcomes, stats, time.perf_counter() - started)
+    values = {**settings, "model": model}
+    if isinstance(model, Mapping) and not isinstance(model, RunSettings):
+        values["model"] = None
+        values["pipeline"] = dict(model)
+    if tasks is not None:
+        values["tasks"] = list(tasks)
+    cache = values.get("cache")
+    if isinstance(cache, EmbeddingCache):
+        values["cache"], values["cache_dir"] = True, str(cache.directory)
+    elif cache is None and "cache" in values:
+        values["cache"] = False
+    (report,) = run(build_settings([Layer("evaluate()", values, "api")]))
+    return report
 
 
-def _check_pipeline_tasks(pipeline: Pipeline, tasks: Sequence[Task]) -> None:
-    from embedscope.messages import listing
-
-    if not pipeline.retrievers:
-        wrong = [f"{t.name} ({t.type})" for t in tasks if t.type != "Reranking"]
-        if wrong:
-            raise ConfigError(
-                f"{pipeline.name} is a reranker without a first-stage retriever: it scores Reranking "
-                f"tasks only, not {listing(wrong)}. For retrieval, give a retriever too "
-                "(--retriever bm25 --reranker MODEL)."
-            )
-        return
-    wrong = [f"{t.name} ({t.type})" for t in tasks if t.type not in PIPELINE_TASK_TYPES]
-    if wrong:
-        raise ConfigError(
-            f"{pipeline.name} is a retrieval pipeline: it evaluates Retrieval and Reranking tasks only, "
-            f"not {listing(wrong)}. Evaluate those with an embedding model."
-        )
-
-
-def evaluate_config(config: str | Path | dict[str, Any]) -> list[EvaluationReport]:
-    """Run a YAML/JSON config file (embedscope's or EvalScope's ``eval_config`` schema)."""
-    from embedscope.config import load_config
-
-    plan = load_config(config)
-    return [evaluate(**run) for run in plan.runs()]
+def evaluate_config(config: str | Path | dict[str, Any], **overrides: Any) -> list[EvaluationReport]:
+    """Run a YAML/JSON config file (embedscope's or EvalScope's ``eval_config`` schema); ``overrides`` (any
+    :class:`~embedscope.settings.RunSettings` key) win over the file's values."""
+    return run(build_settings([config_layer(config), Layer("evaluate_config()", overrides, "api")]))
 
 
 def score_run(

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -501,3 +501,23 @@ class CachedEncoder:
         backend = cast(_EncodesBatch, self.encoder)
         for n, batch_texts in zip(missing, batches):
             yield n, backend.encode_batch(batch_texts, role=role)
+
+
+def with_cache(encoder: Encoder, cache: EmbeddingCache | None) -> Encoder:
+    """``encoder`` behind ``cache`` (as it is without a cache, when it is cached already, or when it has no
+    fingerprint to key its vectors by: then a warning says the cache is off for it)."""
+    if cache is None or isinstance(encoder, CachedEncoder):
+        return encoder
+    if encoder.fingerprint is None:
+        logger.warning(
+            "%s: no fingerprint (give fingerprint=... to evaluate, or a model by name or path): "
+            "running with the embedding cache off",
+            encoder.name,
+        )
+        return encoder
+    return CachedEncoder(encoder, cache)
+
+
+def cache_stats(model: Any) -> CacheStats | None:
+    """How many texts a cached encoder served and encoded (None for any other model)."""
+    return model.stats if isinstance(model, CachedEncoder) else None

@@ -16,6 +16,7 @@ Runs are aligned by query id and document id; every run must hold the same queri
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -47,9 +48,12 @@ class Fusion:
             raise UnknownNameError("score normalization", self.norm, NORMALIZATIONS + tuple(_NORM_ALIASES))
         object.__setattr__(self, "norm", norm)
         if self.weights is not None:
-            object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
-        if self.k < 0:
-            raise ConfigError(f"RRF k must be >= 0, got {self.k}")
+            weights = tuple(float(w) for w in self.weights)
+            if not all(math.isfinite(w) for w in weights):
+                raise ConfigError(f"fusion weights must be finite numbers, got {', '.join(map(str, weights))}")
+            object.__setattr__(self, "weights", weights)
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 0:
+            raise ConfigError(f"RRF k must be an integer >= 0, got {self.k!r}")
 
     @property
     def label(self) -> str:

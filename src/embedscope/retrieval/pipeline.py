@@ -29,6 +29,7 @@ embedding model (bi-encoder). Every stage's time and peak memory are recorded
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,11 +117,53 @@ def parse_stage(spec: str | Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_NUMBER = ("a finite number", float)
+_COUNT = ("a positive integer", int)
+_FLAG = ("true or false", bool)
+_TEXT = ("text", str)
+# what each stage option must be (the same name means the same thing in every kind of stage)
+_OPTION_TYPES: dict[str, tuple[str, type]] = {
+    "k1": _NUMBER,
+    "b": _NUMBER,
+    "delta": _NUMBER,
+    "budget_mb": _NUMBER,
+    "n_threads": ("an integer", int),
+    "max_seq_length": _COUNT,
+    "query_length": _COUNT,
+    "document_length": _COUNT,
+    "doc_chunk_size": _COUNT,
+    "max_documents": _COUNT,
+    "max_length": _COUNT,
+    "top_k": _COUNT,
+    "lower": _FLAG,
+    "normalize": _FLAG,
+    **dict.fromkeys(("method", "stemmer", "backend", "tokenize", "match", "name", "model", "revision"), _TEXT),
+    **dict.fromkeys(("pooling", "query_prompt", "tokenizer", "output_name", "device", "dtype"), _TEXT),
+}
+
+
+def _typed(key: str, value: Any, kind: str) -> Any:
+    """``value`` checked (and converted) as option ``key`` of a ``kind`` stage; a one-line error otherwise."""
+    if key not in _OPTION_TYPES:
+        return value
+    what, expected = _OPTION_TYPES[key]
+    ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    if ok and expected is float and not math.isfinite(value):
+        ok = False
+    if ok and expected is int and key != "n_threads" and value < 1:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{kind} stage option {key}={value!r}: expected {what}")
+    return value
+
+
 def _take(options: dict[str, Any], allowed: Sequence[str], kind: str) -> dict[str, Any]:
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ConfigError(f"{kind} stage: unknown option(s) {unknown}. Valid options: {', '.join(allowed)}")
-    return options
+    return {key: _typed(key, value, kind) for key, value in options.items()}
 
 
 _BM25_OPTIONS = ("method", "k1", "b", "delta", "lower", "stopwords", "stemmer", "backend", "n_threads", "name")
@@ -201,7 +244,7 @@ def build_stage(
             load_token_encoder,
         )
 
-        _take(options, _COLBERT_OPTIONS, kind)
+        options = _take(options, _COLBERT_OPTIONS, kind)
         model = options.pop("model", "minilm")
         encoder_keys = ("max_seq_length", "query_length", "document_length", "device", "dtype")
         placed = {k: v for k, v in (model_options or {}).items() if k in _PLACEMENT}
@@ -212,7 +255,7 @@ def build_stage(
     if kind == "cross-encoder":
         from embedscope.retrieval.cross_encoder import CrossEncoderReranker
 
-        _take(options, _CE_OPTIONS, kind)
+        options = _take(options, _CE_OPTIONS, kind)
         if "model" not in options:
             raise ConfigError(
                 "cross-encoder stage needs a model (cross-encoder:PATH or {type: cross-encoder, model: PATH})"
@@ -222,7 +265,7 @@ def build_stage(
     from embedscope.models.specs import load_encoder
     from embedscope.retrieval.dense import DenseRetriever
 
-    _take(options, _DENSE_OPTIONS, kind)
+    options = _take(options, _DENSE_OPTIONS, kind)
     merged = {**(model_options or {}), **options}
     dense_encoder: Encoder = load_encoder(str(merged.pop("model", "minilm")), **merged)
     if cache is not None:
@@ -345,6 +388,16 @@ class Pipeline:
     @property
     def revision(self) -> str:
         return self.fingerprint
+
+    @property
+    def searches(self) -> bool:
+        """Whether it can search a corpus (a reranker alone scores given candidates only)."""
+        return bool(self.retrievers)
+
+    def stage_models(self) -> list[Any]:
+        """The model behind each stage (an encoder inside a retriever or reranker, else the stage itself)."""
+        stages = [*self.retrievers, *(s.reranker for s in self.rerankers)]
+        return [getattr(s, "encoder", s) for s in stages]
 
     @property
     def dense_encoder(self) -> Any:

@@ -78,3 +78,22 @@ def scores_candidates(model: Any) -> bool:
 def as_candidate_scorer(model: Any) -> Reranker:
     """What scores a reranking task's given candidates (see :func:`scores_candidates`)."""
     return model.candidate_scorer()
+
+
+ROLE_METHODS = {"encoder": "encode", "searcher": "search_stages", "candidate_scorer": "candidate_scorer"}
+
+
+def model_roles(model: Any) -> frozenset[str]:
+    """The roles a model plays itself: ``encoder`` (texts → vectors), ``searcher`` (a pipeline), ``candidate_scorer``
+    (it scores given candidates). A task type lists the roles it can evaluate (``TaskType.model_roles``).
+
+    >>> from embedscope.testing.fakes import KeywordEncoder
+    >>> sorted(model_roles(KeywordEncoder(["a"])))
+    ['encoder']
+    """
+    roles = {role for role, method in ROLE_METHODS.items() if _has_method(model, method)}
+    if "candidate_scorer" in roles and not getattr(model, "scores_candidates", True):
+        roles.discard("candidate_scorer")
+    if "searcher" in roles and not getattr(model, "searches", True):
+        roles.discard("searcher")
+    return frozenset(roles)

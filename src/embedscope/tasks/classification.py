@@ -409,6 +409,8 @@ register_task_type(
     TaskType(
         "Classification",
         ClassificationTask,
+        signature_score="accuracy",
+        signature_rank=4,
         main_score="accuracy",
         read_files=_read_files,
         from_catalog=_from_catalog,

@@ -365,6 +365,8 @@ register_task_type(
     TaskType(
         "Clustering",
         ClusteringTask,
+        signature_score="v_measure",
+        signature_rank=1,
         main_score="v_measure",
         read_files=_read_files,
         from_catalog=_from_catalog,

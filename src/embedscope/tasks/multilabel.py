@@ -375,6 +375,8 @@ register_task_type(
     TaskType(
         "MultilabelClassification",
         MultilabelTask,
+        signature_score="lrap",
+        signature_rank=3,
         main_score="accuracy",
         aliases=("multilabel",),
         read_files=_read_files,

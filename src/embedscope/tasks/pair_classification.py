@@ -178,6 +178,9 @@ register_task_type(
     TaskType(
         "PairClassification",
         PairClassificationTask,
+        pairwise_score=True,
+        signature_score="max_ap",
+        signature_rank=2,
         main_score="max_ap",
         aliases=("pair-classification",),
         read_files=_read_files,

@@ -428,6 +428,11 @@ register_task_type(
     TaskType(
         "Reranking",
         RerankingTask,
+        model_roles=("encoder", "candidate_scorer"),
+        run_options=("save_predictions",),
+        signature_score="map",
+        signature_rank=6,
+        document_label="corpus",
         main_score="map_at_1000",
         read_files=_read_files,
         from_catalog=_from_catalog,

@@ -148,6 +148,11 @@ register_task_type(
     TaskType(
         "Retrieval",
         RetrievalTask,
+        model_roles=("encoder", "searcher"),
+        run_options=("top_k", "corpus_chunk_size", "save_predictions"),
+        signature_score="ndcg_at_10",
+        signature_rank=5,
+        document_label="corpus",
         main_score="ndcg_at_10",
         read_files=_read_files,
         from_catalog=_from_catalog,

@@ -153,6 +153,9 @@ register_task_type(
     TaskType(
         "STS",
         STSTask,
+        pairwise_score=True,
+        signature_score="cosine_spearman",
+        signature_rank=0,
         main_score="cosine_spearman",
         read_files=_read_files,
         from_catalog=_from_catalog,

@@ -56,7 +56,20 @@ def route_key(name: str) -> str:
 @dataclass(frozen=True)
 class TaskType:
     """One task type: ``name`` is mteb's (``"PairClassification"``); ``aliases`` are route prefixes besides
-    the name's lower case; ``mteb_protocols`` maps mteb ``AbsTask`` class names to the catalog's protocol."""
+    the name's lower case; ``mteb_protocols`` maps mteb ``AbsTask`` class names to the catalog's protocol.
+
+    What the rest of embedscope asks of a type:
+
+    - ``model_roles``: the model roles its protocol can evaluate (:mod:`embedscope.retrieval.roles`: ``encoder``,
+      ``searcher``, ``candidate_scorer``); a model offering none of them is refused before it runs;
+    - ``run_options``: the run settings beyond the shared ones that act on it (``top_k``, ``corpus_chunk_size``,
+      ``save_predictions``, ``filter_field``); one given for a run none of whose tasks uses it is an error;
+    - ``pairwise_score``: its main score is a statistic of all pairs (STS, pair classification), so comparisons
+      bootstrap over pairs rather than averaging per-item scores;
+    - ``signature_score`` / ``signature_rank``: a score key that only its results hold, to recognise a result
+      file of a task embedscope does not know (lower rank is tried first);
+    - ``document_label``: what progress bars call the texts it encodes as documents.
+    """
 
     name: str
     task_class: type
@@ -66,6 +79,12 @@ class TaskType:
     from_catalog: CatalogBuilder | None = field(default=None, repr=False)
     mteb_protocols: tuple[tuple[str, str], ...] = ()
     params: TaskParams = field(default_factory=dict, repr=False)
+    model_roles: tuple[str, ...] = ("encoder",)
+    run_options: tuple[str, ...] = ()
+    pairwise_score: bool = False
+    signature_score: str | None = None
+    signature_rank: int = 100
+    document_label: str = "texts"
 
     def route_keys(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(route_key(n) for n in (self.name, *self.aliases)))
@@ -130,6 +149,11 @@ class TaskTypeRegistry:
 
     def __iter__(self) -> Iterator[TaskType]:
         return iter([self._types[n] for n in self.names()])
+
+    def by_signature(self, keys: set[str]) -> TaskType | None:
+        """The type whose signature score is among ``keys`` (lowest ``signature_rank`` first), or None."""
+        ranked = sorted((t for t in self if t.signature_score), key=lambda t: t.signature_rank)
+        return next((t for t in ranked if t.signature_score in keys), None)
 
 
 TASK_TYPES = TaskTypeRegistry(BUILTIN_MODULES)

@@ -1,1 +1,0 @@
-"""Other tools' config schemas, read as embedscope evaluation calls (``evalscope``: EvalScope's eval_config)."""

@@ -1,0 +1,103 @@
+"""The model of one run entry: built once from its resolved settings, and what results record about it.
+
+A model given by name or path is loaded on the run's engine, with its devices resolved once and its dtype as the
+settings parsed it; a pipeline spec becomes a :class:`~embedscope.retrieval.pipeline.Pipeline`; a model object the
+caller holds is wrapped as it is. Encoders go behind the embedding cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from embedscope.engines import build_encoder
+from embedscope.errors import ConfigError
+from embedscope.models.cache import EmbeddingCache, with_cache
+from embedscope.models.device import short_dtype
+from embedscope.settings.run import ModelRun, RunSettings
+
+
+def _single(model: Any) -> Any:
+    """A pipeline that is one dense retriever is its encoder (usable for every task type)."""
+    dense = getattr(type(model), "dense_encoder", None)
+    return (model.dense_encoder or model) if dense is not None else model
+
+
+def build_model(entry: ModelRun, settings: RunSettings, cache: EmbeddingCache | None) -> Any:
+    """The encoder (cached) or pipeline of ``entry``."""
+    from embedscope.retrieval.pipeline import Pipeline, is_pipeline_spec, model_pipeline
+
+    model = entry.model
+    options = dict(entry.options)
+    if not isinstance(model, (str, Mapping)):
+        return _held_model(model, options, settings, cache)
+    devices = settings.engine.devices(options.pop("device", None) or settings.device)
+    dtype = options.pop("dtype", None) or settings.dtype
+    load = {**options, **({"dtype": dtype} if dtype else {})}
+    if isinstance(model, Mapping):
+        return _single(Pipeline.build(**model, cache=cache, model_options={**load, "device": devices[0]}))
+    if is_pipeline_spec(model):
+        return _single(model_pipeline(model, cache=cache, model_options={**load, "device": devices[0]}))
+    encoder = build_encoder(model, load, settings.engine, devices, cache.directory if cache else None)
+    return with_cache(encoder, cache)
+
+
+def _held_model(model: Any, options: dict[str, Any], settings: RunSettings, cache: EmbeddingCache | None) -> Any:
+    """A model object the caller holds: a pipeline, a cross-encoder (a pipeline of that reranker) or an encoder."""
+    from embedscope.models.wrap import as_encoder, is_cross_encoder
+    from embedscope.retrieval.roles import model_roles
+
+    if options:
+        raise ConfigError("model_options apply only when the model is given by name or path")
+    if is_cross_encoder(model):
+        from embedscope.retrieval.cross_encoder import CrossEncoderReranker
+        from embedscope.retrieval.pipeline import Pipeline, RerankStep
+
+        model = Pipeline([], rerankers=[RerankStep(CrossEncoderReranker(model))])
+    if "encoder" not in model_roles(model) and model_roles(model):
+        return _single(model)
+    return with_cache(as_encoder(model, fingerprint=settings.fingerprint), cache)
+
+
+def model_meta(model: Any) -> dict[str, Any]:
+    """What ``model_meta.json`` records about the encoder or pipeline (beside :func:`run_placement`)."""
+    from embedscope import __version__
+    from embedscope.retrieval.roles import model_roles
+
+    if "encoder" not in model_roles(model):  # a pipeline describes its stages
+        return {**model.describe(), "revision": model.revision, "embedscope_version": __version__}
+    meta: dict[str, Any] = {
+        "name": model.name,
+        "revision": model.revision,
+        "fingerprint": model.fingerprint,
+        "similarity_fn_name": model.similarity,
+        "prompts": dict(model.prompts),
+        "embedscope_version": __version__,
+    }
+    inner = getattr(model, "encoder", model)
+    for attr in ("backend", "pooling", "max_seq_length", "normalize", "embed_dim", "source"):
+        value = getattr(inner, attr, None)
+        if isinstance(value, (str, int, float, bool)):
+            meta[attr] = value
+    return meta
+
+
+def run_placement(model: Any) -> dict[str, Any]:
+    """Where and how outputs were computed (device, dtype, engine), for ``model_meta.json`` and each result;
+    a pipeline lists its stages'.
+
+    >>> from embedscope.testing.fakes import KeywordEncoder
+    >>> run_placement(KeywordEncoder(["a"]))
+    {'device': 'cpu', 'dtype': 'fp32', 'engine': 'local'}
+    """
+    stages = getattr(type(model), "stage_models", None)
+    if stages is not None:
+        placed = [run_placement(s) for s in model.stage_models() if hasattr(s, "device")]
+        return {"stages": placed} if placed else {}
+    inner = getattr(model, "encoder", model)
+    describe = inner.describe() if hasattr(inner, "describe") else {}
+    return {
+        "device": str(describe.get("device", getattr(inner, "device", "cpu"))),
+        "dtype": short_dtype(str(describe.get("dtype", getattr(inner, "dtype", "float32")))),
+        "engine": str(describe.get("engine", getattr(inner, "engine", "local"))),
+    }

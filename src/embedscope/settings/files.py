@@ -1,0 +1,78 @@
+"""Config files (YAML or JSON) as a settings layer: embedscope's own schema (:class:`~embedscope.settings.run.RunSettings`)
+or EvalScope's ``eval_config`` (:mod:`embedscope.settings.evalscope`), told apart by their keys.
+
+>>> layer = config_layer({"models": ["minilm"], "top_k": 100})
+>>> layer.values["top_k"], layer.kind
+(100, 'file')
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from embedscope.errors import ConfigError
+from embedscope.settings.sources import Layer
+
+EVALSCOPE_KEYS = ("eval_config", "eval", "tool", "eval_backend")
+
+
+def _yaml_problem(error: Exception) -> str:
+    """A YAML error in one line: what is wrong and where (line and column, 1-based)."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or getattr(error, "context", None) or str(error).splitlines()[0]
+    where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML or JSON file into a dict (errors name the file and position, in one line)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"Config file {p} does not exist" if not p.exists() else f"Config file {p} is not a file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not valid UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8") from None
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except Exception as e:  # yaml.YAMLError (a !!python tag is one: safe_load refuses it)
+        raise ConfigError(f"{p}: invalid YAML: {_yaml_problem(e)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of keys to values")
+    return data
+
+
+def is_evalscope(data: dict[str, Any]) -> bool:
+    """Whether a config is EvalScope's ``eval_config`` (wrapped or bare) rather than embedscope's own."""
+    return any(k in data for k in EVALSCOPE_KEYS)
+
+
+def config_layer(source: str | Path | dict[str, Any]) -> Layer:
+    """A config file (or an already parsed mapping) as a settings layer, in :class:`RunSettings`' keys."""
+    data = read_config_file(source) if isinstance(source, (str, Path)) else dict(source)
+    label = str(source) if isinstance(source, (str, Path)) else "config"
+    if is_evalscope(data):
+        from embedscope.settings.evalscope import evalscope_layer
+
+        return evalscope_layer(data, label)
+    return Layer(label, data, "file")
+
+
+def load_settings(source: str | Path | dict[str, Any]) -> Any:
+    """The validated settings of a config file (or mapping) on its own, over the defaults.
+
+    >>> load_settings({"models": ["minilm", "static-64"], "top_k": 100}).top_k
+    100
+    """
+    from embedscope.settings.sources import build_settings
+
+    return build_settings([config_layer(source)])
