@@ -9,9 +9,9 @@ One call evaluates a model on tasks with MTEB-exact numbers::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING, Any
+
+from embedscope.version import __version__
 
 __all__ = [
     "__version__",

@@ -238,8 +238,8 @@ def test_nan_vectors_from_the_cache_are_an_error(tmp_path):
 
 
 def test_nan_vectors_from_an_engine_are_an_error():
-    from embedscope.engines.planned import LocalPlanned
     from embedscope.errors import NonFiniteError
+    from embedscope.models.planned import LocalPlanned
 
     with pytest.raises(NonFiniteError, match="the stock market"):
         LocalPlanned(_NanEncoder()).encode(["cats", "the stock market"], role="document")

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from embedscope.data import hf, hub_files
-from embedscope.data.tables import TABLE_SUFFIXES, read_rows, split_rows
+from embedscope.data.tables import read_rows, split_rows, table_suffixes
 from embedscope.errors import DataFormatError
 from embedscope.tasks.classification import load_labelled_file
 from embedscope.tasks.registry import looks_like_path
@@ -41,4 +41,4 @@ def test_locations_name_file_and_line_whatever_the_reader(tmp_path):
 
 def test_one_suffix_list():
     assert not hasattr(hf, "DATA_SUFFIXES") and not hasattr(hub_files, "DATA_SUFFIXES")
-    assert all(looks_like_path(f"data{suffix}") for suffix in TABLE_SUFFIXES)
+    assert all(looks_like_path(f"data{suffix}") for suffix in table_suffixes())

@@ -11,9 +11,9 @@ import pytest
 from embedscope.engines import build_encoder
 from embedscope.engines.devices import DeviceShards
 from embedscope.engines.local import LocalEngine
-from embedscope.engines.planned import LocalPlanned
 from embedscope.engines.ray_cluster import RayEngine
 from embedscope.errors import ConfigError
+from embedscope.models.planned import LocalPlanned
 from embedscope.settings import Layer, build_settings
 from embedscope.testing.fakes import KeywordEncoder
 

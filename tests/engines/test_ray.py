@@ -81,10 +81,10 @@ def test_a_killed_worker_is_restarted_and_the_result_is_unchanged(cluster, tiny_
 
 
 def test_only_cache_misses_are_sent_and_vectors_stream_into_the_cache(cluster, tiny_st, tmp_path, monkeypatch):
-    from embedscope.engines.planned import LocalPlanned
     from embedscope.engines.ray_cluster import RayEncoder
     from embedscope.models import cache as cache_module
     from embedscope.models.cache import CachedEncoder, EmbeddingCache
+    from embedscope.models.planned import LocalPlanned
     from embedscope.models.specs import load_encoder
 
     monkeypatch.setattr(cache_module, "FLUSH_EVERY", 1)

@@ -293,8 +293,8 @@ def test_a_batch_size_change_shares_only_identical_batches(tmp_path):
 
 
 def test_an_interrupted_call_resumes_with_its_stored_batches_bit_for_bit(tmp_path, monkeypatch):
-    from embedscope.engines.planned import LocalPlanned
     from embedscope.models import cache as cache_module
+    from embedscope.models.planned import LocalPlanned
     from embedscope.testing.fakes import PaddedHashEncoder
 
     monkeypatch.setattr(cache_module, "FLUSH_EVERY", 4)

@@ -13,7 +13,7 @@ import pytest
 
 import embedscope
 from embedscope.cli.main import main
-from embedscope.results.html import borda_points
+from embedscope.compare.html import borda_points
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 from embedscope.testing.tiny import TINY_WORDS, tiny_tasks_of_every_type
 

@@ -18,7 +18,7 @@ from embedscope.errors import EmbedscopeError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from embedscope import __version__
+    from embedscope.version import __version__
 
     parser = argparse.ArgumentParser(prog="embedscope", description="Evaluate embedding models and retrieval setups.")
     parser.add_argument("--version", action="version", version=f"embedscope {__version__}")

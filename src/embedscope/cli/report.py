@@ -57,7 +57,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         atomic_write_text(args.csv, tables.csv())
     if args.html:
         from embedscope.compare.core import CompareOptions, check_options
-        from embedscope.results.html import build_html
+        from embedscope.compare.html import build_html
         from embedscope.results.store import atomic_write_text
 
         options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction)
@@ -119,7 +119,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     options = CompareOptions(args.test, args.rounds, args.seed, args.correction, args.alpha, args.confidence)
     if args.models:
-        from embedscope.compare.embeddings import compare_model_runs
+        from embedscope.evaluation.agreement import compare_model_runs
 
         if args.folders:
             raise ConfigError("give result folders or --models, not both")

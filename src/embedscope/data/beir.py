@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from embedscope.data.tables import TABLE_SUFFIXES, find_table, normalize_columns, suffix_of
+from embedscope.data.tables import find_table, normalize_columns, suffix_of, table_suffixes
 from embedscope.data.tabular import assemble, read_qrels_rows
 from embedscope.data.validate import unknown_split
 from embedscope.errors import DataFormatError
@@ -37,7 +37,7 @@ def qrels_splits(folder: Path) -> dict[str, Path]:
     sub = folder / "qrels"
     if sub.is_dir():
         for path in sorted(sub.iterdir()):
-            if path.is_file() and not path.name.startswith(".") and suffix_of(path) in TABLE_SUFFIXES:
+            if path.is_file() and not path.name.startswith(".") and suffix_of(path) in table_suffixes():
                 split = path.name[: -len(suffix_of(path))]
                 if split in out:
                     raise DataFormatError(

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from embedscope.data.beir import is_text_folder, load_text_folder
 from embedscope.data.hf import is_hub_layout, is_saved_dataset, load_hub_retrieval, load_local_hub, load_saved_retrieval
-from embedscope.data.tables import TABLE_SUFFIXES, normalize_columns, suffix_of
+from embedscope.data.tables import normalize_columns, suffix_of, table_suffixes
 from embedscope.data.tabular import load_pairs_file
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.hub import looks_like_hub_id
@@ -88,9 +88,9 @@ def detect_layout(path: str | Path) -> str:
             "save_to_disk dataset"
         )
     if p.is_file():
-        if suffix_of(p) not in TABLE_SUFFIXES:
+        if suffix_of(p) not in table_suffixes():
             raise DataFormatError(
-                f"{p}: unsupported file type {suffix_of(p)!r}; a pairs file must be one of {', '.join(TABLE_SUFFIXES)}"
+                f"{p}: unsupported file type {suffix_of(p)!r}; a pairs file must be one of {', '.join(table_suffixes())}"
                 " (for corpus + queries + qrels, pass their folder)"
             )
         return "pairs"

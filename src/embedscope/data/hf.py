@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from embedscope.data.tables import TABLE_SUFFIXES, normalize_columns, read_rows, suffix_of
+from embedscope.data.tables import normalize_columns, read_rows, suffix_of, table_suffixes
 from embedscope.data.tabular import Rows, _qrels_tsv_rows, build_split, qrels_from_rows, texts_from_rows
 from embedscope.data.validate import unknown_split
 from embedscope.errors import DataFormatError, EmbedscopeError, MissingDependencyError
@@ -159,7 +159,7 @@ def _data_files(directory: Path) -> list[Path]:
         p
         for p in directory.rglob("*")
         if p.is_file()
-        and suffix_of(p) in TABLE_SUFFIXES
+        and suffix_of(p) in table_suffixes()
         and not any(part.startswith(".") for part in p.relative_to(directory).parts)
     )
 
@@ -186,7 +186,9 @@ def local_subsets(folder: Path) -> dict[str, dict[str, list[Path]]]:
             splits: dict[str, list[Path]] = {}
             for split, patterns in entries:
                 for pattern in [patterns] if isinstance(patterns, str) else list(patterns or []):
-                    matches = sorted(p for p in folder.glob(pattern) if p.is_file() and suffix_of(p) in TABLE_SUFFIXES)
+                    matches = sorted(
+                        p for p in folder.glob(pattern) if p.is_file() and suffix_of(p) in table_suffixes()
+                    )
                     splits.setdefault(str(split), []).extend(matches)
             out[str(cfg["config_name"])] = splits
         return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from embedscope.data.tables import TABLE_SUFFIXES, suffix_of
+from embedscope.data.tables import suffix_of, table_suffixes
 from embedscope.errors import DataFormatError
 
 _SHARD = re.compile(r"(-\d{5}-of-\d{5}|-\d+)$")
@@ -27,7 +27,7 @@ _SHARD = re.compile(r"(-\d{5}-of-\d{5}|-\d+)$")
 def _suffix(path: Path) -> str:
     """The table suffix of ``path`` (``.jsonl.gz``, ``.parquet`` …), or ``""`` for any other file."""
     suffix = suffix_of(path)
-    return suffix if suffix in TABLE_SUFFIXES else ""
+    return suffix if suffix in table_suffixes() else ""
 
 
 def data_files(folder: Path) -> list[Path]:
@@ -106,6 +106,10 @@ def read_dataset(paths: list[Path]):
         return datasets.Dataset(pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default"))
     builder = {".jsonl": "json", ".jsonl.gz": "json", ".json": "json", ".csv": "csv", ".tsv": "csv"}
     kinds = {builder.get(s) for s in suffixes}
+    if len(suffixes) == 1 and kinds == {None} and "" not in suffixes:  # a registered format datasets cannot build
+        from embedscope.data.tables import read_rows
+
+        return datasets.Dataset.from_list([row for p in paths for _, row in read_rows(p)])
     if len(kinds) != 1 or None in kinds:
         raise DataFormatError(f"{paths[0].parent}: mixed or unsupported data files {sorted(suffixes)}")
     kind = kinds.pop()

@@ -1,7 +1,8 @@
 """Reading tables: the file types, row reading, column mapping and split-file resolution every loader shares.
 
 A table is a JSON lines (optionally gzipped), JSON-lines ``.json``, CSV, TSV or Parquet file
-(:data:`TABLE_SUFFIXES`). :func:`read_rows` yields ``(location, row)`` pairs, the location being
+(:func:`table_suffixes`; :func:`register_table_format` adds a format, which every loader, table route and the
+hub-layout reader then read). :func:`read_rows` yields ``(location, row)`` pairs, the location being
 ``<file>, line <n>`` (``<file>, row <n>`` for Parquet), so every error names the file, the line and the field.
 
 **Column mapping** (``columns=``): keys are the fields embedscope needs, values are your column names.
@@ -49,7 +50,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -58,8 +59,31 @@ from embedscope.data.validate import check_columns
 from embedscope.errors import DataFormatError
 from embedscope.messages import listing
 
-TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".tsv", ".parquet")
-"""File types a corpus, queries, qrels or pairs table may have (JSON lines, delimited text, Parquet)."""
+TableReader = Callable[[Path], Iterator[tuple[str, dict[str, Any]]]]
+"""A file → its ``(location, row)`` pairs, the location naming the file and the line or row."""
+_READERS: dict[str, TableReader] = {}
+
+
+def table_suffixes() -> tuple[str, ...]:
+    """File types a corpus, queries, qrels or pairs table may have (JSON lines, delimited text, Parquet, and any
+    registered format).
+
+    >>> table_suffixes()[:3]
+    ('.jsonl', '.jsonl.gz', '.json')
+    """
+    return tuple(_READERS)
+
+
+def register_table_format(suffix: str, reader: TableReader) -> None:
+    """Adds a table format: files ending in ``suffix`` are read by ``reader`` (one call, in the format's module)."""
+    if suffix in _READERS:
+        raise ValueError(f"table format {suffix!r} is registered already")
+    _READERS[suffix] = reader
+
+
+def unregister_table_format(suffix: str) -> None:
+    """Removes a table format (tests registering a toy format clean up with this)."""
+    del _READERS[suffix]
 
 
 def suffix_of(path: Path) -> str:
@@ -95,39 +119,59 @@ def _csv_rows(reader: csv.DictReader[str], path: Path) -> Iterator[dict[str | No
         ) from None
 
 
-def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(location, row)`` for a JSONL / CSV / TSV / Parquet file; location is ``file, line N`` or ``file, row N``."""
-    path = Path(path)
-    kind = suffix_of(path)
-    if kind in (".jsonl", ".jsonl.gz", ".json"):
-        for lineno, obj in iter_jsonl(path):
-            yield f"{path}, line {lineno}", obj
-    elif kind in (".csv", ".tsv"):
-        _csv_field_limit()
-        with reading(path), open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f, delimiter="\t" if kind == ".tsv" else ",", strict=True)
-            for row in _csv_rows(reader, path):
-                if None in row:  # more cells than header names
-                    raise DataFormatError(
-                        f"{path}, line {reader.line_num}: {len(reader.fieldnames or []) + len(row[None])} cells but "
-                        f"the header has {len(reader.fieldnames or [])} ({listing(reader.fieldnames or [], 10)}); "
-                        "quote cells that contain the delimiter"
-                    )
-                yield f"{path}, line {reader.line_num}", cast("dict[str, Any]", row)  # no None key: checked above
-    elif kind == ".parquet":
-        import pyarrow.parquet as pq
+def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    for lineno, obj in iter_jsonl(path):
+        yield f"{path}, line {lineno}", obj
 
-        try:
-            parquet = pq.ParquetFile(path)
-        except Exception as e:  # pyarrow raises several types for broken files
-            raise DataFormatError(f"{path}: not a readable Parquet file ({e})") from None
-        n = 0
-        for batch in parquet.iter_batches(batch_size=65536):
-            for row in batch.to_pylist():
-                n += 1
-                yield f"{path}, row {n}", row
-    else:
-        raise DataFormatError(f"{path}: unsupported file type {kind!r}; use one of {', '.join(TABLE_SUFFIXES)}")
+
+def _delimited_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    _csv_field_limit()
+    with reading(path), open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f, delimiter="\t" if suffix_of(path) == ".tsv" else ",", strict=True)
+        for row in _csv_rows(reader, path):
+            if None in row:  # more cells than header names
+                raise DataFormatError(
+                    f"{path}, line {reader.line_num}: {len(reader.fieldnames or []) + len(row[None])} cells but "
+                    f"the header has {len(reader.fieldnames or [])} ({listing(reader.fieldnames or [], 10)}); "
+                    "quote cells that contain the delimiter"
+                )
+            yield f"{path}, line {reader.line_num}", cast("dict[str, Any]", row)  # no None key: checked above
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as e:  # pyarrow raises several types for broken files
+        raise DataFormatError(f"{path}: not a readable Parquet file ({e})") from None
+    n = 0
+    for batch in parquet.iter_batches(batch_size=65536):
+        for row in batch.to_pylist():
+            n += 1
+            yield f"{path}, row {n}", row
+
+
+for _suffix, _reader in (
+    (".jsonl", _json_rows),
+    (".jsonl.gz", _json_rows),
+    (".json", _json_rows),
+    (".csv", _delimited_rows),
+    (".tsv", _delimited_rows),
+    (".parquet", _parquet_rows),
+):
+    register_table_format(_suffix, _reader)
+
+
+def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(location, row)`` for a table file of any registered format; location is ``file, line N`` or ``file, row N``."""
+    path = Path(path)
+    reader = _READERS.get(suffix_of(path))
+    if reader is None:
+        raise DataFormatError(
+            f"{path}: unsupported file type {suffix_of(path)!r}; use one of {', '.join(table_suffixes())}"
+        )
+    yield from reader(path)
 
 
 DEFAULTS: dict[str, list[str]] = {
@@ -213,7 +257,7 @@ def column_names(columns: Mapping[str, str] | None, file_kind: str, field: str) 
 
 def find_table(folder: Path, stem: str) -> Path | None:
     """``folder/stem.<jsonl|jsonl.gz|json|csv|tsv|parquet>``; two candidates at once is an error."""
-    found = [folder / f"{stem}{suffix}" for suffix in TABLE_SUFFIXES if (folder / f"{stem}{suffix}").is_file()]
+    found = [folder / f"{stem}{suffix}" for suffix in table_suffixes() if (folder / f"{stem}{suffix}").is_file()]
     if len(found) > 1:
         raise DataFormatError(f"{folder}: both {found[0].name} and {found[1].name}; keep only one {stem} file")
     return found[0] if found else None

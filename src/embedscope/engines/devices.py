@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.engines.planned import PlannedEncoder
 from embedscope.errors import ConfigError
 from embedscope.models.base import encoder_identity
+from embedscope.models.planned import PlannedEncoder
 from embedscope.types import Role
 
 

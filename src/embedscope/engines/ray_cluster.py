@@ -40,10 +40,10 @@ import numpy as np
 from pydantic import Field, FiniteFloat, PositiveInt
 
 from embedscope.engines.base import EngineSettings, register_engine
-from embedscope.engines.planned import PlannedEncoder
 from embedscope.errors import ConfigError, MissingDependencyError
 from embedscope.models.base import encoder_identity
 from embedscope.models.device import parse_devices
+from embedscope.models.planned import PlannedEncoder
 from embedscope.types import Role
 
 logger = logging.getLogger(__name__)

@@ -50,21 +50,21 @@ def parse_column_mapping(items: list[str] | None) -> dict[str, str]:
 
 
 def load_pairs(dataset: str, split: str, columns: Mapping[str, str]):
-    """A ``datasets.Dataset`` of the split: a local table file (any of :data:`~embedscope.data.tables.TABLE_SUFFIXES`,
+    """A ``datasets.Dataset`` of the split: a local table file (any of :func:`~embedscope.data.tables.table_suffixes`,
     read whole), a local dataset folder, or a hub id."""
     import datasets
 
     from embedscope.data.hf import is_saved_dataset
     from embedscope.data.hub_files import read_dataset
-    from embedscope.data.tables import TABLE_SUFFIXES, suffix_of
+    from embedscope.data.tables import suffix_of, table_suffixes
 
     datasets.disable_progress_bars()
     path = Path(dataset).expanduser()
     try:
         if path.is_file():
-            if suffix_of(path) not in TABLE_SUFFIXES:
+            if suffix_of(path) not in table_suffixes():
                 raise DataFormatError(
-                    f"{path}: unsupported file type {suffix_of(path)!r}; use one of {', '.join(TABLE_SUFFIXES)}"
+                    f"{path}: unsupported file type {suffix_of(path)!r}; use one of {', '.join(table_suffixes())}"
                 )
             ds = read_dataset([path])
         elif is_saved_dataset(path):

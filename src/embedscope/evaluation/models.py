@@ -61,8 +61,8 @@ def _held_model(model: Any, options: dict[str, Any], settings: RunSettings, cach
 
 def model_meta(model: Any) -> dict[str, Any]:
     """What ``model_meta.json`` records about the encoder or pipeline (beside :func:`run_placement`)."""
-    from embedscope import __version__
     from embedscope.retrieval.roles import model_roles
+    from embedscope.version import __version__
 
     if "encoder" not in model_roles(model):  # a pipeline describes its stages
         return {**model.describe(), "revision": model.revision, "embedscope_version": __version__}

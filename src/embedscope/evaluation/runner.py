@@ -74,13 +74,13 @@ class EvaluationReport:
     seconds: float
 
     def table(self) -> str:
-        from embedscope.results.table import summary_table
+        from embedscope.evaluation.summary import summary_table
 
         return summary_table(self)
 
     def stage_table(self) -> str:
         """Per-stage main score, time and peak memory of pipeline runs ("" for a plain model)."""
-        from embedscope.results.table import stage_table
+        from embedscope.evaluation.summary import stage_table
 
         return stage_table(self)
 

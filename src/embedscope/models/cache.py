@@ -473,7 +473,7 @@ class CachedEncoder:
         if len(missing) == len(plan):
             stream = getattr(self.encoder, "encode_stream", None)
             if stream is None and len(texts) > FLUSH_EVERY and len(plan) > 1:
-                from embedscope.engines.planned import LocalPlanned
+                from embedscope.models.planned import LocalPlanned
 
                 stream = LocalPlanned(self.encoder).encode_stream  # the same batches, stored as they finish
                 batch_size = self._batch_size(batch_size)

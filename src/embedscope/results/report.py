@@ -102,18 +102,10 @@ def infer_task_type(result: TaskResult) -> str:
     if recorded:
         return recorded
     keys = {k for entries in result.scores.values() for e in entries for k in e}
-    for key, kind in (
-        ("cosine_spearman", "STS"),
-        ("v_measure", "Clustering"),
-        ("max_ap", "PairClassification"),
-        ("lrap", "MultilabelClassification"),
-        ("accuracy", "Classification"),
-        ("ndcg_at_10", "Retrieval"),
-        ("map", "Reranking"),
-    ):
-        if key in keys:
-            return kind
-    return "Unknown"
+    from embedscope.tasks.types import TASK_TYPES
+
+    found = TASK_TYPES.by_signature(keys)
+    return found.name if found is not None else "Unknown"
 
 
 def main_metric(result: TaskResult) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from embedscope import __version__
+from embedscope.version import __version__
 
 PROTOCOL = "mteb-2.26"
 

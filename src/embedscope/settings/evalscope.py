@@ -84,7 +84,7 @@ class EvalScopeEval(BaseModel):
     hub: Hub | None = None
     top_k: PositiveInt | None = None
     topk: PositiveInt | None = None  # legacy spelling
-    verbosity: int | None = Field(None, ge=0, le=3)
+    verbosity: int | None = Field(default=None, ge=0, le=3)
     encode_kwargs: EncodeKwargs = Field(default_factory=EncodeKwargs)
 
 

@@ -340,7 +340,7 @@ class RunSettings(BaseModel):
     cache: bool = True
     cache_dir: Folder | None = None
     show_progress: bool = True
-    verbosity: int | None = Field(None, ge=0, le=3)  # EvalScope's: 0 errors only … 3 debug
+    verbosity: int | None = Field(default=None, ge=0, le=3)  # EvalScope's: 0 errors only … 3 debug
 
     @model_validator(mode="before")
     @classmethod

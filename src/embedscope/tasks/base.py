@@ -8,11 +8,12 @@ one split. The runner needs nothing else.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from embedscope.models.base import Encoder
+from embedscope.models.base import Encoder, Similarity
 from embedscope.retrieval.base import SearchOptions
 from embedscope.types import RankedRun
 
@@ -116,3 +117,80 @@ def encode_columns(
         "show_progress": options.show_progress,
     }
     return encoder.encode(list(first), **kwargs), encoder.encode(list(second), **kwargs)
+
+
+class PhaseClock:
+    """Seconds spent in each phase of scoring a split: ``lap(phase)`` closes the phase begun at the previous lap.
+
+    >>> clock = PhaseClock()
+    >>> clock.lap("load_data"); clock.lap("encode")
+    >>> list(clock.timings)
+    ['load_data', 'encode']
+    """
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._mark = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.timings[phase] = self.timings.get(phase, 0.0) + now - self._mark
+        self._mark = now
+
+
+def item_ids(n: int) -> list[str]:
+    """The per-item ids of rows that have none of their own: their positions, as text."""
+    return [str(i) for i in range(n)]
+
+
+@dataclass(frozen=True)
+class PairScores:
+    """What a paired-text protocol computes from the two encoded columns: its scores, the per-item columns (besides
+    ``id``) and, where the second column is a corpus of its own, its size."""
+
+    scores: dict[str, float]
+    columns: Mapping[str, Sequence[Any]]
+    n_documents: int = 0
+
+
+class PairedTexts(Protocol):
+    """A split of two text columns (STS, pair classification, bitext mining): ``head`` keeps the first rows."""
+
+    @property
+    def sentence1(self) -> Sequence[str]: ...
+
+    @property
+    def sentence2(self) -> Sequence[str]: ...
+
+    def __len__(self) -> int: ...
+
+    def head(self, n: int | None) -> Any: ...
+
+
+class PairedTextTask:
+    """The shared part of a paired-text task's ``evaluate_split``: load the split (its first ``options.limits`` rows),
+    encode both columns as documents (mteb's way), time each phase and number the items. A task type supplies its
+    protocol, :meth:`score_pairs`, and ``load_split``."""
+
+    load_split: Any
+
+    def score_pairs(self, data: Any, first: Any, second: Any, similarity: Similarity) -> PairScores:
+        raise NotImplementedError
+
+    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
+        """Load ``split`` (its first ``options.limits`` rows if set) and score it with the type's protocol."""
+        clock = PhaseClock()
+        data: PairedTexts = self.load_split(split).head(options.limits)
+        clock.lap("load_data")
+        first, second = encode_columns(encoder, data.sentence1, data.sentence2, options)
+        clock.lap("encode")
+        scored = self.score_pairs(data, first, second, encoder.similarity)
+        clock.lap("metrics")
+        per_item = {"id": item_ids(len(data)), **scored.columns}
+        return SplitOutcome(
+            scored.scores,
+            timings=clock.timings,
+            n_queries=len(data),
+            n_documents=scored.n_documents,
+            per_item=per_item,
+        )

@@ -25,7 +25,6 @@ The metrics are :mod:`embedscope.metrics.bitext`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +34,8 @@ import numpy as np
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.bitext import bitext_scores
-from embedscope.models.base import Encoder, Similarity
-from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo, encode_columns
+from embedscope.models.base import Similarity
+from embedscope.tasks.base import PairedTextTask, PairScores, TaskInfo
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -101,7 +100,7 @@ def nearest_neighbours(queries: np.ndarray, corpus: np.ndarray, similarity: Simi
 
 
 @dataclass(frozen=True)
-class BitextMiningTask(TaskInfo):
+class BitextMiningTask(PairedTextTask, TaskInfo):
     """A bitext-mining task as data (one subset: one language pair)."""
 
     load_split: Callable[[str], BitextData] = field(repr=False, compare=False)
@@ -109,26 +108,16 @@ class BitextMiningTask(TaskInfo):
     main_score: str = "f1"
     type: ClassVar[str] = "BitextMining"
 
-    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
-        """Load ``split`` (its first ``options.limits`` rows if set) and score it with mteb's protocol."""
-        t0 = time.perf_counter()
-        data = self.load_split(split).head(options.limits)
-        t1 = time.perf_counter()
-        e1, e2 = encode_columns(encoder, data.sentence1, data.sentence2, options)
-        t2 = time.perf_counter()
-        neighbours = nearest_neighbours(e1, e2, encoder.similarity)
+    def score_pairs(self, data: BitextData, first: Any, second: Any, similarity: Similarity) -> PairScores:
+        """mteb's bitext-mining protocol: each sentence's nearest neighbour among the other column's."""
+        neighbours = nearest_neighbours(first, second, similarity)
         gold = data.gold_pairs()
-        scores = bitext_scores(neighbours, gold)
-        timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        per_item: dict[str, Sequence[Any]] = {
-            "id": [str(i) for i in range(len(data))],
+        columns: dict[str, Sequence[Any]] = {
             "predicted": [j for j, _ in neighbours],
             "score": [s for _, s in neighbours],
             "gold": [g[1] for g in gold[: len(data)]],
         }
-        return SplitOutcome(
-            scores, timings=timings, n_queries=len(data), n_documents=len(data.sentence2), per_item=per_item
-        )
+        return PairScores(bitext_scores(neighbours, gold), columns, n_documents=len(data.sentence2))
 
 
 BITEXT_COLUMNS = {

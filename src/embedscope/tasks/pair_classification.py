@@ -19,16 +19,15 @@ The scoring (steps 2–4) is :mod:`embedscope.metrics.pairs`.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.pairs import pair_scores, pair_scores_summary
-from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo, encode_columns
+from embedscope.models.base import Similarity
+from embedscope.tasks.base import PairedTextTask, PairScores, TaskInfo
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -66,7 +65,7 @@ class PairData:
 
 
 @dataclass(frozen=True)
-class PairClassificationTask(TaskInfo):
+class PairClassificationTask(PairedTextTask, TaskInfo):
     """A pair-classification task as data."""
 
     load_split: Callable[[str], PairData] = field(repr=False, compare=False)
@@ -74,22 +73,10 @@ class PairClassificationTask(TaskInfo):
     main_score: str = "max_ap"
     type: ClassVar[str] = "PairClassification"
 
-    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
-        """Load ``split`` (its first ``options.limits`` pairs if set) and score it with mteb's protocol."""
-        t0 = time.perf_counter()
-        data = self.load_split(split).head(options.limits)
-        t1 = time.perf_counter()
-        e1, e2 = encode_columns(encoder, data.sentence1, data.sentence2, options)
-        t2 = time.perf_counter()
-        per_function = pair_scores(e1, e2, encoder.similarity)
-        scores = pair_scores_summary(per_function, data.labels)
-        timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        per_item: dict[str, Sequence[Any]] = {
-            "id": [str(i) for i in range(len(data))],
-            **per_function,
-            "gold": list(data.labels),
-        }
-        return SplitOutcome(scores, timings=timings, n_queries=len(data), per_item=per_item)
+    def score_pairs(self, data: PairData, first: Any, second: Any, similarity: Similarity) -> PairScores:
+        """mteb's pair-classification protocol: each similarity function's scores, then AP, F1 … against the labels."""
+        per_function = pair_scores(first, second, similarity)
+        return PairScores(pair_scores_summary(per_function, data.labels), {**per_function, "gold": list(data.labels)})
 
 
 # --------------------------------------------------------------------------------------------

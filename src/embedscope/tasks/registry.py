@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.data.builtin import bbc_news_lead_retrieval, bbc_news_retrieval
-from embedscope.data.tables import TABLE_SUFFIXES
+from embedscope.data.tables import table_suffixes
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.registry import Registry
 from embedscope.tasks.base import Task
@@ -164,8 +164,9 @@ def resolve_task(spec: str | Path | Task, *, data_dir: str | Path | None = None)
     raise unknown_task(text, [*(t.name for t in list_tasks()), *catalog_names()])
 
 
-DATA_SUFFIXES = (*TABLE_SUFFIXES, ".txt", ".gz")
-"""Endings that make a task argument a path (the table types, plain text, anything gzipped)."""
+def data_suffixes() -> tuple[str, ...]:
+    """Endings that make a task argument a path (the table types, plain text, anything gzipped)."""
+    return (*table_suffixes(), ".txt", ".gz")
 
 
 def looks_like_path(text: str) -> bool:
@@ -174,7 +175,7 @@ def looks_like_path(text: str) -> bool:
     >>> looks_like_path("./my_beir"), looks_like_path("data/scifact"), looks_like_path("SciFact")
     (True, True, False)
     """
-    return "/" in text or "\\" in text or text.startswith((".", "~")) or text.lower().endswith(DATA_SUFFIXES)
+    return "/" in text or "\\" in text or text.startswith((".", "~")) or text.lower().endswith(data_suffixes())
 
 
 def unknown_task(name: str, known: list[str]) -> UnknownNameError:

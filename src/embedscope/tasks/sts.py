@@ -12,16 +12,15 @@ The metrics are :mod:`embedscope.metrics.sts`.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.sts import correlation_scores, normalized_gold, sts_predictions
-from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo, encode_columns
+from embedscope.models.base import Similarity
+from embedscope.tasks.base import PairedTextTask, PairScores, TaskInfo
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ class STSData:
 
 
 @dataclass(frozen=True)
-class STSTask(TaskInfo):
+class STSTask(PairedTextTask, TaskInfo):
     """An STS task as data."""
 
     load_split: Callable[[str], STSData] = field(repr=False, compare=False)
@@ -61,19 +60,11 @@ class STSTask(TaskInfo):
     max_score: float = 5
     type: ClassVar[str] = "STS"
 
-    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome:
-        """Load ``split`` (its first ``options.limits`` pairs if set) and score it with mteb's protocol."""
-        t0 = time.perf_counter()
-        data = self.load_split(split).head(options.limits)
-        t1 = time.perf_counter()
-        e1, e2 = encode_columns(encoder, data.sentence1, data.sentence2, options)
-        t2 = time.perf_counter()
-        predictions = sts_predictions(e1, e2, encoder.similarity)
+    def score_pairs(self, data: STSData, first: Any, second: Any, similarity: Similarity) -> PairScores:
+        """mteb's STS protocol: each similarity function's predictions, correlated with the normalised gold."""
+        predictions = sts_predictions(first, second, similarity)
         gold = normalized_gold(data.scores, self.min_score, self.max_score)
-        scores = correlation_scores(predictions, gold)
-        timings = {"load_data": t1 - t0, "encode": t2 - t1, "metrics": time.perf_counter() - t2}
-        per_item: dict[str, Sequence[Any]] = {"id": [str(i) for i in range(len(gold))], **predictions, "gold": gold}
-        return SplitOutcome(scores, timings=timings, n_queries=len(data.scores), per_item=per_item)
+        return PairScores(correlation_scores(predictions, gold), {**predictions, "gold": gold})
 
 
 STS_COLUMNS = {

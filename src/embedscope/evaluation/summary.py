@@ -1,0 +1,66 @@
+"""What a run prints: one row per task and split, and one per pipeline stage (markdown tables)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from embedscope.results.table import fmt, markdown_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from embedscope.evaluation.runner import EvaluationReport
+
+SUMMARY_METRICS = ("ndcg_at_10", "recall_at_10", "mrr_at_10", "map_at_100", "recall_at_100")
+
+
+def summary_table(report: EvaluationReport) -> str:
+    """Main score and common retrieval metrics per task and split, with timing and cache use."""
+    header = ["task", "type", "split", "main score", *SUMMARY_METRICS, "seconds", "source"]
+    rows = []
+    for outcome in report.outcomes:
+        for split, entries in outcome.result.scores.items():
+            for entry in entries:
+                main = f"{entry.get('main_score', float('nan')):.5f} ({outcome.task.main_score})"
+                rows.append(
+                    [
+                        outcome.task.name,
+                        outcome.task.type,
+                        split if entry.get("hf_subset", "default") == "default" else f"{split}/{entry['hf_subset']}",
+                        main,
+                        *[fmt(entry.get(m)) for m in SUMMARY_METRICS],
+                        "" if outcome.result.evaluation_time is None else f"{outcome.result.evaluation_time:.1f}",
+                        "stored result" if outcome.reused else "evaluated",
+                    ]
+                )
+    lines = [f"model: {report.model_name} (revision {report.revision})", "", markdown_table(header, rows)]
+    if report.cache is not None:
+        lines.append("")
+        lines.append(
+            f"embedding cache: {report.cache.hits} texts served, {report.cache.encoded} encoded; "
+            f"total {report.seconds:.1f} s"
+        )
+    return "\n".join(lines)
+
+
+def stage_table(report: EvaluationReport) -> str:
+    """One row per pipeline stage and split: main score, seconds, peak RSS and its growth (MB)."""
+    rows = []
+    for outcome in report.outcomes:
+        for split, stages in (outcome.result.extra or {}).get("pipeline_stages", {}).items():
+            for st in stages:
+                rows.append(
+                    [
+                        outcome.task.name,
+                        split,
+                        st["stage"],
+                        st["kind"],
+                        st["name"],
+                        fmt(st.get("main_score")),
+                        f"{st.get('seconds', 0.0):.2f}",
+                        f"{st.get('peak_rss_mb', 0.0):.0f}",
+                        f"{st.get('peak_delta_mb', 0.0):.0f}",
+                    ]
+                )
+    if not rows:
+        return ""
+    header = ["task", "split", "stage", "kind", "component", "main score", "seconds", "peak RSS MB", "peak Δ MB"]
+    return "\n" + markdown_table(header, rows)
