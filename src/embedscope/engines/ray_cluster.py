@@ -28,10 +28,13 @@ to the log.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import logging
 import os
 import secrets
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -82,21 +85,31 @@ def _ray() -> Any:
     return ray
 
 
-_SOCKET_PATH_ROOM = 60  # Ray's unix sockets live in <temp>/session_<date>_<pid>/sockets/…; paths max 107 bytes
+_SOCKET_ROOM = 107 - 64  # Ray's sockets are <temp>/session_<date>_<pid>/sockets/<name>; unix paths: 107 bytes at most
 
 
-def _local_cluster_environment(temp_dir: Path) -> dict[str, str]:
-    """What a new local cluster needs so that it writes nothing outside ``temp_dir`` and prints no banner: a
-    token made for this process, in the environment (Ray would otherwise write ``~/.ray/auth_token`` and
-    warn that it enabled token authentication). Variables the user set are kept."""
-    if len(str(temp_dir)) > 107 - _SOCKET_PATH_ROOM:
-        raise ConfigError(
-            f"--ray-temp-dir {temp_dir}: the path is too long for Ray's sockets (at most "
-            f"{107 - _SOCKET_PATH_ROOM} characters); give a shorter folder"
-        )
+def _local_cluster_environment() -> dict[str, str]:
+    """What a new local cluster needs so that it writes nothing to ``~/.ray`` and prints no banner: a token made for
+    this process, passed in the environment (Ray would otherwise write ``~/.ray/auth_token`` and warn that it enabled
+    token authentication). Variables the user set are kept."""
     if any(k in os.environ for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
         return {}
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
+def _socket_safe(folder: Path) -> Path:
+    """``folder``, or a short link to it when its path is too long for Ray's sockets: the link (in the system's
+    temporary folder, removed when this process exits) shortens the socket paths, the files stay in ``folder``."""
+    if len(str(folder)) <= _SOCKET_ROOM:
+        return folder
+    for base in (tempfile.gettempdir(), "/tmp"):
+        link = Path(base) / f"embedscope-ray-{os.getpid()}"
+        if len(str(link)) <= _SOCKET_ROOM and os.access(base, os.W_OK):
+            link.unlink(missing_ok=True)
+            link.symlink_to(folder, target_is_directory=True)
+            atexit.register(link.unlink, missing_ok=True)
+            return link
+    raise ConfigError(f"--ray-temp-dir {folder}: the path is too long for Ray's sockets; give a shorter folder")
 
 
 def connect(address: str | None = None, temp_dir: str | Path | None = None) -> Any:
@@ -105,15 +118,17 @@ def connect(address: str | None = None, temp_dir: str | Path | None = None) -> A
     connected to."""
     if address is not None and address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
         raise MissingDependencyError("ray[client]", f"--ray-address {address} (the Ray Client)")
+    already = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    kwargs: dict[str, Any] = {}
+    if address is None and temp_dir is not None and not already:
+        folder = Path(temp_dir).expanduser().resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        if "ray" not in sys.modules:  # Ray reads them once, when imported; a token set later would lock it out
+            os.environ.update(_local_cluster_environment())
+        kwargs["_temp_dir"] = str(_socket_safe(folder))
     ray = _ray()
     if ray.is_initialized():
         return ray
-    kwargs: dict[str, Any] = {}
-    if address is None and temp_dir is not None:
-        folder = Path(temp_dir).expanduser().resolve()
-        os.environ.update(_local_cluster_environment(folder))
-        folder.mkdir(parents=True, exist_ok=True)
-        kwargs["_temp_dir"] = str(folder)
     try:
         ray.init(
             address=address,
