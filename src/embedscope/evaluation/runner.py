@@ -21,13 +21,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from embedscope.errors import ConfigError
 from embedscope.evaluation.models import build_model, model_meta, run_placement
 from embedscope.evaluation.plan import model_tasks, resolve_tasks
 from embedscope.evaluation.scoring import rank_run
-from embedscope.models.base import Encoder
 from embedscope.models.cache import CacheStats, EmbeddingCache, cache_stats
 from embedscope.progress import progress_wanted, task_progress
 from embedscope.results.per_item import item_rows
@@ -134,8 +133,7 @@ def _run_task(
     stage_items: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
         with task_progress(task.name, get_task_type(task.type).document_label):
-            # a pipeline is no Encoder, but it plays the roles a task asks of its model (retrieval/roles.py)
-            outcome = task.evaluate_split(split, cast(Encoder, encoder), options)
+            outcome = task.evaluate_split(split, encoder, options)
         split_timings.append((split, outcome.timings))
         if outcome.per_item is not None:
             per_item += item_rows(split, task.hf_subset, outcome.per_item)
@@ -276,7 +274,7 @@ def _evaluate_model(
     store.save_model_meta({**model_meta(model), **placement, **experiment, "run_settings": record})
     options = SearchOptions(
         settings.top_k,
-        entry.batch_size or settings.batch_size,
+        entry.batch_size or settings.batch_size or _default_batch_size(placement),
         settings.corpus_chunk_size,
         progress_wanted(settings.show_progress),  # never into piped output or log files, as the CLI
         settings.limits,
@@ -286,6 +284,14 @@ def _evaluate_model(
         for t in chosen
     ]
     return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), time.perf_counter() - started)
+
+
+def _default_batch_size(placement: dict[str, Any]) -> int | None:
+    """The batch size a model gets when none is set: its device's default (MTEB's 32 on the CPU), worked out once
+    per run; None for a pipeline, whose stages each take their own device's."""
+    from embedscope.models.device import default_batch_size
+
+    return default_batch_size(str(placement["device"]).split(",")[0]) if "device" in placement else None
 
 
 def evaluate(

@@ -103,7 +103,10 @@ class Task(Protocol):
     @property
     def source(self) -> str: ...
 
-    def evaluate_split(self, split: str, encoder: Encoder, options: SearchOptions) -> SplitOutcome: ...
+    def evaluate_split(self, split: str, encoder: Any, options: SearchOptions) -> SplitOutcome:
+        """Score one split. ``encoder`` is the model: an :class:`Encoder`, or a model that plays the roles this
+        task type evaluates (``TaskType.model_roles``; see :mod:`embedscope.retrieval.roles`)."""
+        ...
 
 
 def encode_columns(
