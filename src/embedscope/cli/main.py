@@ -12,15 +12,24 @@ import logging
 import sqlite3
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from embedscope.cli import cache, catalog, fastbook, report, run
 from embedscope.errors import EmbedscopeError
+from embedscope.version import __version__
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors in one line, naming the command and pointing at its help (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        from embedscope.messages import clip_text
+
+        self.exit(2, f"{self.prog}: error: {clip_text(message)} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from embedscope.version import __version__
-
-    parser = argparse.ArgumentParser(prog="embedscope", description="Evaluate embedding models and retrieval setups.")
+    parser = OneLineParser(prog="embedscope", description="Evaluate embedding models and retrieval setups.")
     parser.add_argument("--version", action="version", version=f"embedscope {__version__}")
     parser.add_argument(
         "--verbose",

@@ -310,7 +310,12 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("-m", "--model", required=True, help="ONNX file, model folder or built-in alias")
     p.add_argument("--model-id", default=None, help="model id recorded in the JSON (default: the model's name)")
-    p.add_argument("--task", default="feature-extraction", help="feature-extraction | sentence-similarity")
+    p.add_argument(
+        "--task",
+        default="feature-extraction",
+        choices=("feature-extraction", "sentence-similarity"),
+        help="feature-extraction (default) | sentence-similarity",
+    )
     p.add_argument("--dataset", required=True, help="CSV/JSONL/Parquet file, dataset folder or hub id")
     p.add_argument("--split", default="test", help="split to evaluate (default test)")
     p.add_argument("--samples", type=int, default=None, help="shuffle with seed 42 and keep N pairs")

@@ -9,7 +9,7 @@ kept as given. Ids are strings; relevance scores are integers.
 
 from __future__ import annotations
 
-import warnings
+import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ from embedscope.types import Corpus, Queries, RetrievalData, merge_title
 
 Rows = Iterable[tuple[str, Mapping[str, Any]]]
 """``(location, row)`` pairs, as :func:`embedscope.data.tables.read_rows` yields them."""
+
+logger = logging.getLogger(__name__)
 
 
 def texts_from_rows(
@@ -72,7 +74,7 @@ def texts_from_rows(
     except DataFormatError as e:
         if not allow_empty:
             raise
-        warnings.warn(f"{e} (kept, as MTEB does for published datasets)", stacklevel=2)
+        logger.warning("%s (kept, as MTEB does for published datasets)", e)
     return ids, texts
 
 

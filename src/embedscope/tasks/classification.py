@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -207,10 +206,9 @@ class _Rows(Protocol):
 
 def _limit(data: _RowsT, limits: int | None) -> _RowsT:
     if limits is not None and limits < len(data):
-        warnings.warn(
+        logger.warning(
             f"limits={limits}: only the first {limits} rows of each split are used (EvalScope's behaviour); "
-            "scores are not comparable with full-split results.",
-            stacklevel=3,
+            "scores are not comparable with full-split results."
         )
     return data.head(limits)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -67,11 +66,10 @@ def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
     qrels = {qid: dict(data.qrels[qid]) for qid in queries.ids if qid in data.qrels}
     judged = {doc for docs in qrels.values() for doc in docs}
     doc_keep = [i for i, doc in enumerate(data.corpus.ids) if doc in judged]
-    warnings.warn(
+    logger.warning(
         f"limits={limits}: kept {len(queries)} queries and only the {len(doc_keep)} documents judged for them "
         f"(of {len(data.corpus)}), as EvalScope does. Retrieval among judged documents only is much easier: "
-        "scores are inflated and not comparable with full-corpus results.",
-        stacklevel=2,
+        "scores are inflated and not comparable with full-corpus results."
     )
     return RetrievalData(
         data.corpus.select(doc_keep), queries, qrels, data.name, data.split, data.source, data.revision
