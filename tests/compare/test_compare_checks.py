@@ -23,6 +23,11 @@ from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 from embedscope.testing.tiny import TINY_WORDS, tiny_tasks_of_every_type
 
 BBC = RetrievalTask("BBC40", lambda split: bbc_news_retrieval(40))
+USED = ("TinySTS", "TinyPairClassification", "TinyRerankingV1")
+
+
+def _tasks():
+    return [*(t for t in tiny_tasks_of_every_type() if t.name in USED), BBC]
 
 
 def _evaluate(encoder, tasks, out, **kwargs):
@@ -34,8 +39,8 @@ def _evaluate(encoder, tasks, out, **kwargs):
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     root = tmp_path_factory.mktemp("checks")
-    _evaluate(HashEncoder(dim=16), [*tiny_tasks_of_every_type(), BBC], root / "a")
-    _evaluate(KeywordEncoder(TINY_WORDS, similarity="cosine"), [*tiny_tasks_of_every_type(), BBC], root / "b")
+    _evaluate(HashEncoder(dim=16), _tasks(), root / "a")
+    _evaluate(KeywordEncoder(TINY_WORDS, similarity="cosine"), _tasks(), root / "b")
     _evaluate(HashEncoder(dim=64), [BBC], root / "full")
     _evaluate(HashEncoder(dim=64), [BBC], root / "lim", limits=5)
     return root
