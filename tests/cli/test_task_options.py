@@ -202,6 +202,7 @@ def test_download_fetches_the_pinned_revision(tmp_path, monkeypatch, capsys):
         return kwargs["local_dir"]
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    monkeypatch.setattr("embedscope.hub.hub_offline", lambda: False)  # the hub taken as reachable: no probe
     assert main(["download", "SICKNLPairClassification", "--to", str(tmp_path / "data")]) == 0
     assert calls == [
         {

@@ -17,7 +17,9 @@ def _add_cache(sub: argparse._SubParsersAction) -> None:
         c.add_argument(
             "--cache-dir",
             default=None,
-            help="embedding cache folder, as for run (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)",
+            help="embedding cache folder, as for run (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope); "
+            "its stores are in its embeddings/ folder (stores directly in it, as older versions put them, "
+            "are read too)",
         )
         c.add_argument("--model", default=None, help="only this model's stores (its name, or a fingerprint prefix)")
         c.set_defaults(func=_cmd_cache)
@@ -33,7 +35,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     from embedscope.models import cache_admin
     from embedscope.results.table import markdown_table
 
-    folder = cache_admin.EmbeddingCache(args.cache_dir).directory
+    folder = cache_admin.cache_folder(args.cache_dir)
     if args.cache_command == "list":
         stores = cache_admin.list_stores(folder, args.model)
         errors = any(s.error for s in stores)
@@ -52,7 +54,9 @@ def _cmd_cache(args: argparse.Namespace) -> int:
         print(
             markdown_table(header, rows)
             if rows
-            else f"no stores in {folder}" + (f" for model {args.model!r}" if args.model else "")
+            else f"no stores in {folder}"
+            + (f" for model {args.model!r}" if args.model else "")
+            + ("" if folder.exists() else " (no such folder)")
         )
         return 0
     if args.cache_command == "verify":
@@ -67,9 +71,11 @@ def _cmd_cache(args: argparse.Namespace) -> int:
             print(f"no stores in {folder}")
         return 0 if all(r.ok for r in reports) or args.repair else 1
     removed = cache_admin.clear_stores(folder, args.model)
+    damaged = sum(1 for s in removed if ".sqlite.corrupt-" in s.path.name)
     print(
-        f"deleted {len(removed)} store(s), {sum(s.vectors or 0 for s in removed)} vectors, "
-        f"{sum(s.bytes for s in removed) / 1e6:.1f} MB from {folder}"
+        f"deleted {len(removed)} store(s)"
+        + (f" ({damaged} damaged, moved aside earlier)" if damaged else "")
+        + f", {sum(s.vectors or 0 for s in removed)} vectors, {sum(s.bytes for s in removed) / 1e6:.1f} MB from {folder}"
     )
     return 0
 

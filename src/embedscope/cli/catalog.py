@@ -68,9 +68,10 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
         print(markdown_table(["benchmark", "tasks", "not text (left out)"], listing))
         return 0
     from embedscope.tasks.registry import task_listing
+    from embedscope.tasks.types import get_task_type
 
     rows = task_listing(
-        type=args.type,
+        type=None if args.type is None else get_task_type(args.type).name,  # an unknown type lists the known ones
         language=args.language,
         name=args.name,
         suite=args.suite,

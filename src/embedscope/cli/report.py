@@ -8,6 +8,15 @@ import sys
 
 from embedscope.errors import ConfigError
 
+MAX_DIGITS = 10
+
+
+def checked_digits(digits: int) -> int:
+    """``--digits`` as given, if it is a number of decimals a table can show (0 to ``MAX_DIGITS``)."""
+    if not 0 <= digits <= MAX_DIGITS:
+        raise ConfigError(f"--digits must be a whole number from 0 to {MAX_DIGITS}, not {digits}")
+    return digits
+
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -46,10 +55,11 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 def _cmd_report(args: argparse.Namespace) -> int:
     from embedscope.results.report import build_report, collect_results, restrict_to_benchmark
 
+    digits = checked_digits(args.digits)
     rows = collect_results(args.folders)
     if args.benchmark:
         rows = restrict_to_benchmark(rows, args.benchmark)
-    tables = build_report(rows, digits=args.digits, borda=bool(args.benchmark))
+    tables = build_report(rows, digits=digits, borda=bool(args.benchmark))
     print(tables.csv() if args.format == "csv" else tables.markdown())
     if args.csv:
         from embedscope.results.store import atomic_write_text
@@ -109,6 +119,12 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         "Jaccard and RBO (rankings), similarity Spearman and discordant pairs (STS, pair classification)",
     )
     p.add_argument("--digits", type=int, default=4, help="decimals shown (default 4)")
+    p.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare results computed with other run or task settings or "
+        "data (e.g. --limits) anyway; the difference is shown in the notes and the JSON",
+    )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(func=_cmd_compare)
 
@@ -117,7 +133,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from embedscope.compare.core import CompareOptions, compare_folders
     from embedscope.compare.render import comparison_text
 
-    options = CompareOptions(args.test, args.rounds, args.seed, args.correction, args.alpha, args.confidence)
+    digits = checked_digits(args.digits)
+    options = CompareOptions(
+        args.test, args.rounds, args.seed, args.correction, args.alpha, args.confidence, args.allow_mismatch
+    )
     if args.models:
         from embedscope.evaluation.agreement import compare_model_runs
 
@@ -132,7 +151,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
     else:
-        print(comparison_text(comparison, args.digits))
+        print(comparison_text(comparison, digits))
     return 0
 
 

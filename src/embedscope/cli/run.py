@@ -349,13 +349,18 @@ def _model_path(encoder, spec: str) -> str:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from embedscope.evaluation.feature_extraction import evaluate_feature_extraction, parse_column_mapping
+    from embedscope.evaluation.feature_extraction import (
+        check_dataset,
+        evaluate_feature_extraction,
+        parse_column_mapping,
+    )
     from embedscope.models.specs import load_encoder
 
     for flag, value in (("--batch-size", args.batch_size), ("--samples", args.samples)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} {value}: give a positive integer")
     columns = parse_column_mapping(args.column)
+    check_dataset(args.dataset)  # before the model loads
     encoder = load_encoder(args.model, **({"tokenizer": args.tokenizer} if args.tokenizer else {}))
     record = evaluate_feature_extraction(
         encoder,

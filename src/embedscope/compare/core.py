@@ -19,22 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.compare.items import ModelResults, TaskItems, load_model_results
+from embedscope.compare.items import ModelResults, TaskItems, load_model_results, pair_statistic
 from embedscope.compare.stats import (
     PairedOutcome,
     adjust,
-    average_precision_rows,
     bootstrap_test,
     paired_bootstrap,
     paired_t_test,
-    pearson_rows,
     permutation_test,
-    spearman_rows,
 )
 from embedscope.errors import ConfigError, UnknownNameError
+from embedscope.results.settings import settings_difference
 
 TESTS = ("permutation", "t-test", "bootstrap")
-LOWER_IS_SIMILAR = ("manhattan", "euclidean")  # pair-classification distances
 
 
 @dataclass(frozen=True)
@@ -47,6 +44,7 @@ class CompareOptions:
     correction: str = "holm"
     alpha: float = 0.05
     confidence: float = 0.95
+    allow_mismatch: bool = False  # compare results computed with other settings or data (the difference is shown)
 
 
 @dataclass
@@ -68,6 +66,10 @@ class TaskComparison:
     test: str = ""
     n: int = 0
     significant: bool = False
+    only_a: int = 0  # items only model a scored (not tested)
+    only_b: int = 0
+    settings_difference: str = ""  # run/task settings or data that differ (with allow_mismatch)
+    notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -111,42 +113,13 @@ def paired_items(a: TaskItems, b: TaskItems) -> tuple[np.ndarray, np.ndarray]:
     return np.array(ia, dtype=np.int64), np.array([where[a.keys[i]] for i in ia], dtype=np.int64)
 
 
-def pair_statistic(metric: str, task_type: str) -> Callable[[dict[str, np.ndarray], np.ndarray], np.ndarray] | None:
-    """Row-wise statistic of pair columns for a main metric: ``{fn}_spearman``/``{fn}_pearson`` (STS; the bare
-    names use ``similarity``), ``{fn}_ap`` or ``max_ap`` (pair classification); None if not supported.
-
-    The function takes the columns and an index block ``(R, n)`` and returns one value per row.
-    """
-
-    def correlation(column: str, rows: Callable[[np.ndarray, np.ndarray], np.ndarray]):
-        return lambda cols, idx: rows(cols[column][idx], cols["gold"][idx])
-
-    def ap(column: str):
-        sign = -1.0 if column in LOWER_IS_SIMILAR else 1.0
-        return lambda cols, idx: average_precision_rows(sign * cols[column][idx], cols["gold"][idx])
-
-    if task_type == "STS":
-        for suffix, rows in (("spearman", spearman_rows), ("pearson", pearson_rows)):
-            if metric == suffix:
-                return correlation("similarity", rows)
-            if metric.endswith(f"_{suffix}"):
-                return correlation(metric.removesuffix(f"_{suffix}"), rows)
-    if task_type == "PairClassification":
-        if metric == "max_ap":
-            fns = ("similarity", "cosine", "manhattan", "euclidean", "dot")
-            return lambda cols, idx: np.max([ap(f)(cols, idx) for f in fns if f in cols], axis=0)
-        if metric.endswith("_ap"):
-            return ap(metric.removesuffix("_ap"))
-    return None
-
-
 def paired_test(a: TaskItems, b: TaskItems, options: CompareOptions) -> PairedOutcome | None:
     """The paired test of ``b`` against ``a`` on one task (None when there are no shared items to test)."""
     ia, ib = paired_items(a, b)
     if a.kind != b.kind or a.kind == "none" or len(ia) < 2:
         return None
     if a.kind == "pairs":
-        stat = pair_statistic(a.metric, a.task_type)
+        stat = pair_statistic(a.metric)
         if stat is None or not all(c in a.columns for c in b.columns):
             return None
         ca = {k: v[ia] for k, v in a.columns.items()}
@@ -186,7 +159,7 @@ def score_interval(items: TaskItems, options: CompareOptions = CompareOptions())
             options.confidence,
         )
         return out.ci_low, out.ci_high
-    stat = pair_statistic(items.metric, items.task_type) if items.kind == "pairs" else None
+    stat = pair_statistic(items.metric) if items.kind == "pairs" else None
     n = len(items.keys)
     if stat is None or n < 2:
         return math.nan, math.nan
@@ -238,6 +211,8 @@ def compare_models(
                 row = TaskComparison(
                     task, a.task_type, a.metric, names[i], names[j], a.score, b.score, b.score - a.score
                 )
+                check_settings(a, b, row, options.allow_mismatch)
+                note_pairing(a, b, row)
                 outcome = paired_test(a, b, options)
                 if outcome is not None:
                     row.ci_low, row.ci_high, row.p_value = outcome.ci_low, outcome.ci_high, outcome.p_value
@@ -250,6 +225,38 @@ def compare_models(
         row.significant = bool(p < options.alpha)
     scores = {n: {t: m.tasks[t].score for t in shared} for n, m in zip(names, models)}
     return Comparison(names, shared, scores, rows, options)
+
+
+def check_settings(a: TaskItems, b: TaskItems, row: TaskComparison, allow_mismatch: bool) -> None:
+    """Refuse (or, with ``allow_mismatch``, record in ``row``) results computed with other run or task settings
+    or on other data; a result that records none (e.g. mteb's own) is noted as unchecked."""
+    missing = [items.path for items in (a, b) if not items.settings]
+    if missing:
+        row.notes.append("settings not recorded in " + " and ".join(map(str, missing)) + "; not checked")
+        return
+    difference = settings_difference(a.settings, b.settings)
+    if not difference:
+        return
+    if not allow_mismatch:
+        raise ConfigError(
+            f"{a.task}: {a.path} and {b.path} were computed with other settings or data ({difference}); "
+            "compare them anyway with --allow-mismatch"
+        )
+    row.settings_difference = difference
+    row.notes.append(f"settings differ: {difference}")
+
+
+def note_pairing(a: TaskItems, b: TaskItems, row: TaskComparison) -> None:
+    """Count the items only one model scored and name the file that holds them."""
+    if a.kind == "none" or b.kind == "none":
+        return
+    ka, kb = set(a.keys), set(b.keys)
+    row.only_a, row.only_b = len(ka - kb), len(kb - ka)
+    for count, items in ((row.only_a, a), (row.only_b, b)):
+        if count:
+            row.notes.append(
+                f"{len(ka & kb)} items paired; {count} only in {items.item_file or items.path} (not tested)"
+            )
 
 
 def unique_names(names: Sequence[str]) -> list[str]:

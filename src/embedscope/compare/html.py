@@ -252,7 +252,7 @@ def build_html(
     for n, m in others:
         shared = [t for t in base_model.tasks if t in m.tasks]
         if shared:
-            c = compare_models([base_model, m], replace(options, correction="none"), shared)
+            c = compare_models([base_model, m], replace(options, correction="none", allow_mismatch=True), shared)
             for r in c.rows:
                 r.model_a, r.model_b = base, n
             comparisons[n] = c

@@ -4,17 +4,26 @@ Per-item values come from ``<Task>.per_item.jsonl.gz`` (rankings: one value per 
 classification: each pair's predictions and gold) or, for classification, multilabel classification and
 clustering, from the per-experiment scores in the result JSON (``scores_per_experiment``,
 ``v_measures``, ``ami_scores``). Items are keyed ``(split, hf_subset, id)``.
+
+A per-item file is checked against the result it sits beside: every value must be a finite number, no
+item may occur twice, and for each split and subset the statistic of its rows (the mean, or the pair
+statistic of all pairs) must reproduce the stored main score within ``SCORE_TOLERANCE``, unrounded or
+rounded to 5 decimals as mteb stores trec_eval means. Otherwise a :class:`DataFormatError` names the file.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 import numpy as np
 
+from embedscope.compare.stats import average_precision_rows, pearson_rows, spearman_rows
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.results.per_item import per_item_path, read_per_item
 from embedscope.results.report import infer_task_type, main_metric, model_name
@@ -22,8 +31,51 @@ from embedscope.results.schema import TaskResult
 
 Kind = Literal["mean", "pairs", "none"]
 ItemKey = tuple[str, str, str]
-PAIR_TYPES = ("STS", "PairClassification")
 EXPERIMENT_LISTS = {"v_measure": "v_measures", "ami": "ami_scores"}
+LOWER_IS_SIMILAR = ("manhattan", "euclidean")  # pair-classification distances
+SCORE_TOLERANCE = 1e-9
+# what two results must share to be compared: the record's keys, less the model's identity (which differs)
+COMPARED_SETTINGS = ("run_settings", "task_settings", "data")
+PairStatistic = Callable[[dict[str, np.ndarray], np.ndarray], np.ndarray]
+
+
+def pair_statistic_type(task_type: str) -> bool:
+    """Whether ``task_type``'s main score is a statistic of all its pairs (Spearman, average precision), so its
+    per-item rows are pair columns tested by a bootstrap over pairs, rather than values whose mean is the score.
+
+    The one place in ``compare`` that names task types (to be read from the task-type registry).
+
+    >>> pair_statistic_type("STS"), pair_statistic_type("Retrieval")
+    (True, False)
+    """
+    return task_type in ("STS", "PairClassification")
+
+
+def pair_statistic(metric: str) -> PairStatistic | None:
+    """Row-wise statistic of pair columns for a main metric: ``{fn}_spearman``/``{fn}_pearson`` (STS; the bare
+    names use ``similarity``), ``{fn}_ap`` or ``max_ap`` (pair classification); None if not supported.
+
+    The function takes the columns and an index block ``(R, n)`` and returns one value per row.
+    """
+
+    def correlation(column: str, rows: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> PairStatistic:
+        return lambda cols, idx: rows(cols[column][idx], cols["gold"][idx])
+
+    def ap(column: str) -> PairStatistic:
+        sign = -1.0 if column in LOWER_IS_SIMILAR else 1.0
+        return lambda cols, idx: average_precision_rows(sign * cols[column][idx], cols["gold"][idx])
+
+    for suffix, rows in (("spearman", spearman_rows), ("pearson", pearson_rows)):
+        if metric == suffix:
+            return correlation("similarity", rows)
+        if metric.endswith(f"_{suffix}"):
+            return correlation(metric.removesuffix(f"_{suffix}"), rows)
+    if metric == "max_ap":
+        fns = ("similarity", "cosine", "manhattan", "euclidean", "dot")
+        return lambda cols, idx: np.max([ap(f)(cols, idx) for f in fns if f in cols], axis=0)
+    if metric.endswith("_ap"):
+        return ap(metric.removesuffix("_ap"))
+    return None
 
 
 @dataclass(frozen=True)
@@ -45,6 +97,8 @@ class TaskItems:
     columns: dict[str, np.ndarray] = field(default_factory=dict)
     top: tuple[tuple[str, ...], ...] = ()
     path: Path = Path()
+    item_file: Path | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 class _ResultFields(TypedDict):
@@ -55,6 +109,7 @@ class _ResultFields(TypedDict):
     metric: str
     score: float
     path: Path
+    settings: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -110,25 +165,114 @@ def task_items(path: Path) -> TaskItems:
         metric=metric,
         score=result.main_score(),
         path=path,
+        settings=compared_settings(result.extra),
     )
     item_file = per_item_path(path)
     if item_file.exists():
         rows = read_per_item(item_file)
-        keys = tuple((str(r["split"]), str(r["hf_subset"]), str(r["id"])) for r in rows)
+        keys = item_keys(rows, item_file)
         top = tuple(tuple(r["top_10"]) for r in rows) if rows and "top_10" in rows[0] else ()
-        if task_type in PAIR_TYPES and rows and "gold" in rows[0]:
+        items: TaskItems | None = None
+        if pair_statistic_type(task_type) and rows and "gold" in rows[0]:
             names = [c for c in rows[0] if c not in ("split", "hf_subset", "id")]
-            columns = {c: np.array([r[c] for r in rows], dtype=np.float64) for c in names}
-            return TaskItems(**base, kind="pairs", keys=keys, columns=columns)
-        if rows and metric in rows[0]:
-            values = np.array([r[metric] for r in rows], dtype=np.float64)
-            return TaskItems(**base, kind="mean", keys=keys, values=values, top=top)
+            columns = {c: finite_column(rows, c, keys, item_file) for c in names}
+            items = TaskItems(**base, kind="pairs", keys=keys, columns=columns, item_file=item_file)
+        elif rows and metric in rows[0]:
+            values = finite_column(rows, metric, keys, item_file)
+            items = TaskItems(**base, kind="mean", keys=keys, values=values, top=top, item_file=item_file)
+        if items is not None:
+            check_score(items, result)
+            return items
     experiment_keys, experiment_scores = experiment_values(result.scores, metric)
     if experiment_keys:
         return TaskItems(
             **base, kind="mean", keys=experiment_keys, values=np.array(experiment_scores, dtype=np.float64)
         )
     return TaskItems(**base, kind="none")
+
+
+def compared_settings(extra: dict[str, Any]) -> dict[str, Any]:
+    """What a result records that another must share to be compared with it: ``run_settings`` less the
+    model's identity, ``task_settings`` and the data's fingerprint (not its location); {} when not recorded.
+
+    >>> compared_settings({"run_settings": {"model": {"fingerprint": "f"}, "limits": 5}, "data": {"location": "/d",
+    ...     "fingerprint": "ab"}})
+    {'run_settings': {'limits': 5}, 'data': {'fingerprint': 'ab'}}
+    """
+    out: dict[str, Any] = {}
+    run = extra.get("run_settings")
+    if isinstance(run, dict):
+        out["run_settings"] = {k: v for k, v in run.items() if k != "model"}
+    if "task_settings" in extra:
+        out["task_settings"] = extra["task_settings"]
+    data = extra.get("data")
+    if isinstance(data, dict) and "fingerprint" in data:
+        out["data"] = {"fingerprint": data["fingerprint"]}
+    return out
+
+
+def item_keys(rows: list[dict[str, Any]], item_file: Path) -> tuple[ItemKey, ...]:
+    """Each row's ``(split, hf_subset, id)``; an item that occurs twice is a :class:`DataFormatError`."""
+    keys = tuple((str(r["split"]), str(r["hf_subset"]), str(r["id"])) for r in rows)
+    if len(set(keys)) != len(keys):
+        twice = next(k for k, count in Counter(keys).items() if count > 1)
+        raise DataFormatError(
+            f"{item_file}: item {'/'.join(twice)} occurs twice; re-run the task with --overwrite always"
+        )
+    return keys
+
+
+def finite_column(rows: list[dict[str, Any]], column: str, keys: tuple[ItemKey, ...], item_file: Path) -> np.ndarray:
+    """One column of the rows as float64; a missing, non-numeric or non-finite value is a :class:`DataFormatError`
+    naming the file and the item."""
+    out = np.empty(len(rows), dtype=np.float64)
+    for i, row in enumerate(rows):
+        value = row.get(column)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise DataFormatError(
+                f"{item_file}: item {'/'.join(keys[i])} has {column} = {value!r}, not a finite number; "
+                "re-run the task with --overwrite always"
+            )
+        out[i] = value
+    return out
+
+
+def group_statistic(items: TaskItems, index: np.ndarray) -> float:
+    """The main metric over the items at ``index``: their mean, or the pair statistic of those pairs."""
+    if items.kind == "mean":
+        return float(items.values[index].mean())
+    stat = pair_statistic(items.metric)
+    return math.nan if stat is None else float(stat(items.columns, index[None, :])[0])
+
+
+def check_score(items: TaskItems, result: TaskResult) -> None:
+    """Refuse a per-item file that does not reproduce the result beside it: per split and subset, the
+    statistic of its rows must equal the stored main score (within ``SCORE_TOLERANCE``, unrounded or rounded to
+    5 decimals), and every scored split and subset must have rows."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, (split, subset, _) in enumerate(items.keys):
+        groups.setdefault((split, subset), []).append(i)
+    stored = {(s, str(e.get("hf_subset", "default"))): e for s, es in result.scores.items() for e in es}
+    where = f"{items.item_file} does not match {items.path.name}"
+    for (split, subset), entry in stored.items():
+        if (split, subset) not in groups and isinstance(entry.get("main_score"), (int, float)):
+            raise DataFormatError(
+                f"{where}: no rows for split {split!r}, subset {subset!r}; re-run the task with --overwrite always"
+            )
+    for (split, subset), index in groups.items():
+        if (split, subset) not in stored:
+            raise DataFormatError(
+                f"{where}: rows of split {split!r}, subset {subset!r}, which the result has no score for"
+            )
+        expected = stored[(split, subset)].get("main_score")
+        actual = group_statistic(items, np.array(index, dtype=np.int64))
+        if math.isnan(actual) or not isinstance(expected, (int, float)):
+            continue  # a metric compare cannot recompute: no check, as no test
+        if min(abs(expected - actual), abs(expected - round(actual, 5))) > SCORE_TOLERANCE:
+            raise DataFormatError(
+                f"{where}: its {items.metric} on {split}/{subset} is {actual:.6f}, the stored score {expected:.6f}; "
+                "re-run the task with --overwrite always"
+            )
 
 
 def experiment_values(scores: dict[str, list[dict[str, Any]]], metric: str) -> tuple[tuple[ItemKey, ...], list[float]]:

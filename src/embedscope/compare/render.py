@@ -100,6 +100,12 @@ def _fmt(value: object, digits: int) -> str:
     return "" if value is None else str(value)
 
 
+def notes_text(comparison: Comparison) -> str:
+    """One line per note on a comparison (unpaired items, settings that differ, unchecked settings)."""
+    lines = [f"- {r.task} ({r.model_a} vs {r.model_b}): {note}" for r in comparison.rows for note in r.notes]
+    return "Notes:\n" + "\n".join(lines) if lines else ""
+
+
 def comparison_text(comparison: Comparison, digits: int = 4) -> str:
     """Leaderboard, legend, details and (when measured) agreement, as markdown."""
     o = comparison.options
@@ -108,6 +114,9 @@ def comparison_text(comparison: Comparison, digits: int = 4) -> str:
         f"{o.test} test, {o.rounds:,} rounds, seed {o.seed}; STS and pair classification: bootstrap over pairs)."
     )
     parts = [leaderboard_table(comparison, digits), legend, details_table(comparison, digits)]
+    notes = notes_text(comparison)
+    if notes:
+        parts.append(notes)
     agreement = fidelity_table(comparison, digits)
     if agreement:
         parts.append(agreement)

@@ -263,6 +263,39 @@ def load_local_hub(
 # ------------------------------------------------------------------------------------------------ hub ids
 
 
+def looks_like_missing_path(text: str) -> bool:
+    """Whether ``text`` names a local file or folder that does not exist, rather than a hub id: it does not exist
+    and has a path's shape (a leading ``.``, ``~`` or ``/``, more than one separator, a backslash) or a file
+    suffix (any suffix without a slash; a table suffix such as ``.csv`` with one).
+
+    >>> [looks_like_missing_path(t) for t in ("nonexist.csv", "data/x/y", "./x", "mteb/stsb", "org/p.csv", "glue")]
+    [True, True, True, False, True, False]
+    """
+    from embedscope.hub import looks_like_hub_id
+
+    path = Path(text).expanduser()
+    if path.exists():
+        return False
+    if looks_like_hub_id(text):
+        return suffix_of(path) in TABLE_SUFFIXES
+    return bool(path.suffix) or "/" in text or "\\" in text or text.startswith(("~", "."))
+
+
+def hub_dataset_id(text: str) -> str:
+    """``text`` when it can be loaded from the hub now: a missing local path is "no such file or folder" and an
+    offline hub one line saying so, each at once (never huggingface_hub's retries)."""
+    if looks_like_missing_path(text):
+        raise DataFormatError(f"{text}: no such file or folder")
+    if hub_offline():
+        from embedscope.hub import offline_reason
+
+        raise DataFormatError(
+            f"{text}: no such file or folder here, and the Hugging Face hub is offline ({offline_reason()}); pass a "
+            "local file or folder"
+        )
+    return text
+
+
 def _hub_failure(repo: str, error: BaseException) -> DataFormatError:
     from embedscope.hub import offline_reason
 
@@ -291,6 +324,8 @@ def load_hub_retrieval(
 
         return load_retrieval(repo, split=split, subset=subset, columns=columns)
     columns = normalize_columns(columns)
+    if looks_like_missing_path(repo):
+        raise DataFormatError(f"{repo}: no such file or folder")
     if hub_offline():  # at once, not after huggingface_hub's retries
         raise _hub_failure(repo, ConnectionError("offline"))
     datasets = _datasets()

@@ -49,12 +49,21 @@ def parse_column_mapping(items: list[str] | None) -> dict[str, str]:
     return mapping
 
 
+def check_dataset(dataset: str) -> None:
+    """Refuse at once, before a model loads, a ``--dataset`` that is neither a local path nor loadable from the hub
+    now: a missing file is "no such file or folder", a hub id while the hub is offline one line saying so."""
+    from embedscope.data.hf import hub_dataset_id
+
+    if not Path(dataset).expanduser().exists():
+        hub_dataset_id(dataset)
+
+
 def load_pairs(dataset: str, split: str, columns: Mapping[str, str]):
     """A ``datasets.Dataset`` of the split: a local table file (any of :func:`~embedscope.data.tables.table_suffixes`,
     read whole), a local dataset folder, or a hub id."""
     import datasets
 
-    from embedscope.data.hf import is_saved_dataset
+    from embedscope.data.hf import hub_dataset_id, is_saved_dataset
     from embedscope.data.hub_files import read_dataset
     from embedscope.data.tables import suffix_of, table_suffixes
 
@@ -70,8 +79,10 @@ def load_pairs(dataset: str, split: str, columns: Mapping[str, str]):
         elif is_saved_dataset(path):
             loaded = datasets.load_from_disk(str(path))
             ds = loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded
+        elif path.exists():
+            ds = datasets.load_dataset(str(path), split=split)
         else:
-            ds = datasets.load_dataset(str(path) if path.exists() else dataset, split=split)
+            ds = datasets.load_dataset(hub_dataset_id(dataset), split=split)
     except (ValueError, KeyError) as e:
         if "split" in str(e).lower() or isinstance(e, KeyError):
             raise DataFormatError(f"{dataset}: split {split!r} not found ({e})") from e

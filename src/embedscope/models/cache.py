@@ -14,7 +14,7 @@ by the encoder's ``fingerprint`` (model identity and revision or file hash, back
 length, normalisation); role and prompt are part of every key, so a query vector is never served for an
 identical document text (mteb issue #5383).
 
-Storage is one SQLite database per fingerprint, in WAL mode: every write is a transaction, so a
+Storage is one SQLite database per fingerprint (``<cache folder>/embeddings/<fp[:2]>/<fp>.sqlite``), in WAL mode: every write is a transaction, so a
 crash mid-write loses at most the batches being written (a damaged database is quarantined, see
 :class:`EmbeddingCache`), and several processes can read and write
 the same cache at once (SQLite's locking; writers wait up to ``timeout`` seconds). Vectors are written
@@ -58,10 +58,19 @@ FLUSH_SECONDS = 5.0  # or this many seconds (a slow model)
 _T = TypeVar("_T")
 
 
+STORES = "embeddings"  # the stores' folder inside the cache folder
+
+
 def default_cache_dir() -> Path:
     """``$EMBEDSCOPE_CACHE`` or ``~/.cache/embedscope``."""
     env = os.environ.get("EMBEDSCOPE_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "embedscope"
+
+
+def store_folders(root: Path) -> tuple[Path, Path]:
+    """Where stores live under a cache folder ``root``: ``root/embeddings/`` (written), and ``root/`` itself,
+    where ``--cache-dir`` put them before 0.x (still read, so an existing cache keeps working)."""
+    return root / STORES, root
 
 
 def text_key(role: str, prompt: str, text: str) -> bytes:
@@ -162,7 +171,9 @@ def quarantine(path: Path, reason: BaseException | str) -> Path | None:
 
 
 class EmbeddingCache:
-    """A folder of SQLite vector stores, one per encoder fingerprint.
+    """A cache folder (``directory``: ``--cache-dir``, ``$EMBEDSCOPE_CACHE`` or ``~/.cache/embedscope``, the same
+    rule for each) whose ``embeddings/`` folder holds SQLite vector stores, one per encoder fingerprint; a store
+    directly in the folder (where ``--cache-dir`` put them before) is still read and written.
 
     A store that SQLite finds damaged is quarantined (renamed beside itself, one warning) and
     replaced by an empty one, so its texts are encoded again; a vector of the wrong length is
@@ -170,17 +181,23 @@ class EmbeddingCache:
     """
 
     def __init__(self, directory: str | Path | None = None, timeout: float = 600.0) -> None:
-        self.directory = Path(directory) if directory else default_cache_dir() / "embeddings"
+        self.directory = Path(directory) if directory else default_cache_dir()  # the cache folder
+        self.stores, self.legacy_stores = store_folders(self.directory)
         self.timeout = timeout
         self._local = threading.local()
         self._dims: dict[str, int | None] = {}
 
     def path(self, fingerprint: str) -> Path:
-        """The store file of a fingerprint."""
-        return self.directory / fingerprint[:2] / f"{fingerprint}.sqlite"
+        """The store file of a fingerprint: under ``embeddings/``, or where an older version put it."""
+        relative = Path(fingerprint[:2]) / f"{fingerprint}.sqlite"
+        current, legacy = self.stores / relative, self.legacy_stores / relative
+        return legacy if legacy.is_file() and not current.exists() else current
 
     def _connect(self, fingerprint: str) -> sqlite3.Connection:
         conns: dict[str, sqlite3.Connection] = self._local.__dict__.setdefault("conns", {})
+        files: dict[str, tuple[int, int]] = self._local.__dict__.setdefault("files", {})
+        if fingerprint in conns and _file_id(self.path(fingerprint)) != files.get(fingerprint):
+            return self._reopen(fingerprint)
         if fingerprint not in conns:
             path = self.path(fingerprint)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -191,7 +208,31 @@ class EmbeddingCache:
                     raise
                 quarantine(path, e)
                 conns[fingerprint] = open_store(path, self.timeout)
+            files[fingerprint] = _file_id(path)
         return conns[fingerprint]
+
+    def _reopen(self, fingerprint: str) -> sqlite3.Connection:
+        """A new store in place of one deleted (``cache clear``) or moved aside while this process used it, with
+        the old one's description and batch plans, so the vectors still to come are kept (one warning)."""
+        old = self._local.conns.pop(fingerprint)
+        try:
+            meta = old.execute("SELECT name, value FROM meta").fetchall()
+            plans = old.execute("SELECT key, plan FROM plans").fetchall()
+        except sqlite3.Error:
+            meta, plans = [], []
+        old.close()
+        self._dims.pop(fingerprint, None)
+        path = self.path(fingerprint)
+        logger.warning(
+            "embedding cache %s was deleted or moved while this run used it (embedscope cache clear?): "
+            "the vectors encoded from now on go into a new store there",
+            path,
+        )
+        conn = self._connect(fingerprint)
+        with conn:
+            conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", meta)
+            conn.executemany("INSERT OR IGNORE INTO plans VALUES (?, ?)", plans)
+        return conn
 
     def _guarded(self, fingerprint: str, operation: Callable[[sqlite3.Connection], _T]) -> _T:
         """``operation`` on the store; a damaged store is quarantined and the operation runs on a fresh one."""
@@ -205,6 +246,7 @@ class EmbeddingCache:
             return operation(self._connect(fingerprint))
 
     def _forget(self, fingerprint: str) -> None:
+        self._local.__dict__.get("files", {}).pop(fingerprint, None)
         conn = self._local.__dict__.get("conns", {}).pop(fingerprint, None)
         if conn is not None:
             conn.close()
@@ -291,6 +333,15 @@ class EmbeddingCache:
 
     def count(self, fingerprint: str) -> int:
         return self._guarded(fingerprint, lambda c: int(c.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]))
+
+
+def _file_id(path: Path) -> tuple[int, int]:
+    """``(device, inode)`` of a file, ``(0, 0)`` when it is gone: a changed id means another file took its place."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (0, 0)
+    return (st.st_dev, st.st_ino)
 
 
 def open_store(path: Path, timeout: float = 600.0) -> sqlite3.Connection:

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from embedscope.models.cache import EmbeddingCache, is_corruption, quarantine, store_dim
+from embedscope.errors import ConfigError
+from embedscope.models.cache import EmbeddingCache, is_corruption, quarantine, store_dim, store_folders
 
 _ROWS = 4096  # vectors read at once while verifying
 
@@ -63,16 +64,22 @@ class VerifyReport:
         return not self.problems
 
 
-def _store_paths(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.glob("??/*.sqlite") if p.is_file())
+def _store_paths(root: Path, pattern: str = "*.sqlite") -> list[Path]:
+    """The files matching ``pattern`` in the store folders of the cache folder ``root`` (both layouts)."""
+    return sorted(p for folder in store_folders(root) for p in folder.glob(f"??/{pattern}") if p.is_file())
 
 
 def _size(path: Path) -> int:
     return sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal", "-shm") if os.path.exists(f"{path}{s}"))
 
 
-def _directory(directory: str | Path | None) -> Path:
-    return EmbeddingCache(directory).directory
+def cache_folder(directory: str | Path | None = None) -> Path:
+    """The cache folder (``directory``, else ``$EMBEDSCOPE_CACHE`` or ``~/.cache/embedscope``); one that is a
+    file is a :class:`ConfigError`."""
+    root = EmbeddingCache(directory).directory
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root}: is a file, not an embedding cache folder (--cache-dir or $EMBEDSCOPE_CACHE)")
+    return root
 
 
 def _describe(path: Path) -> StoreInfo:
@@ -100,7 +107,7 @@ def _selected(info: StoreInfo, model: str | None) -> bool:
 
 def list_stores(directory: str | Path | None = None, model: str | None = None) -> list[StoreInfo]:
     """The stores in the cache folder (default: the one ``run`` uses), optionally of one model."""
-    return [info for info in map(_describe, _store_paths(_directory(directory))) if _selected(info, model)]
+    return [info for info in map(_describe, _store_paths(cache_folder(directory))) if _selected(info, model)]
 
 
 def _check_vectors(conn: sqlite3.Connection, report: VerifyReport, dim: int | None) -> list[bytes]:
@@ -168,8 +175,17 @@ def verify_stores(
 
 
 def clear_stores(directory: str | Path | None = None, model: str | None = None) -> list[StoreInfo]:
-    """Delete the stores (all, or one model's) with their ``-wal``/``-shm`` files; return what was deleted."""
+    """Delete the stores (all, or one model's) with their ``-wal``/``-shm`` files, and the damaged stores
+    moved aside (``<fingerprint>.sqlite.corrupt-<time>``: all, or those of ``model``'s fingerprints or of a
+    fingerprint prefix); return what was deleted. A run using a deleted store goes on in a new one."""
     removed = list_stores(directory, model)
+    fingerprints = {info.fingerprint for info in removed}
+    for path in _store_paths(cache_folder(directory), "*.sqlite.corrupt-*"):
+        fingerprint = path.name.split(".sqlite.corrupt-")[0]
+        if path.name.endswith(("-wal", "-shm")):
+            continue  # removed with their store below
+        if model is None or fingerprint in fingerprints or (len(model) >= 4 and fingerprint.startswith(model)):
+            removed.append(StoreInfo(fingerprint, path, "(damaged, moved aside)", "", None, None, _size(path)))
     for info in removed:
         for suffix in ("", "-wal", "-shm"):
             try:

@@ -148,6 +148,11 @@ def collect_results(folders: list[str | Path]) -> list[ResultRow]:
         root = Path(folder)
         if not root.exists():
             raise DataFormatError(f"{root}: no such results folder")
+        if root.is_file() and (root.suffix.lower() != ".json" or load_result_json(root) is None):
+            raise DataFormatError(
+                f"{root}: not an MTEB task result (<Task>.json); report reads results folders (as written by "
+                "'embedscope run' or mteb) or their task result JSON files"
+            )
         files = [root] if root.is_file() else sorted(root.rglob("*.json"))
         for path in files:
             data = load_result_json(path)

@@ -19,6 +19,7 @@ Overwrite strategies (MTEB's names):
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -69,6 +70,24 @@ def safe_name(name: str) -> str:
     return name.replace("/", "__").replace("\\", "__").replace(" ", "_") or "unnamed"
 
 
+def resolved(path: str | Path) -> Path:
+    """``path`` made absolute with its links followed; a symbolic link loop on the way is a ConfigError naming it.
+
+    >>> import os, tempfile; d = tempfile.mkdtemp(); os.symlink(f"{d}/a", f"{d}/a")
+    >>> resolved(f"{d}/a/x.json")
+    Traceback (most recent call last):
+    embedscope.errors.ConfigError: .../a/x.json: symbolic link loop (a link on this path points back to itself); give another path
+    """
+    try:
+        return Path(path).resolve()
+    except RuntimeError:  # Python < 3.13 reports a loop this way
+        pass
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+    raise ConfigError(f"{path}: symbolic link loop (a link on this path points back to itself); give another path")
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to a temporary file in the same folder, fsync it, then rename it over ``path``."""
     atomic_write_bytes(path, text.encode("utf-8"))
@@ -77,6 +96,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to a temporary file in the same folder, fsync it, then rename it over ``path``."""
     path = Path(path)
+    if resolved(path).is_dir():
+        raise ConfigError(f"{path}: is a folder; give the name of a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -116,6 +137,7 @@ class ResultStore:
         check_path_name(model_name, "model name", allow_slash=True)
         check_path_name(revision or "no_revision_available", "revision")
         self.root = Path(output_folder)
+        resolved(self.root)  # a link loop fails now, not after the run
         self.folder = self.root / safe_name(model_name) / safe_name(revision or "no_revision_available")
         if experiment:
             self.folder = self.folder / EXPERIMENTS / check_path_name(experiment, "experiment")
@@ -129,7 +151,7 @@ class ResultStore:
 
     def inside(self, path: Path) -> Path:
         """``path`` if it resolves inside the output folder, else ConfigError (checked before every write)."""
-        if not path.resolve().is_relative_to(self.root.resolve()):
+        if not resolved(path).is_relative_to(resolved(self.root)):
             raise ConfigError(f"refusing to write {path}: it lies outside the output folder {self.root}")
         return path
 

@@ -242,14 +242,29 @@ def locate_data(entry: CatalogEntry, data_dir: str | Path | None = None, path: s
 def download_task_data(names: list[str], to: str | Path) -> list[Path]:
     """Fetch each catalog task's dataset at its pinned revision into ``<to>/<Task>`` (the layout the hub has),
     where ``--data-dir <to>`` finds it. Needs the network and ``huggingface_hub``."""
+    from embedscope.hub import hub_offline, offline_reason
+
+    entries = [catalog_entry(spec.partition(":")[0]) for spec in names]
+    if hub_offline():  # at once, in one line: not after huggingface_hub's retries and their warnings
+        raise ConfigError(
+            f"cannot download {entries[0].name if len(entries) == 1 else f'{len(entries)} tasks'}: the Hugging Face "
+            f"hub is offline ({offline_reason()}). Run 'embedscope download' where the hub is reachable and copy "
+            f"{to} here; then run with --data-dir {to}"
+        )
     from huggingface_hub import snapshot_download
 
     folders: list[Path] = []
-    for spec in names:
-        entry = catalog_entry(spec.partition(":")[0])
+    for entry in entries:
         target = Path(to) / entry.name
-        snapshot_download(
-            repo_id=entry.dataset_path, repo_type="dataset", revision=entry.dataset_revision, local_dir=str(target)
-        )
+        try:
+            snapshot_download(
+                repo_id=entry.dataset_path, repo_type="dataset", revision=entry.dataset_revision, local_dir=str(target)
+            )
+        except Exception as e:  # network, missing repository or revision, …: one line naming the dataset
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise ConfigError(
+                f"{entry.name}: cannot download {entry.dataset_path} (revision {entry.dataset_revision[:12]}) "
+                f"into {target} ({type(e).__name__}{': ' + first if first else ''})"
+            ) from e
         folders.append(target)
     return folders
