@@ -616,3 +616,35 @@ def test_cli_run_without_output_folder_says_nothing_was_written(study, tmp_path,
         == 0
     )
     assert "results not written: give --output-folder" in capsys.readouterr().err
+
+
+def test_duplicate_passage_ids_are_refused_in_one_line(study, tmp_path, capsys):
+    """Issue 21: ``fastbook run`` accepted duplicate passage ids silently."""
+    docs, bench, _ = study
+    passages = chunk_documents([docs], PARAGRAPHS)
+    twice = [*passages, passages[0]]
+    with pytest.raises(DataFormatError, match=r"passage id '01_pets-0000' occurs twice"):
+        run_fastbook(load_benchmark(bench), twice, "bm25")
+    corpus = tmp_path / "dup.jsonl"
+    corpus.write_text("".join(json.dumps(p.to_json()) + "\n" for p in twice))
+    for command in ("run", "export-beir"):
+        extra = ["--retriever", "bm25"] if command == "run" else ["-o", str(tmp_path / "beir")]
+        argv = ["fastbook", command, "--benchmark", str(bench), "--passages", str(corpus), *extra]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "dup.jsonl, line 7: passage id '01_pets-0000' occurs twice" in err
+    assert not (tmp_path / "beir").exists()
+
+
+def test_export_beir_from_two_folders_with_the_same_file_names(study, tmp_path):
+    """Two copies of the notebooks (same file names) give distinct ids, qualified by their folders."""
+    docs, bench, _ = study
+    import shutil
+
+    shutil.copytree(docs, tmp_path / "copy")
+    beir = tmp_path / "beir"
+    argv = ["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(docs), str(tmp_path / "copy")]
+    assert main([*argv, "--method", "paragraphs", "-o", str(beir)]) == 0
+    ids = [json.loads(line)["_id"] for line in (beir / "corpus.jsonl").read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 2 * len(chunk_documents([docs], PARAGRAPHS))
+    assert "notebooks/01_pets-0000" in ids and "copy/01_pets-0000" in ids

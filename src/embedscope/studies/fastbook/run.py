@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embedscope.data.documents import Passage, passages_corpus
+from embedscope.data.documents import Passage, check_unique_ids, passages_corpus
 from embedscope.errors import ConfigError, DataFormatError, ResultExistsError
 from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.pipeline import Pipeline, parse_stage
@@ -142,6 +142,7 @@ def run_fastbook(
     if k < 1:
         raise ConfigError(f"k must be >= 1, got {k}")
     passages = list(passages)
+    check_unique_ids(passages, "fastbook run")
     if scope == "chapter" and any(p.chapter is None for p in passages):
         raise DataFormatError("scope 'chapter' needs the chapter of every passage (a number in each file name)")
     started = time.perf_counter()
