@@ -648,3 +648,50 @@ def test_export_beir_from_two_folders_with_the_same_file_names(study, tmp_path):
     ids = [json.loads(line)["_id"] for line in (beir / "corpus.jsonl").read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 2 * len(chunk_documents([docs], PARAGRAPHS))
     assert "notebooks/01_pets-0000" in ids and "copy/01_pets-0000" in ids
+
+
+def test_scope_chapter_searches_one_fts5_table_with_a_chapter_filter(tmp_path):
+    """Issue 21: ``--scope chapter`` built one index per chapter. The study keeps one FTS5 table
+    ``(chapter, text)`` and adds ``AND chapter = ?``; its statistics come from the whole book."""
+    import random
+    import sqlite3
+
+    rng = random.Random(7)
+    own = {1: ["cat", "dog", "pet"], 2: ["gradient", "descent", "step"], 4: ["token", "text", "vocab"]}
+    common = ["model", "data", "training", "layer", "python"]
+    docs = tmp_path / "nb"
+    docs.mkdir()
+    for chapter, words in own.items():
+        paragraphs = [" ".join(rng.choices(words * 3 + common + own[1], k=rng.randint(4, 25))) for _ in range(15)]
+        _notebook(docs / f"{chapter:02d}_ch.ipynb", [_cell("markdown", "\n\n".join(paragraphs))])
+    questions = []
+    keywords: dict[tuple[int, int], str] = {}
+    for chapter, words in own.items():
+        for n in range(1, 5):
+            keywords[(chapter, n)] = ", ".join(rng.sample(words + common + own[1], 3))
+            questions.append(
+                {
+                    "chapter": chapter,
+                    "question_number": n,
+                    "question_text": "q",
+                    "gold_standard_answer": "",
+                    "answer_context": [_component("a", [words[0]])],
+                    "question_context": [],
+                }
+            )
+    bench = parse_benchmark({"questions": questions})
+    passages = chunk_documents([docs], PARAGRAPHS)
+    by_qid = {q.qid: keywords[(q.chapter, q.question_number)] for q in bench.questions}
+    report = run_fastbook(bench, passages, "fts5", keywords=by_qid, scope="chapter", k=10)
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE VIRTUAL TABLE book USING fts5(chapter, text)")
+    con.executemany("INSERT INTO book(chapter, text) VALUES (?, ?)", [(p.chapter, p.text) for p in passages])
+    ids = [p.id for p in passages]
+    for row in report.rows:
+        terms = [w.strip(",") for w in keywords[(row["chapter"], row["question_number"])].replace('"', "").split()]
+        expression = " OR ".join(f'"{w}"' for w in terms if w)
+        direct = con.execute(
+            "SELECT rowid FROM book WHERE book MATCH ? AND chapter = ? ORDER BY rank LIMIT 10",
+            (expression, row["chapter"]),
+        ).fetchall()
+        assert row["retrieved"].split() == [ids[r - 1] for (r,) in direct]

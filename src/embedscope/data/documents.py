@@ -339,4 +339,9 @@ def read_passages(path: str | Path) -> list[Passage]:
 
 
 def passages_corpus(passages: Sequence[Passage]) -> Corpus:
-    return Corpus(tuple(p.id for p in passages), tuple(p.text for p in passages))
+    """The passages as a corpus, with ``chapter`` and ``source`` as metadata (for filtered search)."""
+    return Corpus(
+        tuple(p.id for p in passages),
+        tuple(p.text for p in passages),
+        {"chapter": tuple(p.chapter for p in passages), "source": tuple(p.source for p in passages)},
+    )
