@@ -78,7 +78,7 @@ def test_json_array_says_which_shape_is_expected(tmp_path, text):
             reader(tmp_path / "run.json")
 
 
-@pytest.mark.parametrize("text", ["query-id\tcorpus-id\tscore\n", "{}", '{"q0": {}}'])
+@pytest.mark.parametrize("text", ["", " \n", "query-id\tcorpus-id\tscore\n", "{}", '{"q0": {}}'])
 def test_qrels_without_judgments_says_so(tmp_path, text):
     (tmp_path / "q.tsv").write_text(text)
     (tmp_path / "run.trec").write_text("q0 Q0 d0 1 0.5 t\n")
