@@ -181,3 +181,25 @@ def test_beir_metadata_objects_and_columns_are_read(tmp_path):
     assert dict(data.queries.metadata) == {"chapter": (1,)}
     run = FTS5Retriever().retrieve(data.queries, data.corpus, SearchOptions(filter_field="chapter"))
     assert _ranked(run, data.corpus, 0)[0][0] == "d1"
+
+
+def test_hub_copy_columns_are_metadata(tmp_path):
+    """A ``--data-dir`` copy in the hub's layout (parquet per config): extra columns become metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = {
+        "corpus": {"_id": ["d1", "d2"], "title": ["", ""], "text": ["cats", "dogs"], "chapter": [1, 2]},
+        "queries": {"_id": ["q1"], "text": ["cats"], "chapter": [1]},
+        "default": {"query-id": ["q1"], "corpus-id": ["d1"], "score": [1]},
+    }
+    for name, columns in tables.items():
+        (tmp_path / name).mkdir()
+        pq.write_table(pa.table(columns), tmp_path / name / "test-00000-of-00001.parquet")
+    (tmp_path / "README.md").write_text(
+        "---\nconfigs:\n"
+        + "".join(f"- config_name: {c}\n  data_files:\n  - split: test\n    path: {c}/test-*.parquet\n" for c in tables)
+        + "---\n"
+    )
+    data = load_retrieval(tmp_path, split="test")
+    assert dict(data.corpus.metadata) == {"chapter": (1, 2)} and dict(data.queries.metadata) == {"chapter": (1,)}

@@ -61,7 +61,8 @@ def texts_from_rows(
     used = {*id_names, *text_names, *title_names}
     for where, row in rows:
         if metadata is not None:
-            extras.append(row_metadata(row, used))
+            others = row.keys() - used
+            extras.append(row_metadata(row, used) if others and (others != _NESTED or row["metadata"]) else _NONE)
         id_ = as_id(pick(row, id_names, where, "id"), where, "id")
         text = as_text(pick(row, text_names, where, "text"), where, "text")
         if is_corpus:
@@ -88,6 +89,10 @@ def texts_from_rows(
         names = dict.fromkeys(name for extra in extras for name in extra)
         metadata.update({name: tuple(extra.get(name) for extra in extras) for name in names})
     return ids, texts
+
+
+_NESTED = {"metadata"}
+_NONE: dict[str, Any] = {}
 
 
 def row_metadata(row: Mapping[str, Any], used: set[str]) -> dict[str, Any]:
