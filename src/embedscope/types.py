@@ -37,20 +37,31 @@ def merge_title(title: str | None, text: str | None) -> str:
 
 @dataclass(frozen=True)
 class Texts:
-    """An ordered collection of identified texts (a corpus or a query set)."""
+    """An ordered collection of identified texts (a corpus or a query set), with optional per-row
+    ``metadata``: ``{field: (value of row 0, value of row 1, …)}`` (None where a row has no value), read
+    from a BEIR ``metadata`` object or a table's other columns. Search can be filtered on a field
+    (``SearchOptions.filter_field``)."""
 
     ids: tuple[str, ...]
     texts: tuple[str, ...]
+    metadata: Mapping[str, tuple[Any, ...]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.ids) != len(self.texts):
             raise ValueError(f"{len(self.ids)} ids but {len(self.texts)} texts")
+        for name, values in self.metadata.items():
+            if len(values) != len(self.ids):
+                raise ValueError(f"metadata {name!r} has {len(values)} values for {len(self.ids)} rows")
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def select(self: _TextsT, keep: Sequence[int]) -> _TextsT:
-        return type(self)(tuple(self.ids[i] for i in keep), tuple(self.texts[i] for i in keep))
+        return type(self)(
+            tuple(self.ids[i] for i in keep),
+            tuple(self.texts[i] for i in keep),
+            {name: tuple(values[i] for i in keep) for name, values in self.metadata.items()},
+        )
 
     def as_dict(self) -> dict[str, str]:
         return dict(zip(self.ids, self.texts))

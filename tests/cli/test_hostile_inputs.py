@@ -91,7 +91,10 @@ def test_empty_run_or_qrels_names_the_file(tmp_path, capsys, empty):
     for name, text in files.items():
         (tmp_path / f"{name}.trec").write_text("" if name == empty else text)
     err = _error(capsys, ["score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec")])
-    assert f"{empty}.trec: the {empty} file is empty" in err
+    expected = (
+        "qrels.trec has no judgments (the file is empty)" if empty == "qrels" else "run.trec: the run file is empty"
+    )
+    assert expected in err
 
 
 @pytest.mark.parametrize("k", ["0", "-3"])

@@ -65,9 +65,9 @@ def test_same_run_as_line_by_line_reading(tmp_path, small_blocks, variant):
 
 
 def test_rectangular_run_and_exact_scores(tmp_path):
-    values = [0.1 + 0.2, 1e-300, -0.0, 1e400, 2.5e-7, 123456789.123456789]
+    values = [0.1 + 0.2, 1e-300, -0.0, 1.7976931348623157e308, 2.5e-7, 123456789.123456789]  # largest finite
     text = "".join(f"q{q} Q0 d{i} {i} {v!r} t\n" for q in range(3) for i, v in enumerate(values))
-    (tmp_path / "run").write_text(text.replace("1e400", "1e400"))
+    (tmp_path / "run").write_text(text)
     run = read_trec_run(tmp_path / "run")
     assert run.scores.shape == (3, 6) and run.scores[0].tolist() == [float(v) for v in values]
     assert run.doc_ids == tuple(f"d{i}" for i in range(6)) and (run.doc_index >= 0).all()
@@ -78,6 +78,7 @@ def test_rectangular_run_and_exact_scores(tmp_path):
     [
         ("q9 Q0 d1 1 abc tag", r"line 58: score 'abc' is not a number"),
         ("q9 Q0 d1 1 nan tag", r"line 58: score is NaN"),
+        ("q9 Q0 d1 1 1e400 tag", r"line 58: score '1e400' is infinite"),
         ("q9 d1 0.5", r"line 58: expected 6 fields 'qid Q0 docid rank score tag', got 3"),
         ("q9 Q0 d1 1 NA tag", r"line 58: score 'NA' is not a number"),
     ],

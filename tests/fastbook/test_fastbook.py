@@ -616,3 +616,82 @@ def test_cli_run_without_output_folder_says_nothing_was_written(study, tmp_path,
         == 0
     )
     assert "results not written: give --output-folder" in capsys.readouterr().err
+
+
+def test_duplicate_passage_ids_are_refused_in_one_line(study, tmp_path, capsys):
+    """Issue 21: ``fastbook run`` accepted duplicate passage ids silently."""
+    docs, bench, _ = study
+    passages = chunk_documents([docs], PARAGRAPHS)
+    twice = [*passages, passages[0]]
+    with pytest.raises(DataFormatError, match=r"passage id '01_pets-0000' occurs twice"):
+        run_fastbook(load_benchmark(bench), twice, "bm25")
+    corpus = tmp_path / "dup.jsonl"
+    corpus.write_text("".join(json.dumps(p.to_json()) + "\n" for p in twice))
+    for command in ("run", "export-beir"):
+        extra = ["--retriever", "bm25"] if command == "run" else ["-o", str(tmp_path / "beir")]
+        argv = ["fastbook", command, "--benchmark", str(bench), "--passages", str(corpus), *extra]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "dup.jsonl, line 7: passage id '01_pets-0000' occurs twice" in err
+    assert not (tmp_path / "beir").exists()
+
+
+def test_export_beir_from_two_folders_with_the_same_file_names(study, tmp_path):
+    """Two copies of the notebooks (same file names) give distinct ids, qualified by their folders."""
+    docs, bench, _ = study
+    import shutil
+
+    shutil.copytree(docs, tmp_path / "copy")
+    beir = tmp_path / "beir"
+    argv = ["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(docs), str(tmp_path / "copy")]
+    assert main([*argv, "--method", "paragraphs", "-o", str(beir)]) == 0
+    ids = [json.loads(line)["_id"] for line in (beir / "corpus.jsonl").read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 2 * len(chunk_documents([docs], PARAGRAPHS))
+    assert "notebooks/01_pets-0000" in ids and "copy/01_pets-0000" in ids
+
+
+def test_scope_chapter_searches_one_fts5_table_with_a_chapter_filter(tmp_path):
+    """Issue 21: ``--scope chapter`` built one index per chapter. The study keeps one FTS5 table
+    ``(chapter, text)`` and adds ``AND chapter = ?``; its statistics come from the whole book."""
+    import random
+    import sqlite3
+
+    rng = random.Random(7)
+    own = {1: ["cat", "dog", "pet"], 2: ["gradient", "descent", "step"], 4: ["token", "text", "vocab"]}
+    common = ["model", "data", "training", "layer", "python"]
+    docs = tmp_path / "nb"
+    docs.mkdir()
+    for chapter, words in own.items():
+        paragraphs = [" ".join(rng.choices(words * 3 + common + own[1], k=rng.randint(4, 25))) for _ in range(15)]
+        _notebook(docs / f"{chapter:02d}_ch.ipynb", [_cell("markdown", "\n\n".join(paragraphs))])
+    questions = []
+    keywords: dict[tuple[int, int], str] = {}
+    for chapter, words in own.items():
+        for n in range(1, 5):
+            keywords[(chapter, n)] = ", ".join(rng.sample(words + common + own[1], 3))
+            questions.append(
+                {
+                    "chapter": chapter,
+                    "question_number": n,
+                    "question_text": "q",
+                    "gold_standard_answer": "",
+                    "answer_context": [_component("a", [words[0]])],
+                    "question_context": [],
+                }
+            )
+    bench = parse_benchmark({"questions": questions})
+    passages = chunk_documents([docs], PARAGRAPHS)
+    by_qid = {q.qid: keywords[(q.chapter, q.question_number)] for q in bench.questions}
+    report = run_fastbook(bench, passages, "fts5", keywords=by_qid, scope="chapter", k=10)
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE VIRTUAL TABLE book USING fts5(chapter, text)")
+    con.executemany("INSERT INTO book(chapter, text) VALUES (?, ?)", [(p.chapter, p.text) for p in passages])
+    ids = [p.id for p in passages]
+    for row in report.rows:
+        terms = [w.strip(",") for w in keywords[(row["chapter"], row["question_number"])].replace('"', "").split()]
+        expression = " OR ".join(f'"{w}"' for w in terms if w)
+        direct = con.execute(
+            "SELECT rowid FROM book WHERE book MATCH ? AND chapter = ? ORDER BY rank LIMIT 10",
+            (expression, row["chapter"]),
+        ).fetchall()
+        assert row["retrieved"].split() == [ids[r - 1] for (r,) in direct]

@@ -99,5 +99,5 @@ def test_a_folder_given_as_output_file_is_named_without_temporary_files(results,
     folder = tmp_path / "s"
     folder.mkdir()
     err = _error(capsys, ["report", str(results), "--html", str(folder)])
-    assert err == f"embedscope: error: {folder}: is a folder; give the name of a file to write"
+    assert err == f"embedscope: error: {folder} is a folder: give a file name"
     assert not list(folder.iterdir())

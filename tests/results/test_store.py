@@ -71,3 +71,48 @@ def test_unreadable_stored_result_names_the_file(tmp_path):
 def test_safe_name():
     assert safe_name("a/b") == "a__b"
     assert safe_name("") == "unnamed"
+
+
+def test_atomic_write_to_a_folder_names_the_folder_not_a_temporary_file(tmp_path):
+    """Issue 21: ``--per-query DIR`` said ``/…/.s.kbjgj28_.tmp -> /…/s: Is a directory``."""
+    from embedscope.results.store import atomic_write_text
+
+    (tmp_path / "s").mkdir()
+    with pytest.raises(ConfigError, match=r"s is a folder: give a file name$") as caught:
+        atomic_write_text(tmp_path / "s", "x")
+    assert ".tmp" not in str(caught.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["s"]  # no temporary file left behind
+
+
+def test_atomic_write_under_a_file_names_the_path(tmp_path):
+    from embedscope.results.store import atomic_write_text
+
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ConfigError, match=r"f/out\.csv: cannot write") as caught:
+        atomic_write_text(tmp_path / "f" / "out.csv", "x")
+    assert ".tmp" not in str(caught.value)
+
+
+def test_score_per_query_to_a_folder_says_so_in_one_line(tmp_path, capsys):
+    """``report --html DIR`` writes through the same helper (tested above)."""
+    from embedscope.cli.main import main
+
+    (tmp_path / "Q").write_text("q0 0 d0 1\n")
+    (tmp_path / "R").write_text("q0 Q0 d0 1 0.5 t\n")
+    (tmp_path / "out").mkdir()
+    assert (
+        main(
+            [
+                "score",
+                "--qrels",
+                str(tmp_path / "Q"),
+                "--run",
+                str(tmp_path / "R"),
+                "--per-query",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("out is a folder: give a file name") and len(err.splitlines()) == 1, err

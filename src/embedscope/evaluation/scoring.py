@@ -55,6 +55,6 @@ def _check_not_empty(path: Path, kind: str) -> None:
         while chunk := f.read(1 << 16):
             if chunk.strip():
                 return
-    raise DataFormatError(
-        f"{path}: the {kind} file is empty (no {'judgments' if kind == 'qrels' else 'ranked documents'})"
-    )
+    if kind == "qrels":
+        raise DataFormatError(f"qrels {path} has no judgments (the file is empty)")
+    raise DataFormatError(f"{path}: the run file is empty (no ranked documents)")

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedscope.errors import ConfigError, DataFormatError
+from embedscope.messages import listing
 from embedscope.metrics.nauc import ABSTENTION_RATES, CONFIDENCE_FUNCTIONS, TieGroups, abstention_curve, nauc
 from embedscope.types import KeyedRun, Qrels, RankedRun, RunDict, short_order
 
@@ -161,7 +162,7 @@ def evaluate_ranking(
     if not len(rows):
         raise DataFormatError(
             "the run and the qrels have none of the same query ids (with a non-empty qrels entry): "
-            f"run {list(run.query_ids[:3])}..., qrels {list(qrels)[:3]}..."
+            f"run {listing(run.query_ids, 3, quote=True)}; qrels {listing(qrels, 3, quote=True)}"
         )
     query_ids = tuple(run.query_ids[i] for i in rows)
     lookup = _key_lookup(qrels, query_ids) if isinstance(run, KeyedRun) else _doc_lookup(run)

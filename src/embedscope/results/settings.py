@@ -2,8 +2,8 @@
 
 Each result records ``run_settings`` (the encoder's fingerprint, prompts and similarity, or the
 pipeline's fingerprint; ``top_k``, ``limits``, ``corpus_chunk_size``), ``task_settings`` (the task's
-protocol parameters) and ``data`` (where the data is, and a fingerprint of its files' paths, sizes and
-modification times). A stored result whose record differs is not reused (see
+protocol parameters) and ``data`` (where the data is, and a hash of the content of every file the task
+reads). A stored result whose record differs is not reused (see
 :func:`settings_difference`).
 
 >>> settings_difference({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}})
@@ -13,9 +13,12 @@ modification times). A stored result whose record differs is not reused (see
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
+from embedscope.data.builtin import builtin_data_files
+from embedscope.data.fingerprint import file_hashes
 from embedscope.models.fingerprint import hash_dict, short
 from embedscope.tasks.base import INFO_FIELDS, TaskInfo
 
@@ -82,31 +85,45 @@ def task_settings(task: Any) -> dict[str, Any]:
     return out
 
 
-def data_fingerprint(task: Any) -> dict[str, Any]:
-    """``{"location", "fingerprint"}`` of the task's data: for local files, their resolved location and a hash
-    of every file's relative path, size and modification time; else the source and dataset revision."""
+def data_fingerprint(task: Any, index_dir: str | Path | None = None) -> dict[str, Any]:
+    """``{"location", "fingerprint"}`` of the task's data: a hash of the content of every file the task reads,
+    with its relative path (local files: ``location`` is their resolved folder or file; built-in data: the
+    package files, ``location`` None); for data on the hub, a hash of the source and its pinned revision.
+
+    Content hashes come from :func:`embedscope.data.fingerprint.file_hashes`, whose index in ``index_dir``
+    (None: in memory) spares reading unchanged files again.
+    """
     source = str(getattr(task, "source", "") or "")
     path = Path(source) if source else None
     if path is not None and path.exists():
         root = path.resolve()
-        files = (
-            [root]
-            if root.is_file()
-            else sorted(
-                f
-                for f in root.rglob("*")
-                if f.is_file() and not any(p.startswith(".") for p in f.relative_to(root).parts)
-            )
-        )
-        entries = [
-            (f.relative_to(root).as_posix() if f != root else f.name, f.stat().st_size, f.stat().st_mtime_ns)
-            for f in files
-        ]
-        return {"location": str(root), "fingerprint": short(hash_dict(entries))}
+        if root.is_file():
+            return {"location": str(root), "fingerprint": _content_fingerprint(root.parent, [root.name], index_dir)}
+        return {"location": str(root), "fingerprint": _content_fingerprint(root, _data_files(root), index_dir)}
+    builtin = builtin_data_files(source) if source else None
+    if builtin is not None:
+        return {"location": None, "fingerprint": _content_fingerprint(*builtin, index_dir)}
     return {
         "location": None,
         "fingerprint": short(hash_dict({"source": source, "revision": getattr(task, "dataset_revision", "")})),
     }
+
+
+def _data_files(root: Path) -> list[str]:
+    """Every file under ``root`` outside hidden folders (``.git``, ``.cache`` of a hub copy), as sorted
+    names relative to ``root``."""
+    names: list[str] = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".")]
+        prefix = os.path.relpath(folder, root).replace(os.sep, "/")
+        names += [n if prefix == "." else f"{prefix}/{n}" for n in files if not n.startswith(".")]
+    return sorted(names)
+
+
+def _content_fingerprint(root: Path, names: list[str], index_dir: str | Path | None) -> str:
+    """Short hash of ``[relative name, content hash]`` of each file."""
+    hashes = file_hashes([os.path.join(root, n) for n in names], index_dir)
+    return short(hash_dict({"content": [[n, h] for n, h in zip(names, hashes)]}))
 
 
 def settings_difference(stored: Any, current: Any, prefix: str = "") -> str:

@@ -94,12 +94,17 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file in the same folder, fsync it, then rename it over ``path``."""
+    """Write ``data`` to a temporary file in the same folder, fsync it, then rename it over ``path``.
+
+    A failure names ``path`` (never the temporary file): a folder at ``path`` is a ConfigError."""
     path = Path(path)
     if resolved(path).is_dir():
-        raise ConfigError(f"{path}: is a folder; give the name of a file to write")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        raise ConfigError(f"{path} is a folder: give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot write ({e.strerror or e}); check the folder") from None
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; a result file gets the usual mode
         with os.fdopen(fd, "wb") as f:
@@ -107,6 +112,11 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if path.is_dir():
+            raise ConfigError(f"{path} is a folder: give a file name") from None
+        raise ConfigError(f"{path}: cannot write ({e.strerror or e})") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -9,13 +9,14 @@ candidate slot, so the same reranker serves two-stage pipelines and MTEB reranki
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from embedscope.types import Corpus, Queries, RankedRun
+from embedscope.errors import ConfigError, DataFormatError
+from embedscope.types import Corpus, Queries, RankedRun, Texts
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,10 @@ class SearchOptions:
     corpus_chunk_size: int = 50_000
     show_progress: bool = False
     limits: int | None = None
+    filter_field: str | None = None
+    """A metadata field (:class:`~embedscope.types.Texts`): each query searches only the documents whose
+    value equals its own (compared as text). BM25 and FTS5 keep the statistics of the whole corpus (one
+    index, filtered); dense and late-interaction search rank the matching documents as they would alone."""
 
 
 @runtime_checkable
@@ -127,3 +132,83 @@ def unique_candidates(doc_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pos = np.full(doc_index.shape, -1, dtype=np.int64)
     pos[valid] = inverse
     return uniq, pos
+
+
+@dataclass(frozen=True)
+class FilterGroup:
+    """The queries that share a filter value, and the corpus rows that hold it."""
+
+    value: str
+    query_rows: np.ndarray
+    doc_rows: np.ndarray
+
+
+def filter_values(texts: Texts, name: str, kind: str) -> list[str | None]:
+    """Each row's value of metadata field ``name`` as text (None where it has none); a ConfigError
+    when no row has the field."""
+    values = texts.metadata.get(name)
+    if values is None:
+        known = ", ".join(sorted(texts.metadata)) or "none"
+        raise ConfigError(
+            f"filter field {name!r}: the {kind} have no metadata field of that name (their fields: {known}); "
+            "add it to each row (a column, or BEIR's metadata object)"
+        )
+    return [None if v is None else str(v) for v in values]
+
+
+def filter_groups(queries: Queries, corpus: Corpus, name: str) -> list[FilterGroup]:
+    """The queries grouped by their value of ``name`` (in order of first appearance), each with the corpus
+    rows of equal value. A query without a value is a DataFormatError naming it."""
+    query_values = filter_values(queries, name, "queries")
+    doc_values = filter_values(corpus, name, "documents")
+    missing = [q for q, v in zip(queries.ids, query_values) if v is None]
+    if missing:
+        raise DataFormatError(
+            f"filter field {name!r}: query {missing[0]!r} has no value ({len(missing)} queries without one); "
+            "give every query a value or search without the filter"
+        )
+    docs_by_value: dict[str, list[int]] = {}
+    for i, v in enumerate(doc_values):
+        if v is not None:
+            docs_by_value.setdefault(v, []).append(i)
+    queries_by_value: dict[str, list[int]] = {}
+    for i, v in enumerate(query_values):
+        queries_by_value.setdefault(str(v), []).append(i)
+    return [
+        FilterGroup(v, np.asarray(rows, dtype=np.int64), np.asarray(docs_by_value.get(v, []), dtype=np.int64))
+        for v, rows in queries_by_value.items()
+    ]
+
+
+def assemble_groups(
+    queries: Queries, corpus: Corpus, parts: Sequence[tuple[FilterGroup, np.ndarray, np.ndarray]]
+) -> RankedRun:
+    """One run over the whole corpus from per-group ``(group, doc_index, scores)``, where ``doc_index``
+    indexes the whole corpus (−1 = empty slot); query rows in the order of ``queries``."""
+    rows: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, dtype=np.int64), np.zeros(0))] * len(queries)
+    for group, index, scores in parts:
+        for r, q in enumerate(group.query_rows.tolist()):
+            keep = index[r] >= 0
+            rows[q] = (index[r][keep], scores[r][keep])
+    return run_from_rows(tuple(queries.ids), tuple(corpus.ids), rows)
+
+
+def search_each_group(
+    retrieve: Callable[[Queries, Corpus, SearchOptions], RankedRun],
+    queries: Queries,
+    corpus: Corpus,
+    options: SearchOptions,
+) -> RankedRun:
+    """``options.filter_field`` by restriction: each group of queries is searched (``retrieve``, without the
+    filter) over the matching documents alone, so a document's score and rank are those it has among them
+    (dense and late-interaction search, whose scores do not depend on the other documents)."""
+    assert options.filter_field is not None
+    plain = replace(options, filter_field=None)
+    parts: list[tuple[FilterGroup, np.ndarray, np.ndarray]] = []
+    for group in filter_groups(queries, corpus, options.filter_field):
+        if not len(group.doc_rows):
+            continue
+        run = retrieve(queries.select(group.query_rows.tolist()), corpus.select(group.doc_rows.tolist()), plain)
+        index = np.where(run.doc_index >= 0, group.doc_rows[np.maximum(run.doc_index, 0)], -1)
+        parts.append((group, index, run.scores))
+    return assemble_groups(queries, corpus, parts)

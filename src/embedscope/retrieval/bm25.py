@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, UnknownNameError
-from embedscope.retrieval.base import SearchOptions
+from embedscope.retrieval.base import SearchOptions, assemble_groups, filter_groups
 from embedscope.types import Corpus, Queries, RankedRun
 
 logger = logging.getLogger(__name__)
@@ -107,10 +107,20 @@ class BM25Retriever:
         return BM25Index(self, tokenizer, model, len(corpus))
 
     def retrieve(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> RankedRun:
-        """Index the corpus, then search every query (top ``options.top_k``)."""
+        """Index the corpus, then search every query (top ``options.top_k``). With ``options.filter_field``
+        the index still holds the whole corpus (its statistics: idf, average length), and each query's
+        documents are those of its own value: bm25s' scores of the others are masked to 0 and dropped."""
         index = self.index(corpus, options.show_progress, n_queries=len(queries))
-        doc_index, scores = index.search(list(queries.texts), options.top_k, options.show_progress)
-        return RankedRun(tuple(queries.ids), tuple(corpus.ids), doc_index, scores)
+        if options.filter_field is None:
+            doc_index, scores = index.search(list(queries.texts), options.top_k, options.show_progress)
+            return RankedRun(tuple(queries.ids), tuple(corpus.ids), doc_index, scores)
+        parts = []
+        for group in filter_groups(queries, corpus, options.filter_field):
+            mask = np.zeros(len(corpus), dtype=bool)
+            mask[group.doc_rows] = True
+            texts = [queries.texts[i] for i in group.query_rows.tolist()]
+            parts.append((group, *index.search(texts, options.top_k, options.show_progress, mask=mask)))
+        return assemble_groups(queries, corpus, parts)
 
 
 @dataclass
@@ -122,20 +132,28 @@ class BM25Index:
     model: Any
     n_documents: int
 
-    def search(self, queries: list[str], top_k: int, show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """``(doc_index, scores)`` ``[n_queries, min(top_k, n_docs)]``; −1 / −inf where nothing matched."""
+    def search(
+        self, queries: list[str], top_k: int, show_progress: bool = False, mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(doc_index, scores)`` ``[n_queries, min(top_k, n_docs)]``; −1 / −inf where nothing matched.
+        With ``mask`` (bool per document) only the documents it marks can be returned."""
         k = min(top_k, self.n_documents)
         if k == 0 or not queries:
             return np.full((len(queries), k), -1, dtype=np.int64), np.full((len(queries), k), -np.inf)
         ids = self.tokenizer.tokenize(queries, update_vocab=False, return_as="ids", show_progress=show_progress)
         threads = (os.cpu_count() or 1) if self.retriever.n_threads < 0 else self.retriever.n_threads
-        docs, scores = self.model.retrieve(ids, k=k, show_progress=show_progress, n_threads=threads)
+        weights = None if mask is None else mask.astype(np.float32)
+        docs, scores = self.model.retrieve(
+            ids, k=k, show_progress=show_progress, n_threads=threads, weight_mask=weights
+        )
         doc_index = np.asarray(docs, dtype=np.int64)
         values = np.asarray(scores, dtype=np.float32).astype(np.float64)
         if self.retriever.method in ("bm25l", "bm25+"):  # absent terms add a constant: test membership
             no_match = ~self._contains_a_query_term(ids, doc_index)
         else:
             no_match = values == 0.0
+        if mask is not None:
+            no_match |= ~mask[doc_index]
         doc_index[no_match] = -1
         values[no_match] = -np.inf
         return doc_index, values

@@ -24,7 +24,7 @@ import numpy as np
 
 from embedscope.models.base import Encoder, Similarity
 from embedscope.models.device import compute_device, free_memory_mb
-from embedscope.retrieval.base import SearchOptions, unique_candidates
+from embedscope.retrieval.base import SearchOptions, search_each_group, unique_candidates
 from embedscope.types import Corpus, Queries, RankedRun
 
 
@@ -123,8 +123,20 @@ def _corpus_chunks(
 def dense_search(
     encoder: Encoder, queries: Queries, corpus: Corpus, options: SearchOptions, timings: dict[str, float] | None = None
 ) -> RankedRun:
-    """Encode queries and corpus (chunked) and keep each query's top ``top_k`` documents."""
+    """Encode queries and corpus (chunked) and keep each query's top ``top_k`` documents; with
+    ``options.filter_field``, among each query's matching documents
+    (:func:`~embedscope.retrieval.base.search_each_group`: the ranking dense search gives them alone)."""
     timings = {} if timings is None else timings
+    if options.filter_field is not None:
+
+        def one_group(q: Queries, c: Corpus, o: SearchOptions) -> RankedRun:
+            part: dict[str, float] = {}
+            run = dense_search(encoder, q, c, o, part)
+            for key, seconds in part.items():
+                timings[key] = timings.get(key, 0.0) + seconds
+            return run
+
+        return search_each_group(one_group, queries, corpus, options)
     t0 = time.perf_counter()
     q_vectors = encoder.encode(
         list(queries.texts), role="query", batch_size=options.batch_size, show_progress=options.show_progress

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedscope.errors import ConfigError, UnknownNameError
-from embedscope.retrieval.base import SearchOptions, run_from_rows
+from embedscope.retrieval.base import SearchOptions, filter_groups, filter_values, run_from_rows
 from embedscope.types import Corpus, Queries, RankedRun
 
 _WORD = re.compile(r"\w", re.UNICODE)
@@ -108,39 +108,85 @@ class FTS5Retriever:
         return FTS5Index.build(corpus.texts, self.tokenize)
 
     def retrieve(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> RankedRun:
-        index = self.index(corpus)
+        """Each query's top ``options.top_k`` passages. With ``options.filter_field`` the table has the
+        field as a second indexed column (the fastbook study's ``fts5(chapter, text)``) and each query
+        adds ``AND <field> = ?``: one table, so FTS5's statistics come from the whole corpus."""
+        field = options.filter_field
+        if field is None:
+            index = self.index(corpus)
+            values: list[str | None] = [None] * len(queries)
+        else:
+            filter_groups(queries, corpus, field)  # the checks: both sides have the field, every query a value
+            index = FTS5Index.build(corpus.texts, self.tokenize, (field, filter_values(corpus, field, "documents")))
+            values = filter_values(queries, field, "queries")
         try:
-            rows = [index.search(self.expression(q, t), options.top_k) for q, t in zip(queries.ids, queries.texts)]
+            rows = [
+                index.search(self.expression(q, t), options.top_k, value)
+                for q, t, value in zip(queries.ids, queries.texts, values)
+            ]
         finally:
             index.close()
         return run_from_rows(tuple(queries.ids), tuple(corpus.ids), rows)
 
 
-class FTS5Index:
-    """An in-memory FTS5 table over a list of texts (rowid = position + 1)."""
+def filter_column(field: str) -> str:
+    """The FTS5 column that holds a filter field: the field's own name when it is a plain identifier other
+    than ``text``, ``rank`` or ``rowid``, else ``filter_value`` (the name does not change any score).
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    >>> filter_column("chapter"), filter_column("a-b")
+    ('chapter', 'filter_value')
+    """
+    plain = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", field) and field.lower() not in (
+        "text",
+        "rank",
+        "rowid",
+        "passages",
+    )
+    return field if plain else "filter_value"
+
+
+class FTS5Index:
+    """An in-memory FTS5 table over a list of texts (rowid = position + 1); with a filter, a second
+    indexed column before the text holds each passage's value (``fts5(chapter, text)``)."""
+
+    def __init__(self, connection: sqlite3.Connection, column: str | None = None) -> None:
         self.connection = connection
+        self.column = column
 
     @classmethod
-    def build(cls, texts: Sequence[str], tokenize: str = "unicode61") -> FTS5Index:
+    def build(
+        cls,
+        texts: Sequence[str],
+        tokenize: str = "unicode61",
+        filter_by: tuple[str, Sequence[str | None]] | None = None,
+    ) -> FTS5Index:
         con = sqlite3.connect(":memory:")
+        column = None if filter_by is None else filter_column(filter_by[0])
+        columns = "text" if column is None else f"{column}, text"
         try:
-            con.execute(f"CREATE VIRTUAL TABLE passages USING fts5(text, tokenize='{tokenize}')")
+            con.execute(f"CREATE VIRTUAL TABLE passages USING fts5({columns}, tokenize='{tokenize}')")
         except sqlite3.OperationalError as e:
             con.close()
             raise ConfigError(f"SQLite FTS5 cannot build a table with tokenize={tokenize!r}: {e}") from e
-        con.executemany("INSERT INTO passages(rowid, text) VALUES (?, ?)", ((i + 1, t) for i, t in enumerate(texts)))
+        if filter_by is None:
+            rows: Iterable[tuple] = ((i + 1, t) for i, t in enumerate(texts))
+            con.executemany("INSERT INTO passages(rowid, text) VALUES (?, ?)", rows)
+        else:
+            rows = ((i + 1, v, t) for i, (v, t) in enumerate(zip(filter_by[1], texts)))
+            con.executemany(f"INSERT INTO passages(rowid, {column}, text) VALUES (?, ?, ?)", rows)
         con.execute("INSERT INTO passages(passages) VALUES ('optimize')")
         con.commit()
-        return cls(con)
+        return cls(con, column)
 
-    def search(self, expression: str, top_k: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(positions, scores)`` of the best ``top_k`` matches; empty for an empty expression."""
+    def search(self, expression: str, top_k: int, value: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(positions, scores)`` of the best ``top_k`` matches (with a filter column: among the passages
+        whose value is ``value``); empty for an empty expression."""
         if not expression:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
+        where = "passages MATCH ?" if self.column is None else f"passages MATCH ? AND {self.column} = ?"
+        args: tuple[str | None, ...] = (expression,) if self.column is None else (expression, value)
         rows = self.connection.execute(
-            "SELECT rowid, rank FROM passages WHERE passages MATCH ? ORDER BY rank LIMIT ?", (expression, top_k)
+            f"SELECT rowid, rank FROM passages WHERE {where} ORDER BY rank LIMIT ?", (*args, top_k)
         ).fetchall()
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0)

@@ -36,7 +36,7 @@ from embedscope.errors import ConfigError
 from embedscope.models.base import ModelBase
 from embedscope.models.device import compute_device, default_batch_size, free_memory_mb, with_oom_halving
 from embedscope.models.fingerprint import hash_dict, short
-from embedscope.retrieval.base import SearchOptions, unique_candidates
+from embedscope.retrieval.base import SearchOptions, search_each_group, unique_candidates
 from embedscope.types import Corpus, Queries, RankedRun, Role
 
 logger = logging.getLogger(__name__)
@@ -410,6 +410,10 @@ class LateInteraction:
         )
 
     def retrieve(self, queries: Queries, corpus: Corpus, options: SearchOptions) -> RankedRun:
+        """Exhaustive MaxSim top ``options.top_k``; with ``options.filter_field``, over each query's
+        matching documents (:func:`~embedscope.retrieval.base.search_each_group`)."""
+        if options.filter_field is not None:
+            return search_each_group(self.retrieve, queries, corpus, options)
         if len(corpus) > self.max_documents:
             logger.warning(
                 "exhaustive MaxSim over %d documents is slow: rerank a first stage's candidates instead", len(corpus)

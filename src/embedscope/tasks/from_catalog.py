@@ -9,6 +9,7 @@ local copy, the dataset comes from the hub at the pinned revision. Tasks with se
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,11 @@ def catalog_task(spec: str, *, data_dir: str | Path | None = None, path: str | P
     if task_type is None or task_type.from_catalog is None:
         raise ConfigError(f"{entry.name}: task type {entry.type} is not supported yet")
     location = locate_data(entry, data_dir=data_dir, path=path)
-    return task_type.from_catalog(entry, subset, location)
+    task = task_type.from_catalog(entry, subset, location)
+    if Path(location).exists() and dataclasses.is_dataclass(task) and not isinstance(task, type):
+        # a local copy (--data-dir): the source names it, so the data fingerprint hashes its files
+        task = dataclasses.replace(task, source=str(location))
+    return task
 
 
 def catalog_fields(entry: CatalogEntry, subset: str) -> dict[str, Any]:

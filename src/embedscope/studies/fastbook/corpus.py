@@ -25,8 +25,10 @@ def export_beir(benchmark: Benchmark, passages: Sequence[Any], folder: str | Pat
     """The benchmark as a BEIR folder: passages → corpus.jsonl, questions → queries.jsonl, and qrels
     (``qrels/test.tsv``) marking a passage relevant (1) when it holds any context of any component.
     With ``scope="chapter"`` only passages of the question's own chapter can be relevant."""
+    from embedscope.data.documents import check_unique_ids
     from embedscope.results.store import atomic_write_text
 
+    check_unique_ids(passages, "fastbook export-beir")
     folder = Path(folder)
     atomic_write_text(
         folder / "corpus.jsonl", "".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in passages)

@@ -2,8 +2,10 @@
 Modified MRR@k / Modified Recall@k overall and per chapter.
 
 Queries are the question texts (surrounding quotes stripped) or, for FTS5 stages, keyword lists
-from a CSV. Several retrievers can be fused and reranked, as in any :class:`Pipeline`. With ``scope="chapter"`` each question searches only the passages of its own chapter (the
-study's setting); ``scope="all"`` searches every passage. Results are written in MTEB's result
+from a CSV. Several retrievers can be fused and reranked, as in any :class:`Pipeline`. With
+``scope="chapter"`` each question searches only the passages of its own chapter (the study's setting),
+as a filter on one index of all passages (``SearchOptions.filter_field``): BM25's and FTS5's statistics
+come from the whole book, as in the study's single FTS5 table; ``scope="all"`` searches every passage. Results are written in MTEB's result
 format (one entry for all questions, one per chapter as ``hf_subset`` ``chapter_<n>``) with a
 per-question CSV beside them.
 """
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embedscope.data.documents import Passage, passages_corpus
+from embedscope.data.documents import Passage, check_unique_ids, passages_corpus
 from embedscope.errors import ConfigError, DataFormatError, ResultExistsError
 from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.pipeline import Pipeline, parse_stage
@@ -104,12 +106,24 @@ def build_pipeline(
 
 
 def _retrieved(
-    pipeline: Pipeline, questions: list[Question], passages: list[Passage], k: int, batch_size: int
+    pipeline: Pipeline,
+    questions: list[Question],
+    passages: list[Passage],
+    k: int,
+    batch_size: int,
+    filter_field: str | None = None,
 ) -> dict[str, list[Passage]]:
+    """Each question's top ``k`` passages; ``filter_field="chapter"``: among its own chapter's passages,
+    searched in one index of all passages (:attr:`SearchOptions.filter_field`)."""
     if not passages:
         return {q.qid: [] for q in questions}
-    queries = Queries(tuple(q.qid for q in questions), tuple(q.query_text for q in questions))
-    run = pipeline.retrieve(queries, passages_corpus(passages), SearchOptions(top_k=k, batch_size=batch_size))
+    queries = Queries(
+        tuple(q.qid for q in questions),
+        tuple(q.query_text for q in questions),
+        {"chapter": tuple(q.chapter for q in questions)},
+    )
+    options = SearchOptions(top_k=k, batch_size=batch_size, filter_field=filter_field)
+    run = pipeline.retrieve(queries, passages_corpus(passages), options)
     return {qid: [passages[i] for i in row if i >= 0][:k] for qid, row in zip(run.query_ids, run.doc_index)}
 
 
@@ -142,24 +156,22 @@ def run_fastbook(
     if k < 1:
         raise ConfigError(f"k must be >= 1, got {k}")
     passages = list(passages)
+    check_unique_ids(passages, "fastbook run")
     if scope == "chapter" and any(p.chapter is None for p in passages):
         raise DataFormatError("scope 'chapter' needs the chapter of every passage (a number in each file name)")
     started = time.perf_counter()
     pipeline = build_pipeline(retriever, fusion=fusion, rerankers=rerankers, keywords=keywords, cache=cache, name=name)
     depth = max(k, top_k or k)
-    retrieved: dict[str, list[Passage]] = {}
-    if scope == "all":
-        retrieved = _retrieved(pipeline, list(benchmark.questions), passages, depth, batch_size)
-    else:
+    if scope == "chapter":
         for chapter in benchmark.chapters():
-            pool = [p for p in passages if p.chapter == chapter]
-            if not pool:
+            if not any(p.chapter == chapter for p in passages):
                 raise DataFormatError(
                     f"chapter {chapter} has questions but no passages: add its document "
                     "(the chapter number is read from the file name)"
                 )
-            questions = [q for q in benchmark.questions if q.chapter == chapter]
-            retrieved.update(_retrieved(pipeline, questions, pool, depth, batch_size))
+    retrieved = _retrieved(
+        pipeline, list(benchmark.questions), passages, depth, batch_size, "chapter" if scope == "chapter" else None
+    )
     rows: list[dict[str, Any]] = []
     for q in benchmark.questions:
         components = scored_components(q, exclude_extraneous=exclude_extraneous, exclude_implicit=exclude_implicit)
