@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / "src" / "embedscope"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("messages",),
     ("errors",),
-    ("version", "types", "registry", "hub", "progress", "profiling"),
+    ("version", "types", "registry", "hub", "progress", "profiling", "files"),
     ("data",),
     ("models",),
     ("engines",),

@@ -173,7 +173,9 @@ def test_token_windows_respect_size_and_overlap():
     assert any(chunks[0].split()[-1] in chunks[1] for _ in [0])  # neighbours share text
     with pytest.raises(DataFormatError, match="smaller than the chunk size"):
         chunk_tokens("x", chunk_size=10, overlap=10)
-    minilm = chunk_tokens(" ".join(sentences), chunk_size=100, overlap=0, tokenizer="minilm")
+    from embedscope.models.specs import tokenizer_location
+
+    minilm = chunk_tokens(" ".join(sentences), chunk_size=100, overlap=0, tokenizer=tokenizer_location("minilm"))
     assert len(minilm) > 5
 
 

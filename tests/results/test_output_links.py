@@ -11,7 +11,8 @@ import pytest
 import embedscope
 from embedscope.cli.main import main
 from embedscope.errors import ConfigError
-from embedscope.results.store import ResultStore, atomic_write_text
+from embedscope.files import atomic_write_text
+from embedscope.results.store import ResultStore
 from embedscope.testing.fakes import HashEncoder
 from embedscope.testing.tiny import tiny_retrieval_task
 

@@ -13,7 +13,8 @@ import embedscope
 from embedscope.cli.main import main
 from embedscope.data.builtin import bbc_news_retrieval
 from embedscope.errors import ConfigError
-from embedscope.results.store import ResultStore, write_json_atomic
+from embedscope.files import write_json_atomic
+from embedscope.results.store import ResultStore
 from embedscope.settings.files import load_settings
 from embedscope.testing.fakes import KeywordEncoder
 from embedscope.testing.tiny import TINY_CORPUS, TINY_QRELS, TINY_QUERIES

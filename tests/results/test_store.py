@@ -7,8 +7,9 @@ import json
 import pytest
 
 from embedscope.errors import ConfigError, UnknownNameError
+from embedscope.files import write_json_atomic
 from embedscope.results.schema import TaskResult, score_entry
-from embedscope.results.store import ResultStore, check_strategy, safe_name, splits_to_run, write_json_atomic
+from embedscope.results.store import ResultStore, check_strategy, safe_name, splits_to_run
 
 
 def _result(splits=("test",)) -> TaskResult:
@@ -75,7 +76,7 @@ def test_safe_name():
 
 def test_atomic_write_to_a_folder_names_the_folder_not_a_temporary_file(tmp_path):
     """Issue 21: ``--per-query DIR`` said ``/…/.s.kbjgj28_.tmp -> /…/s: Is a directory``."""
-    from embedscope.results.store import atomic_write_text
+    from embedscope.files import atomic_write_text
 
     (tmp_path / "s").mkdir()
     with pytest.raises(ConfigError, match=r"s is a folder: give a file name$") as caught:
@@ -85,7 +86,7 @@ def test_atomic_write_to_a_folder_names_the_folder_not_a_temporary_file(tmp_path
 
 
 def test_atomic_write_under_a_file_names_the_path(tmp_path):
-    from embedscope.results.store import atomic_write_text
+    from embedscope.files import atomic_write_text
 
     (tmp_path / "f").write_text("")
     with pytest.raises(ConfigError, match=r"f/out\.csv: cannot write") as caught:

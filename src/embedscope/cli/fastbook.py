@@ -34,12 +34,13 @@ def _add_chunk_options(p: argparse.ArgumentParser, method: str = "tokens") -> No
 
 def _chunk_options(args: argparse.Namespace):
     from embedscope.data.documents import ChunkOptions
+    from embedscope.models.specs import tokenizer_location
 
     return ChunkOptions(
         method=args.method,
         chunk_size=args.chunk_size,
         overlap=args.overlap,
-        tokenizer=args.tokenizer,
+        tokenizer=tokenizer_location(args.tokenizer),
         paragraphs=args.paragraphs,
         keep_headers=not args.no_headers,
         stop_at=args.stop_at or None,
@@ -177,7 +178,7 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.table_csv:
-        from embedscope.results.store import atomic_write_text
+        from embedscope.files import atomic_write_text
 
         atomic_write_text(args.table_csv, report.table_csv())
         print(f"wrote {args.table_csv}")

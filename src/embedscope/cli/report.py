@@ -62,13 +62,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     tables = build_report(rows, digits=digits, borda=bool(args.benchmark))
     print(tables.csv() if args.format == "csv" else tables.markdown())
     if args.csv:
-        from embedscope.results.store import atomic_write_text
+        from embedscope.files import atomic_write_text
 
         atomic_write_text(args.csv, tables.csv())
     if args.html:
         from embedscope.compare.core import CompareOptions, check_options
         from embedscope.compare.html import build_html
-        from embedscope.results.store import atomic_write_text
+        from embedscope.files import atomic_write_text
 
         options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction)
         check_options(options)

@@ -285,7 +285,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
     ranking = rank_run(args.qrels, args.run, k_values=args.k, ignore_identical_ids=args.ignore_identical_ids)
     if args.per_query:
-        from embedscope.results.store import atomic_write_text
+        from embedscope.files import atomic_write_text
 
         atomic_write_text(args.per_query, ranking.per_query_csv())
     scores = ranking.to_mteb()
@@ -377,7 +377,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     text = json.dumps(record, indent=2, ensure_ascii=False)
     print(text)
     if args.output:
-        from embedscope.results.store import atomic_write_text
+        from embedscope.files import atomic_write_text
 
         atomic_write_text(_eval_output_path(args.output, record), text + "\n")
     return 0

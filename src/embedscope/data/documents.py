@@ -148,9 +148,7 @@ def _token_counter(tokenizer: str) -> Callable[[str], list]:
         return get_tokenizer()
     from tokenizers import Tokenizer
 
-    from embedscope.models.specs import ALIASES, alias_path
-
-    path = alias_path(tokenizer) if tokenizer.lower() in ALIASES else Path(tokenizer)
+    path = Path(tokenizer)
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.is_file():
         raise DataFormatError(
@@ -303,7 +301,7 @@ def check_unique_ids(passages: Sequence[Passage], where: str | Path) -> None:
 
 def write_passages(passages: Sequence[Passage], path: str | Path) -> Path:
     """Passages as a BEIR-style ``corpus.jsonl`` (extra fields: source, chapter), written atomically."""
-    from embedscope.results.store import atomic_write_text
+    from embedscope.files import atomic_write_text
 
     if Path(path).is_dir():
         raise ConfigError(f"{path} is a folder: give the corpus file to write, e.g. {Path(path) / 'corpus.jsonl'}")

@@ -175,6 +175,20 @@ def alias_path(alias: str) -> Path:
     return target.parent if a.folder else target
 
 
+def tokenizer_location(name: str) -> str:
+    """Where a tokenizer named ``name`` is: an alias's model folder (its ``tokenizer.json``), else ``name`` as given
+    (``cl100k_base``, a ``tokenizer.json`` or its folder).
+
+    >>> tokenizer_location("cl100k_base")
+    'cl100k_base'
+    """
+    key = name.strip().lower()
+    if key in ALIASES:
+        alias = ALIASES[key]
+        return str(alias_path(alias.tokenizer_from or key))
+    return name
+
+
 # -- kind detection -----------------------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ def export_beir(benchmark: Benchmark, passages: Sequence[Any], folder: str | Pat
     (``qrels/test.tsv``) marking a passage relevant (1) when it holds any context of any component.
     With ``scope="chapter"`` only passages of the question's own chapter can be relevant."""
     from embedscope.data.documents import check_unique_ids
-    from embedscope.results.store import atomic_write_text
+    from embedscope.files import atomic_write_text
 
     check_unique_ids(passages, "fastbook export-beir")
     folder = Path(folder)

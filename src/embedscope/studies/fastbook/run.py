@@ -213,8 +213,9 @@ def _means(rows: list[dict[str, Any]], k: int) -> dict[str, float]:
 
 
 def _write(report: FastbookReport, pipeline: Pipeline, folder: Path, overwrite: bool, scope: str) -> None:
+    from embedscope.files import atomic_write_text
     from embedscope.results.schema import TaskResult, now_iso
-    from embedscope.results.store import ResultStore, atomic_write_text
+    from embedscope.results.store import ResultStore
 
     store = ResultStore(folder, pipeline.name, pipeline.revision)
     path = store.path(TASK_NAME)
