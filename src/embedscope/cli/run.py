@@ -127,6 +127,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--corpus-chunk-size",
         help="documents encoded and scored at once (default MTEB's 50,000; bounds memory); retrieval only",
     )
+    p.add_argument(
+        "--filter-field",
+        metavar="NAME",
+        help="filtered search: each query searches only the documents whose metadata NAME equals its own (a column "
+        "of the corpus and queries files, or a key of BEIR's metadata); BM25/FTS5 statistics stay whole-corpus",
+    )
     p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
     p.add_argument("--backend", help="force sentence-transformers | transformers | onnx | static")
     p.add_argument("--pooling", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")

@@ -43,12 +43,15 @@ def pair_statistic_type(task_type: str) -> bool:
     """Whether ``task_type``'s main score is a statistic of all its pairs (Spearman, average precision), so its
     per-item rows are pair columns tested by a bootstrap over pairs, rather than values whose mean is the score.
 
-    The one place in ``compare`` that names task types (to be read from the task-type registry).
+    Read from the task-type registry (``TaskType.pairwise_score``); a type embedscope does not know is not.
 
-    >>> pair_statistic_type("STS"), pair_statistic_type("Retrieval")
-    (True, False)
+    >>> pair_statistic_type("STS"), pair_statistic_type("Retrieval"), pair_statistic_type("Unknown")
+    (True, False, False)
     """
-    return task_type in ("STS", "PairClassification")
+    from embedscope.tasks.types import TASK_TYPES
+
+    found = TASK_TYPES.find(task_type)
+    return found is not None and found.pairwise_score
 
 
 def pair_statistic(metric: str) -> PairStatistic | None:

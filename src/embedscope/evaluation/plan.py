@@ -19,7 +19,12 @@ from embedscope.tasks.base import Task
 from embedscope.tasks.registry import DEFAULT_TASKS, resolve_task
 from embedscope.tasks.types import TASK_TYPES, get_task_type
 
-RUN_OPTIONS = ("top_k", "corpus_chunk_size", "save_predictions")  # options some task types use, others not
+RUN_OPTIONS = (
+    "top_k",
+    "corpus_chunk_size",
+    "save_predictions",
+    "filter_field",
+)  # options some task types use, others not
 
 
 def _named(settings: RunSettings, key: str) -> str:
@@ -120,7 +125,7 @@ def model_tasks(
     wrong = [f"{t.name} ({t.type})" for t in tasks if not _accepts(t, roles)]
     if wrong:
         if "searcher" in roles or "candidate_scorer" in roles:
-            kinds = "Reranking" if "searcher" not in roles else "Retrieval and Reranking"
+            kinds = " and ".join(t.name for t in TASK_TYPES if set(t.model_roles) & roles)
             raise ConfigError(
                 f"{name} is a retrieval pipeline{' without a first-stage retriever' if 'searcher' not in roles else ''}:"
                 f" it evaluates {kinds} tasks only, not {listing(wrong)}. "

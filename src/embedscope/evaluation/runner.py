@@ -107,10 +107,15 @@ def _run_task(
     save_predictions: bool,
     placement: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
+    index_dir: Path | None = None,
 ) -> TaskOutcome:
     record = json.loads(
         json.dumps(  # as the result file will hold it
-            {"run_settings": settings or {}, "task_settings": task_settings(task), "data": data_fingerprint(task)},
+            {
+                "run_settings": settings or {},
+                "task_settings": task_settings(task),
+                "data": data_fingerprint(task, index_dir),
+            },
             default=str,
         )
     )
@@ -264,12 +269,15 @@ def _evaluate_model(
         settings.top_k if encodes else 1000,
         settings.limits,
         settings.corpus_chunk_size,
+        settings.filter_field,
     )
     if settings.task_params:
         kwargs["task_params"] = dict(settings.task_params)  # another protocol: its own folder, as mteb's
     store = ResultStore(settings.output_folder, model.name, model.revision, experiment_name(kwargs))
     placement = run_placement(model)
-    record = run_settings(model, settings.top_k, settings.limits, settings.corpus_chunk_size, not encodes)
+    record = run_settings(
+        model, settings.top_k, settings.limits, settings.corpus_chunk_size, not encodes, settings.filter_field
+    )
     experiment = {"experiment_kwargs": kwargs} if kwargs else {}
     store.save_model_meta({**model_meta(model), **placement, **experiment, "run_settings": record})
     options = SearchOptions(
@@ -278,9 +286,11 @@ def _evaluate_model(
         settings.corpus_chunk_size,
         progress_wanted(settings.show_progress),  # never into piped output or log files, as the CLI
         settings.limits,
+        settings.filter_field,
     )
+    index = cache.directory if cache is not None else None  # the data fingerprints' index lives in the cache folder
     outcomes = [
-        _run_task(t, model, store, settings.overwrite, options, settings.save_predictions, placement, record)
+        _run_task(t, model, store, settings.overwrite, options, settings.save_predictions, placement, record, index)
         for t in chosen
     ]
     return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), time.perf_counter() - started)

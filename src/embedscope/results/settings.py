@@ -27,7 +27,12 @@ NOT_SETTINGS = ("device", "devices", "revision", "name")
 
 
 def run_settings(
-    model: Any, top_k: int, limits: int | None, corpus_chunk_size: int, pipeline: bool = False
+    model: Any,
+    top_k: int,
+    limits: int | None,
+    corpus_chunk_size: int,
+    pipeline: bool = False,
+    filter_field: str | None = None,
 ) -> dict[str, Any]:
     """Everything about the model (or ``pipeline``) and the search that changes a vector or a score.
     Only identity attributes are read, so a lazily loaded model stays unloaded."""
@@ -35,11 +40,17 @@ def run_settings(
         identity: dict[str, Any] = {"pipeline": model.fingerprint}
     else:
         identity = {"fingerprint": model.fingerprint, "prompts": dict(model.prompts), "similarity": model.similarity}
-    return {"model": identity, "top_k": top_k, "limits": limits, "corpus_chunk_size": corpus_chunk_size}
+    record = {"model": identity, "top_k": top_k, "limits": limits, "corpus_chunk_size": corpus_chunk_size}
+    return {**record, "filter_field": filter_field} if filter_field is not None else record
 
 
 def experiment_kwargs(
-    model_options: dict[str, Any] | None, dtype: str | None, top_k: int, limits: int | None, corpus_chunk_size: int
+    model_options: dict[str, Any] | None,
+    dtype: str | None,
+    top_k: int,
+    limits: int | None,
+    corpus_chunk_size: int,
+    filter_field: str | None = None,
 ) -> dict[str, Any]:
     """The settings this run sets apart from the model's own (MTEB's ``experiment_kwargs``); empty for a
     plain run.
@@ -58,6 +69,8 @@ def experiment_kwargs(
         kwargs["limits"] = limits
     if corpus_chunk_size != 50_000:
         kwargs["corpus_chunk_size"] = corpus_chunk_size
+    if filter_field is not None:
+        kwargs["filter_field"] = filter_field
     return kwargs
 
 

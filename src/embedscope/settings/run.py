@@ -333,6 +333,7 @@ class RunSettings(BaseModel):
     top_k: PositiveInt = 1000
     corpus_chunk_size: PositiveInt = 50_000
     limits: PositiveInt | None = None
+    filter_field: str | None = None  # each query searches only documents whose metadata field equals its own
     # results and caches
     output_folder: Folder = "results"
     overwrite: OverwriteName = "only-missing"

@@ -147,7 +147,7 @@ register_task_type(
         "Retrieval",
         RetrievalTask,
         model_roles=("encoder", "searcher"),
-        run_options=("top_k", "corpus_chunk_size", "save_predictions"),
+        run_options=("top_k", "corpus_chunk_size", "save_predictions", "filter_field"),
         signature_score="ndcg_at_10",
         signature_rank=5,
         document_label="corpus",
