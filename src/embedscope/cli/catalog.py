@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import cast
 
 from embedscope.cli.options import benchmark_tasks
@@ -70,6 +71,8 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     from embedscope.tasks.registry import task_listing
     from embedscope.tasks.types import get_task_type
 
+    if args.data_dir is not None and not os.path.isdir(args.data_dir):
+        raise ConfigError(f"--data-dir {args.data_dir}: no such folder")
     rows = task_listing(
         type=None if args.type is None else get_task_type(args.type).name,  # an unknown type lists the known ones
         language=args.language,

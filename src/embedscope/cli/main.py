@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(["run", *(argv or sys.argv[1:])])
     try:
         return int(args.func(args) or 0)
-    except (EmbedscopeError, OSError, UnicodeDecodeError, sqlite3.Error) as e:
+    except (EmbedscopeError, OSError, UnicodeDecodeError, sqlite3.Error, MemoryError) as e:
         if args.verbose:
             import traceback
 
@@ -67,6 +67,10 @@ def _one_line(error: BaseException) -> str:
     """What went wrong, in one line: embedscope's own message, or the file an OS error names and why."""
     if isinstance(error, EmbedscopeError):
         return str(error)
+    if isinstance(error, MemoryError):
+        return (
+            f"out of memory ({error or 'an allocation failed'}); ask for less (fewer rounds, a smaller batch or top-k)"
+        )
     if isinstance(error, UnicodeDecodeError):
         return f"a file is not UTF-8 text ({error}); save it as UTF-8 (run with --verbose to see which)"
     if isinstance(error, sqlite3.Error):

@@ -45,17 +45,28 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="model (name or folder) the HTML report tests others against (default: the first)",
     )
-    p.add_argument("--test", default="permutation", help="significance test for --html (as in 'compare')")
+    p.add_argument(
+        "--test", default=_REPORT_PARSER_DEFAULTS["test"], help="significance test for --html (as in 'compare')"
+    )
     p.add_argument("--rounds", type=int, default=10_000, help="resamples for --html intervals and tests")
     p.add_argument("--seed", type=int, default=42, help="random seed of --html's resampling (default 42)")
     p.add_argument("--correction", default="holm", help="holm (default) | bonferroni | none")
     p.set_defaults(func=_cmd_report)
 
 
+_REPORT_PARSER_DEFAULTS = {"test": "permutation", "rounds": 10_000, "seed": 42, "correction": "holm"}
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from embedscope.results.report import build_report, collect_results, restrict_to_benchmark
 
     digits = checked_digits(args.digits)
+    html_only = {"--test": "test", "--rounds": "rounds", "--seed": "seed", "--correction": "correction"}
+    given = [flag for flag, dest in html_only.items() if getattr(args, dest) != _REPORT_PARSER_DEFAULTS[dest]]
+    if args.baseline is not None:
+        given.append("--baseline")
+    if given and not args.html:
+        raise ConfigError(f"{', '.join(given)}: for the HTML report only; add --html FILE, or drop them")
     rows = collect_results(args.folders)
     if args.benchmark:
         rows = restrict_to_benchmark(rows, args.benchmark)

@@ -170,13 +170,16 @@ def score_interval(items: TaskItems, options: CompareOptions = CompareOptions())
     return out.ci_low, out.ci_high
 
 
+MAX_ROUNDS = 10_000_000  # resamples held at once stay within memory (a float per item and round)
+
+
 def check_options(options: CompareOptions) -> None:
     """Refuse options a user can get wrong, with one line each."""
     if options.test not in TESTS:
         raise UnknownNameError("test", options.test, TESTS)
     adjust([], options.correction)
-    if options.rounds < 1:
-        raise ConfigError(f"--rounds must be a positive integer, not {options.rounds}")
+    if not 1 <= options.rounds <= MAX_ROUNDS:
+        raise ConfigError(f"--rounds must be an integer from 1 to {MAX_ROUNDS:,}, not {options.rounds}")
     if not 0 < options.alpha < 1 or not 0 < options.confidence < 1:
         raise ConfigError("--alpha and --confidence must lie strictly between 0 and 1")
 

@@ -246,6 +246,11 @@ class ChunkOptions:
     stop_at: str | None = "## Questionnaire"
 
     def __post_init__(self) -> None:
+        if self.chunk_size < 1 or self.overlap < 0 or self.paragraphs < 1:
+            raise ConfigError(
+                f"chunking needs --chunk-size >= 1, --overlap >= 0 and --paragraphs >= 1 (got {self.chunk_size}, "
+                f"{self.overlap}, {self.paragraphs})"
+            )
         if self.method == "fastbook-reference" and (self.chunk_size, self.overlap, self.tokenizer) != (
             500,
             64,

@@ -346,7 +346,9 @@ class Pipeline:
             spec = parse_stage(spec)
             depth = spec.pop("top_k", None)
             steps.append(RerankStep(build_stage(spec, reranker=True, cache=cache, model_options=model_options), depth))
-        return cls(built, parse_fusion(fusion), steps, name or "")
+        pipeline = cls(built, parse_fusion(fusion), steps, name or "")
+        _check_model_options_used(pipeline, model_options)
+        return pipeline
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -458,6 +460,21 @@ class Pipeline:
         """The pipeline as a :class:`~embedscope.retrieval.roles.Searcher`: every stage's run and cost."""
         runs = self.stage_runs(queries, corpus, options)
         return Search(runs[-1].run, {f"{s.stage}:{s.name}": s.stats.seconds for s in runs}, tuple(runs))
+
+
+def _check_model_options_used(pipeline: Pipeline, model_options: Mapping[str, Any] | None) -> None:
+    """Model options other than device and dtype act on embedding-model stages; a pipeline with none of those
+    would drop them silently, so they are refused."""
+    from embedscope.retrieval.dense import DenseRetriever
+
+    unused = sorted(k for k, v in (model_options or {}).items() if k not in _PLACEMENT and v is not None)
+    stages = [*pipeline.retrievers, *(s.reranker for s in pipeline.rerankers)]
+    if unused and not any(isinstance(s, DenseRetriever) or hasattr(s, "encode") for s in stages):
+        raise ConfigError(
+            f"model option(s) {', '.join(unused)} apply to embedding models, and {pipeline.name} has none "
+            "(BM25, FTS5, ColBERT and cross-encoder stages take their options in the stage spec, e.g. colbert:M,"
+            "query_length=32)"
+        )
 
 
 def parse_fusion(fusion: str | Mapping[str, Any] | Fusion | None) -> Fusion | None:
