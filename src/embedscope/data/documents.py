@@ -163,7 +163,7 @@ def _token_counter(tokenizer: str) -> Callable[[str], list]:
 def chunk_tokens(text: str, chunk_size: int = 500, overlap: int = 64, tokenizer: str = "cl100k_base") -> list[str]:
     """Sentence-aware token windows (llama-index ``SentenceSplitter``)."""
     if overlap >= chunk_size:
-        raise DataFormatError(f"chunk overlap ({overlap}) must be smaller than the chunk size ({chunk_size})")
+        raise DataFormatError(f"chunk overlap (--overlap {overlap}) must be smaller than the chunk size ({chunk_size})")
     try:
         from llama_index.core.node_parser import SentenceSplitter
     except ImportError as e:
