@@ -94,8 +94,9 @@ def merge_layers(layers: Sequence[Layer]) -> tuple[dict[str, Any], dict[str, Lay
     return merged, owner
 
 
-def _unknown_key_hint(key: str) -> str:
-    close = difflib.get_close_matches(key, flag_keys(), n=3, cutoff=0.6)
+def _unknown_key_hint(key: str, valid: str) -> str:
+    """Close matches of ``key`` among the valid keys (comma-separated) where it was found."""
+    close = difflib.get_close_matches(key, [k.strip() for k in valid.split(",")], n=3, cutoff=0.6)
     return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
@@ -134,7 +135,8 @@ def _problem(error: Mapping[str, Any], name: Callable[[str], str], valid: Callab
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
     message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if error["type"] == "extra_forbidden":
-        return f"{name(path)}: unknown key.{_unknown_key_hint(str(loc[-1]))} Valid keys: {valid(raw)}"
+        keys = valid(raw)
+        return f"{name(path)}: unknown key.{_unknown_key_hint(str(loc[-1]), keys)} Valid keys: {keys}"
     if error["type"] == "missing":
         return f"{name(path)}: missing"
     return f"{name(path) if path else ''}{': ' if path else ''}{message}"
