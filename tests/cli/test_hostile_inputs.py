@@ -463,11 +463,11 @@ def test_report_on_a_result_of_the_wrong_shape(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_read_only_output_folder(tmp_path, capsys, monkeypatch):
-    import embedscope.results.store as store
+    import embedscope.files as files
 
     def denied(*args, dir=None, **kwargs):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(dir))
 
-    monkeypatch.setattr(store.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(files.tempfile, "mkstemp", denied)
     err = _error(capsys, _run(_beir(tmp_path / "d"), tmp_path))
     assert f"{tmp_path / 'out'}" in err and "Permission denied" in err

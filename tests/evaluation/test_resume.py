@@ -109,7 +109,7 @@ def _texts_encoded(log: Path) -> int:
 
 
 def _stored(cache: Path) -> int:
-    [path] = list(cache.rglob("*.sqlite"))
+    [path] = [p for p in cache.rglob("*.sqlite") if p.name != "data-hashes.sqlite"]  # the vector store alone
     with sqlite3.connect(path) as conn:
         n = conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
     conn.close()

@@ -353,6 +353,13 @@ class RunSettings(BaseModel):
             data["cache_dir"], data["cache"] = str(data["cache"]), True
         return _engine_from_input(data)
 
+    @field_validator("model")
+    @classmethod
+    def _one_model(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple, set, bool, int, float)):
+            raise ValueError("give one model name or path (several go under 'models')")
+        return value
+
     @field_validator("engine", mode="before")
     @classmethod
     def _engine(cls, value: Any) -> Any:

@@ -83,11 +83,14 @@ def merge_layers(layers: Sequence[Layer]) -> tuple[dict[str, Any], dict[str, Lay
                 for k in group:
                     merged.pop(k, None)
                     owner.pop(k, None)
-        run_wide = set(values.get("model_options") or {}) | {k for k in ("device", "dtype") if k in values}
-        if run_wide and merged.get("models"):
+        options = values.get("model_options")
+        run_wide = set(options if isinstance(options, Mapping) else ()) | {
+            k for k in ("device", "dtype") if k in values
+        }
+        if run_wide and isinstance(merged.get("models"), list):  # malformed values are left for validation to name
             merged["models"] = [_drop_model_option(e, run_wide) for e in merged["models"]]
-        if "model_options" in values and isinstance(merged.get("model_options"), Mapping):
-            values["model_options"] = {**merged["model_options"], **values["model_options"]}
+        if isinstance(options, Mapping) and isinstance(merged.get("model_options"), Mapping):
+            values["model_options"] = {**merged["model_options"], **options}
         for key, value in values.items():
             merged[key] = value
             owner[key] = layer
