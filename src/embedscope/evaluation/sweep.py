@@ -75,8 +75,8 @@ def check_axis_key(key: str) -> list[str | int]:
 
 def with_value(tree: Any, parts: Sequence[str | int], value: Any, key: str) -> Any:
     """A copy of ``tree`` with ``value`` at ``parts`` (missing mappings are created; a list position must exist)."""
-    if not parts:
-        return copy.deepcopy(value)
+    if not parts:  # plain data is copied; a model object given to the API stays the same object
+        return copy.deepcopy(value) if isinstance(value, (list, dict)) else value
     head, rest = parts[0], parts[1:]
     if isinstance(head, int):
         if not isinstance(tree, list) or not -len(tree) <= head < len(tree):
