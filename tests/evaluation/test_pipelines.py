@@ -69,7 +69,8 @@ def test_two_stage_writes_stage1_and_stage2(tmp_path, beir):
     assert final["scores"] == stage2["scores"]
     assert stage1["scores"] != stage2["scores"]
     assert "| stage2 | reranker | fake/overlap-reranker |" in report.stage_table()
-    assert folder.parent.name == "colbert-fake+rr"
+    # top_k=2 sets the first stage's candidates (not in the pipeline's fingerprint): stored apart, as any setting
+    assert folder.parent.name == "experiments" and folder.parents[2].name == "colbert-fake+rr"
 
 
 def test_cross_encoder_two_stage_from_the_cli(tmp_path, beir, capsys):
@@ -91,7 +92,7 @@ def test_cross_encoder_two_stage_from_the_cli(tmp_path, beir, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "| stage1 | retriever | bm25-lucene |" in out and "| stage2 | reranker | ce |" in out
-    result = next((tmp_path / "out").glob("bm25-lucene__rerank-ce/*/stage2/mybeir.json"))
+    result = next((tmp_path / "out").glob("bm25-lucene__rerank-ce/*/experiments/*/stage2/mybeir.json"))
     assert json.loads(result.read_text())["scores"]["test"][0]["recall_at_3"] <= 1.0
 
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from embedscope.cli import cache, catalog, fastbook, report, run
+from embedscope.cli import cache, catalog, fastbook, report, run, sweep
 from embedscope.errors import EmbedscopeError
 from embedscope.version import __version__
 
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="more log output (-vv: debug); give it before the command: embedscope -v run …",
     )
     sub = parser.add_subparsers(dest="command")
-    for group in (run, catalog, report, fastbook, cache):  # the order of 'embedscope --help'
+    for group in (run, sweep, catalog, report, fastbook, cache):  # the order of 'embedscope --help'
         group.register(sub)
     return parser
 

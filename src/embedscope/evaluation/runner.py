@@ -263,10 +263,10 @@ def _evaluate_model(
     roles = model_roles(model)
     chosen = model_tasks(tasks, entry, roles, settings, getattr(model, "name", "the model"))
     encodes = "encoder" in roles  # else a pipeline: its fingerprint covers every stage, rerank depth included
-    kwargs = experiment_kwargs(
+    kwargs = experiment_kwargs(  # top_k too for a pipeline: its first stage's candidates (not in its fingerprint)
         entry.options if isinstance(entry.model, (str, Mapping)) else None,
         settings.dtype,
-        settings.top_k if encodes else 1000,
+        settings.top_k,
         settings.limits,
         settings.corpus_chunk_size,
         settings.filter_field,

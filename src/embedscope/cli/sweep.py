@@ -1,0 +1,116 @@
+"""``sweep``: run a grid of settings (each point a normal run, stored apart) and answer which setup is best."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from embedscope.errors import ConfigError
+
+_DESCRIPTION = (
+    "Run a grid of run settings and report which setup is best, by how much and at what cost. The grid is a sweep "
+    "file (--grid: 'base:' any config-file keys, 'axes:' key -> list of values) and/or --axis flags over a base from "
+    "--config and --set. An axis key is a setting (top_k, model, pipeline, limits …) or a path into one "
+    "(pipeline.fusion.weights, pipeline.rerankers[0].top_k). Each point is a normal run stored in its own folder: "
+    "an interrupted sweep resumes, and points that do not change the encoder reuse the embedding cache."
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the sweep command."""
+    p = sub.add_parser("sweep", help="run a grid of settings and compare the points", description=_DESCRIPTION)
+    p.add_argument("--grid", "-g", metavar="FILE", help="sweep file (YAML/JSON) with base: and axes:")
+    p.add_argument("--config", "-c", metavar="FILE", help="a config file as the base (before --grid's base)")
+    p.add_argument(
+        "--axis",
+        "-a",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="an axis, repeatable; each value read as YAML; values holding commas as one YAML list: "
+        "KEY=[[1, 2], [2, 1]]",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a base setting (YAML value), repeatable, over --config and the grid's base: --set limits=50",
+    )
+    p.add_argument("--tasks", "-t", nargs="+", help="the base's tasks (as run --tasks)")
+    p.add_argument("--output-folder", help="the base's output folder (default results)")
+    p.add_argument(
+        "--tune-folds",
+        type=int,
+        metavar="K",
+        help="also choose the point by K-fold over queries: per fold, the point best on the other folds, scored on "
+        "the held-out fold (an unbiased score for the choice, e.g. of fusion weights)",
+    )
+    p.add_argument(
+        "--test",
+        default="permutation",
+        help="paired test against the best point: permutation (default) | t-test | bootstrap",
+    )
+    p.add_argument("--rounds", type=int, default=10_000, help="resamples for the tests and CIs (default 10000)")
+    p.add_argument("--seed", type=int, default=42, help="seed of the resamples and of the folds (default 42)")
+    p.add_argument("--csv", metavar="FILE", help="also write the table as CSV to FILE")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of Markdown")
+    p.add_argument("--quiet", "-q", action="store_true", help="no line per finished point on stderr")
+    p.set_defaults(func=_cmd_sweep)
+
+
+def _base_layers(args: argparse.Namespace) -> tuple[list[Any], list[tuple[str, list[Any]]]]:
+    from embedscope.evaluation.sweep import parse_axis_flag, parse_set_flag, read_sweep_file
+    from embedscope.settings import Layer
+    from embedscope.settings.files import config_layer
+
+    layers = [config_layer(args.config)] if args.config else []
+    axes: list[tuple[str, list[Any]]] = []
+    if args.grid:
+        base, axes = read_sweep_file(args.grid)
+        layers.append(base)
+    flags: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    for text in args.set:
+        key, value = parse_set_flag(text)
+        flags[key], names[key] = value, f"--set {key}"
+    if args.tasks:
+        flags["tasks"], names["tasks"] = list(args.tasks), "--tasks"
+    if args.output_folder is not None:
+        flags["output_folder"], names["output_folder"] = args.output_folder, "--output-folder"
+    if flags:
+        layers.append(Layer("command line", flags, "flag", names))
+    given = {k for k, _ in axes}
+    for text in args.axis:
+        key, values = parse_axis_flag(text)
+        if key in given:
+            raise ConfigError(f"--axis {key}: the axis is given twice (in the sweep file or another --axis)")
+        given.add(key)
+        axes.append((key, values))
+    if not axes:
+        raise ConfigError("sweep needs at least one axis: --axis KEY=V1,V2 or a --grid file with axes:")
+    return layers, axes
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from embedscope.compare.core import CompareOptions, check_options
+    from embedscope.evaluation.sweep import SweepGrid, run_sweep
+    from embedscope.evaluation.sweep_report import sweep_report
+
+    options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed)
+    check_options(options)
+    if args.tune_folds is not None and args.tune_folds < 2:
+        raise ConfigError(f"--tune-folds {args.tune_folds}: give 2 or more folds")
+    layers, axes = _base_layers(args)
+    grid = SweepGrid(layers, axes)
+    grid.points()  # every point valid before any runs
+    outcomes = run_sweep(grid, None if args.quiet else sys.stderr)
+    report = sweep_report(outcomes, [k for k, _ in axes], options, args.tune_folds)
+    if args.csv:
+        from embedscope.files import atomic_write_text
+
+        atomic_write_text(args.csv, report.csv())
+    print(json.dumps(report.to_dict(), indent=2, default=str) if args.json else report.markdown())
+    return 0
