@@ -110,7 +110,7 @@ def _faiss() -> Any:
     try:
         import faiss
     except ImportError as e:
-        raise MissingDependencyError("faiss-cpu", "approximate indexes (pip install 'embedscope[ann]')") from e
+        raise MissingDependencyError("faiss-cpu", "an approximate index (--index, extra embedscope[ann])") from e
     return faiss
 
 
@@ -154,8 +154,9 @@ def build_index(doc_embeddings: np.ndarray, spec: HNSWIndex | IVFPQIndex, simila
                 )
             quantizer = faiss.IndexFlatIP(dims)
             index = faiss.IndexIVFPQ(quantizer, dims, spec.nlist, spec.m, spec.nbits, faiss.METRIC_INNER_PRODUCT)
-            index.cp.seed = spec.seed
-            index.pq.cp.seed = spec.seed
+            for clustering in (index.cp, index.pq.cp):  # seeded k-means; too few points is our check above
+                clustering.seed = spec.seed
+                clustering.min_points_per_centroid = 1
             index.train(docs)
             index.nprobe = spec.nprobe
         index.add(docs)
