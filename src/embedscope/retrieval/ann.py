@@ -10,8 +10,8 @@ by one small model per type (:func:`parse_index`):
   bits, ``nprobe`` lists searched; k-means seeded with ``seed``).
 
 Both search by inner product; with the model's similarity ``cosine`` the vectors are L2-normalised first
-(``x / max(‖x‖₂, 1e-12)``), so the scores are cosines as MTEB's. Indexes are built with one thread, so the same
-vectors give the same index and results every time. :func:`recall_of_exact` measures an index against exact
+(``x / max(‖x‖₂, 1e-12)``), so the scores are cosines as MTEB's. Indexes are built with one thread by default, so
+the same vectors give the same index and results every time. :func:`recall_of_exact` measures an index against exact
 search: ``recall@k = mean_q |A_q ∩ E_q| / |E_q|`` with ``A_q`` the index's top ``k`` and ``E_q`` the exact top
 ``k`` of query ``q``.
 """
@@ -115,9 +115,9 @@ def _faiss() -> Any:
 
 
 @contextmanager
-def _one_thread(faiss: Any) -> Iterator[None]:
+def _threads(faiss: Any, threads: int | None) -> Iterator[None]:
     before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
+    faiss.omp_set_num_threads(threads or before)
     try:
         yield
     finally:
@@ -133,13 +133,16 @@ def _prepared(vectors: np.ndarray, similarity: str) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-def build_index(doc_embeddings: np.ndarray, spec: HNSWIndex | IVFPQIndex, similarity: str) -> Any:
-    """A faiss index over the documents (inner product on the vectors, normalised for cosine), built with one
-    thread (deterministic); the spec's search parameters set."""
+def build_index(
+    doc_embeddings: np.ndarray, spec: HNSWIndex | IVFPQIndex, similarity: str, *, threads: int | None = 1
+) -> Any:
+    """A faiss index over the documents (inner product on the vectors, normalised for cosine), the spec's search
+    parameters set. Built with ``threads`` threads: one (the default) gives the same index on every build; None
+    uses faiss's own count (faster, and an HNSW graph may then differ between builds)."""
     faiss = _faiss()
     docs = _prepared(doc_embeddings, similarity)
     n, dims = docs.shape
-    with _one_thread(faiss):
+    with _threads(faiss, threads):
         if isinstance(spec, HNSWIndex):
             index = faiss.IndexHNSWFlat(dims, spec.M, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = spec.ef_construction
@@ -167,13 +170,11 @@ def index_search(
     index: Any, query_embeddings: np.ndarray, top_k: int, similarity: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(doc_index, scores)`` of each query's top ``top_k`` in a faiss index (−1 / −inf where it found fewer),
-    float64 scores holding faiss's float32 inner products."""
-    faiss = _faiss()
+    float64 scores holding faiss's float32 inner products (each query's search is independent of the threads)."""
     k = min(top_k, index.ntotal)
     if k == 0 or len(query_embeddings) == 0:
         return np.zeros((len(query_embeddings), 0), dtype=np.int64), np.zeros((len(query_embeddings), 0))
-    with _one_thread(faiss):
-        scores, ids = index.search(_prepared(query_embeddings, similarity), k)
+    scores, ids = index.search(_prepared(query_embeddings, similarity), k)
     scores = scores.astype(np.float64)
     scores[ids < 0] = -np.inf
     return ids.astype(np.int64), scores

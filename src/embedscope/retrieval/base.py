@@ -36,7 +36,7 @@ class SearchOptions:
     """Dense retrieval only (:mod:`~embedscope.retrieval.compression`): the first ``truncate_dim`` dimensions of each
     vector, as the embedding cache holds it (the encoder call is unchanged)."""
     precision: str = "fp32"  # dense retrieval only: fp32 | int8 | binary (compression.compressed_search)
-    rescore_multiplier: int | None = None  # dense int8/binary: rescore the top r × top_k with the float query
+    rescore_multiplier: int | None = None  # dense int8/binary: rescore the top r × top_k, float query
     index: Mapping[str, Any] | None = None  # dense only: an approximate index spec (retrieval.ann.parse_index)
 
     @property

@@ -36,7 +36,6 @@ Bytes per vector: fp32 ``4·dims``, int8 ``dims``, binary ``⌈dims / 8⌉`` (:f
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
@@ -77,7 +76,8 @@ def truncate(embeddings: np.ndarray, dims: int | None) -> np.ndarray:
 
 
 def normalize_rows(embeddings: np.ndarray) -> np.ndarray:
-    """Each row divided by its L2 norm: ``x / max(‖x‖₂, 1e-12)`` (float32, as ``torch.nn.functional.normalize``)."""
+    """Each row divided by its L2 norm: ``x / max(‖x‖₂, 1e-12)`` (float32, as ``torch.nn.functional.normalize``
+    computes it)."""
     x = np.asarray(embeddings, dtype=np.float32)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.maximum(norms, np.float32(_EPS))
@@ -152,18 +152,6 @@ def top_k_rows(scores: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     return index, values
 
 
-def _blockwise_top_k(
-    score_block: Callable[[int, int], np.ndarray], n_queries: int, n_docs: int, top_k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`top_k_rows` over query blocks ``[start, stop)`` whose ``[block, n_docs]`` scores stay bounded."""
-    step = max(1, _BLOCK_CELLS // max(n_docs, 1))
-    parts = [top_k_rows(score_block(s, min(s + step, n_queries)), top_k) for s in range(0, n_queries, step)]
-    if not parts:
-        k = min(top_k, n_docs)
-        return np.zeros((0, k), dtype=np.int64), np.zeros((0, k), dtype=np.float64)
-    return np.concatenate([i for i, _ in parts]), np.concatenate([v for _, v in parts])
-
-
 def prepare(embeddings: np.ndarray, similarity: str, truncate_dim: int | None) -> np.ndarray:
     """Steps 1–2: truncated, then row-normalised when the similarity is cosine (float32)."""
     x = truncate(np.asarray(embeddings, dtype=np.float32), truncate_dim)
@@ -188,23 +176,38 @@ def compressed_search(
     q = prepare(query_embeddings, similarity, truncate_dim)
     d = prepare(doc_embeddings, similarity, truncate_dim)
     n_q, n_d, dims = len(q), len(d), d.shape[1]
-    k = top_k * rescore_multiplier if rescore_multiplier else top_k
     if precision == "int8":
         ranges = calibration_ranges(d)
-        q_codes, d_codes = quantize_int8(q, ranges).astype(np.float64), quantize_int8(d, ranges)
-        d_float = d_codes.astype(np.float64)  # integer sums below 2**53: exact
-        index, scores = _blockwise_top_k(lambda a, b: q_codes[a:b] @ d_float.T, n_q, n_d, k)
+        starts, steps = _steps(ranges)
+        q_codes = quantize_int8(q, ranges).astype(np.float64)
+        d_codes = quantize_int8(d, ranges).astype(np.float64)  # integer sums below 2**53: exact
+        first = lambda a, b: q_codes[a:b] @ d_codes.T  # noqa: E731
+        q_scaled = q.astype(np.float64) * steps  # q · dequant(d) = (q∘step) · (code + 128) + q · lo
+        offset = q_scaled.sum(axis=1) * 128 + q.astype(np.float64) @ starts.astype(np.float64)
+        full = lambda a, b: q_scaled[a:b] @ d_codes.T + offset[a:b, None]  # noqa: E731
     else:
-        q_bits, d_bits = quantize_binary(q), quantize_binary(d)
-        index, scores = _blockwise_top_k(
-            lambda a, b: (dims - hamming_distances(q_bits[a:b], d_bits, dims)).astype(np.float64), n_q, n_d, k
-        )
-    if not rescore_multiplier:
-        return index, scores
-    if precision == "int8":
-        candidates = dequantize_int8(d_codes[index], ranges)
-    else:
-        candidates = unpack_bits(d_bits[index], dims).astype(np.float64)
-    rescored = np.einsum("ij,ikj->ik", q.astype(np.float64), candidates)
-    order = np.lexsort((index, -rescored), axis=1)[:, :top_k]  # ties: earlier document
-    return np.take_along_axis(index, order, axis=1), np.take_along_axis(rescored, order, axis=1)
+        d_bits = unpack_bits(quantize_binary(d), dims).astype(np.float64)
+        q_bits = unpack_bits(quantize_binary(q), dims).astype(np.float64)
+        d_ones = d_bits.sum(axis=1)
+
+        # dims − Hamming = dims − (|q| + |d| − 2 q·d), exact on 0/1 bits
+        def first(a: int, b: int) -> np.ndarray:
+            return dims - (q_bits[a:b].sum(axis=1)[:, None] + d_ones[None, :] - 2 * (q_bits[a:b] @ d_bits.T))
+
+        full = lambda a, b: q[a:b].astype(np.float64) @ d_bits.T  # noqa: E731
+    k = top_k * rescore_multiplier if rescore_multiplier else top_k
+    step = max(1, _BLOCK_CELLS // max(n_d, 1))
+    out_index, out_scores = [], []
+    for a in range(0, n_q, step):
+        b = min(a + step, n_q)
+        index, scores = top_k_rows(first(a, b), k)
+        if rescore_multiplier:
+            scores = np.take_along_axis(full(a, b), index, axis=1)
+            order = np.lexsort((index, -scores), axis=1)[:, :top_k]  # ties: earlier document
+            index, scores = np.take_along_axis(index, order, axis=1), np.take_along_axis(scores, order, axis=1)
+        out_index.append(index)
+        out_scores.append(scores)
+    if not out_index:
+        width = min(top_k, n_d)
+        return np.zeros((0, width), dtype=np.int64), np.zeros((0, width), dtype=np.float64)
+    return np.concatenate(out_index), np.concatenate(out_scores)
