@@ -133,6 +133,29 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="filtered search: each query searches only the documents whose metadata NAME equals its own (a column "
         "of the corpus and queries files, or a key of BEIR's metadata); BM25/FTS5 statistics stay whole-corpus",
     )
+    p.add_argument(
+        "--truncate-dim",
+        metavar="D",
+        help="dense retrieval on the first D dimensions of each vector (Matryoshka; re-normalised for cosine models); "
+        "the cached vectors are reused",
+    )
+    p.add_argument(
+        "--precision",
+        help="dense retrieval on fp32 (default) | int8 (per-dimension ranges from the corpus) | binary (sign bits, "
+        "Hamming distance) vectors, as sentence-transformers' quantize_embeddings",
+    )
+    p.add_argument(
+        "--rescore",
+        dest="rescore_multiplier",
+        metavar="R",
+        help="with --precision int8/binary: rescore the top R × top-k candidates with the float query",
+    )
+    p.add_argument(
+        "--index",
+        metavar="SPEC",
+        help="dense retrieval through an approximate faiss index: exact (default) | hnsw:M=32,ef_construction=40,"
+        "ef_search=16 | ivfpq:nlist=256,m=16,nbits=8,nprobe=8 (needs embedscope[ann]); reports ann_recall_at_10",
+    )
     p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
     p.add_argument("--backend", help="force sentence-transformers | transformers | onnx | static")
     p.add_argument("--pooling", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")

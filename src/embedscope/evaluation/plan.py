@@ -24,6 +24,10 @@ RUN_OPTIONS = (
     "corpus_chunk_size",
     "save_predictions",
     "filter_field",
+    "truncate_dim",
+    "precision",
+    "rescore_multiplier",
+    "index",
 )  # options some task types use, others not
 
 

@@ -270,13 +270,17 @@ def _evaluate_model(
         settings.limits,
         settings.corpus_chunk_size,
         settings.filter_field,
+        settings.dense_post_processing(),
     )
     if settings.task_params:
         kwargs["task_params"] = dict(settings.task_params)  # another protocol: its own folder, as mteb's
     store = ResultStore(settings.output_folder, model.name, model.revision, experiment_name(kwargs))
     placement = run_placement(model)
+    dense = settings.dense_post_processing()
+    if dense and not encodes:
+        _check_dense_stage(model, settings, dense)
     record = run_settings(
-        model, settings.top_k, settings.limits, settings.corpus_chunk_size, not encodes, settings.filter_field
+        model, settings.top_k, settings.limits, settings.corpus_chunk_size, not encodes, settings.filter_field, dense
     )
     experiment = {"experiment_kwargs": kwargs} if kwargs else {}
     store.save_model_meta({**model_meta(model), **placement, **experiment, "run_settings": record})
@@ -287,6 +291,10 @@ def _evaluate_model(
         progress_wanted(settings.show_progress),  # never into piped output or log files, as the CLI
         settings.limits,
         settings.filter_field,
+        settings.truncate_dim,
+        settings.precision,
+        settings.rescore_multiplier,
+        settings.index,
     )
     index = cache.directory if cache is not None else None  # the data fingerprints' index lives in the cache folder
     outcomes = [
@@ -294,6 +302,18 @@ def _evaluate_model(
         for t in chosen
     ]
     return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), time.perf_counter() - started)
+
+
+def _check_dense_stage(model: Any, settings: RunSettings, dense: dict[str, Any]) -> None:
+    """Dense post-processing acts on a pipeline's dense retrievers; a pipeline without one is refused."""
+    from embedscope.retrieval.dense import DenseRetriever
+
+    if not any(isinstance(r, DenseRetriever) for r in getattr(model, "retrievers", [])):
+        named = getattr(settings, "display_name", lambda k: k)
+        raise ConfigError(
+            f"{named(next(iter(dense)))} acts on dense retrieval, and {getattr(model, 'name', 'the pipeline')} has "
+            "no dense retriever (BM25, FTS5, ColBERT and rerankers keep their own scores): drop it"
+        )
 
 
 def _default_batch_size(placement: dict[str, Any]) -> int | None:

@@ -33,15 +33,24 @@ def run_settings(
     corpus_chunk_size: int,
     pipeline: bool = False,
     filter_field: str | None = None,
+    dense: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything about the model (or ``pipeline``) and the search that changes a vector or a score.
-    Only identity attributes are read, so a lazily loaded model stays unloaded."""
+    Only identity attributes are read, so a lazily loaded model stays unloaded. ``dense``: the dense
+    post-processing settings that depart from exact fp32 search (``RunSettings.dense_post_processing``)."""
     if pipeline:  # its fingerprint covers every stage
         identity: dict[str, Any] = {"pipeline": model.fingerprint}
     else:
         identity = {"fingerprint": model.fingerprint, "prompts": dict(model.prompts), "similarity": model.similarity}
-    record = {"model": identity, "top_k": top_k, "limits": limits, "corpus_chunk_size": corpus_chunk_size}
-    return {**record, "filter_field": filter_field} if filter_field is not None else record
+    record: dict[str, Any] = {
+        "model": identity,
+        "top_k": top_k,
+        "limits": limits,
+        "corpus_chunk_size": corpus_chunk_size,
+    }
+    if filter_field is not None:
+        record["filter_field"] = filter_field
+    return {**record, **(dense or {})}
 
 
 def experiment_kwargs(
@@ -51,6 +60,7 @@ def experiment_kwargs(
     limits: int | None,
     corpus_chunk_size: int,
     filter_field: str | None = None,
+    dense: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The settings this run sets apart from the model's own (MTEB's ``experiment_kwargs``); empty for a
     plain run.
@@ -71,6 +81,7 @@ def experiment_kwargs(
         kwargs["corpus_chunk_size"] = corpus_chunk_size
     if filter_field is not None:
         kwargs["filter_field"] = filter_field
+    kwargs.update(dense or {})  # truncate_dim, precision, rescore_multiplier, index: their own folder
     return kwargs
 
 

@@ -9,9 +9,9 @@ candidate slot, so the same reranker serves two-stage pipelines and MTEB reranki
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -32,6 +32,17 @@ class SearchOptions:
     """A metadata field (:class:`~embedscope.types.Texts`): each query searches only the documents whose
     value equals its own (compared as text). BM25 and FTS5 keep the statistics of the whole corpus (one
     index, filtered); dense and late-interaction search rank the matching documents as they would alone."""
+    truncate_dim: int | None = None
+    """Dense retrieval only (:mod:`~embedscope.retrieval.compression`): the first ``truncate_dim`` dimensions of each
+    vector, as the embedding cache holds it (the encoder call is unchanged)."""
+    precision: str = "fp32"  # dense retrieval only: fp32 | int8 | binary (compression.compressed_search)
+    rescore_multiplier: int | None = None  # dense int8/binary: rescore the top r × top_k, float query
+    index: Mapping[str, Any] | None = None  # dense only: an approximate index spec (retrieval.ann.parse_index)
+
+    @property
+    def post_processes(self) -> bool:
+        """Whether dense search departs from MTEB's exact fp32 search (truncation, quantization or an index)."""
+        return self.truncate_dim is not None or self.precision != "fp32" or self.index is not None
 
 
 @runtime_checkable

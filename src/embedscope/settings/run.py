@@ -31,6 +31,7 @@ from pydantic import (
     PositiveInt,
     SerializeAsAny,
     Tag,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -334,6 +335,11 @@ class RunSettings(BaseModel):
     corpus_chunk_size: PositiveInt = 50_000
     limits: PositiveInt | None = None
     filter_field: str | None = None  # each query searches only documents whose metadata field equals its own
+    # dense retrieval post-processing, on the vectors as encoded (embedscope.retrieval.compression / .ann)
+    truncate_dim: PositiveInt | None = None  # the first d dimensions (Matryoshka)
+    precision: Literal["fp32", "int8", "binary"] = "fp32"  # int8 / binary (sign) quantization of the vectors
+    rescore_multiplier: PositiveInt | None = None  # int8/binary: rescore the top r × top_k with the float query
+    index: dict[str, Any] | None = None  # an approximate index: {type: hnsw, M: 32, ef_search: 64} or "hnsw:M=32"
     # results and caches
     output_folder: Folder = "results"
     overwrite: OverwriteName = "only-missing"
@@ -390,6 +396,39 @@ class RunSettings(BaseModel):
     @classmethod
     def _task_params(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_finite_tree(value)
+
+    @field_validator("rescore_multiplier")
+    @classmethod
+    def _rescore(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("precision", "fp32") == "fp32":
+            raise ValueError("it rescores int8 or binary search: set the precision to int8 or binary too")
+        return value
+
+    @field_validator("index", mode="before")
+    @classmethod
+    def _index(cls, value: Any, info: ValidationInfo) -> dict[str, Any] | None:
+        """Every option written out (defaults included), so equal indexes record equally; exact search is None."""
+        from embedscope.retrieval.ann import ExactIndex, parse_index
+
+        if value is None:
+            return None
+        spec = parse_index(check_finite_tree(value))
+        if isinstance(spec, ExactIndex):
+            return None
+        precision = info.data.get("precision", "fp32")
+        if precision != "fp32":
+            raise ValueError(f"index {spec.type} searches fp32 vectors, and the precision is {precision}")
+        return spec.model_dump()
+
+    def dense_post_processing(self) -> dict[str, Any]:
+        """The dense post-processing settings that depart from MTEB's exact fp32 search (empty when none)."""
+        values = {
+            "truncate_dim": self.truncate_dim,
+            "precision": None if self.precision == "fp32" else self.precision,
+            "rescore_multiplier": self.rescore_multiplier,
+            "index": self.index,
+        }
+        return {k: v for k, v in values.items() if v is not None}
 
     # -- resolved parts ------------------------------------------------------------------------
 

@@ -97,6 +97,8 @@ def evaluate_retrieval_split(
     t0 = time.perf_counter()
     ranking = _ranking(task, data, run)
     scores = ranking.to_mteb()
+    for key in [k for k in timings if k.startswith("ann_recall_at_")]:  # an approximate index's recall of exact search
+        scores[key] = timings.pop(key)
     timings["metrics"] = time.perf_counter() - t0
     return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, ranking.per_item(run))
 
@@ -147,7 +149,16 @@ register_task_type(
         "Retrieval",
         RetrievalTask,
         model_roles=("encoder", "searcher"),
-        run_options=("top_k", "corpus_chunk_size", "save_predictions", "filter_field"),
+        run_options=(
+            "top_k",
+            "corpus_chunk_size",
+            "save_predictions",
+            "filter_field",
+            "truncate_dim",
+            "precision",
+            "rescore_multiplier",
+            "index",
+        ),
         signature_score="ndcg_at_10",
         signature_rank=5,
         document_label="corpus",
