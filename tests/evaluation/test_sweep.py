@@ -114,6 +114,7 @@ def test_a_point_with_two_models_is_refused(beir, tmp_path):
 def test_axis_flags_are_read_as_yaml():
     assert parse_axis_flag("model=bm25,fts5") == ("model", ["bm25", "fts5"])
     assert parse_axis_flag("limits=2, 3") == ("limits", [2, 3])
+    assert parse_axis_flag("limits=null,3") == ("limits", [None, 3])  # null: the setting's default
     for bad in ("top_k", "=1,2", "top_k=", "top_k=1,,2", "top_k=[]"):
         with pytest.raises(ConfigError):
             parse_axis_flag(bad)

@@ -189,11 +189,14 @@ def parse_axis_flag(text: str) -> tuple[str, list[Any]]:
         if raw.startswith("["):
             values = yaml.safe_load(raw)
         else:
-            values = [yaml.safe_load(v) if v.strip() else None for v in raw.split(",")]
+            parts = raw.split(",")
+            if any(not v.strip() for v in parts):
+                raise ConfigError(f"--axis {key}={raw}: a value is empty (write null for a setting's default)")
+            values = [yaml.safe_load(v) for v in parts]
     except yaml.YAMLError as e:
         raise ConfigError(f"--axis {key}: its values are not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(values, list) or not values or any(v is None for v in values):
-        raise ConfigError(f"--axis {key}={raw}: give a non-empty list of values with none empty")
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"--axis {key}={raw}: give a non-empty list of values")
     return key, values
 
 
