@@ -7,9 +7,10 @@ Everything is read back from the stored results (so a resumed sweep answers as a
   (:func:`embedscope.compare.core.score_interval`);
 - Δ and p: the paired test of :func:`embedscope.compare.core.paired_test` (items paired by split, subset and id;
   permutation test by default), each point against the best, p-values adjusted over all points (Holm);
-- costs, from the result's ``evaluation_phases`` (seconds of the run that computed it: a point whose vectors came
-  from the embedding cache shows the cache's time):
-  ``encode_s`` = encode_corpus + encode_queries (plain encoders; a pipeline times encoding inside its stages);
+- costs, from the result's ``evaluation_phases`` (seconds of the run that computed it):
+  ``encode_s`` = encode_corpus + encode_queries (plain encoders; a pipeline times encoding inside its stages); points
+  that use one encoder's vectors (post-processing, top-k, limits axes) share the encode time of the point that
+  encoded them, not the time the embedding cache took to serve them;
   ``query_s`` = encode_queries + search (plain encoders) or every pipeline stage (a pipeline's stages include
   indexing the corpus); ``qps`` = queries / query_s and ``ms_per_query`` = 1000 query_s / queries (means over the
   whole batch of queries: per-query latency percentiles are not measured); ``peak_mb`` = the largest peak RSS of
@@ -305,6 +306,7 @@ def sweep_report(
         present = [o for o in outcomes if task in o.paths]
         items = [task_items(o.paths[task]) for o in present]
         rows = [_row(o, task, it) for o, it in zip(present, items)]
+        _shared_encoding_cost(rows)
         _against_best(rows, items, options)
         _mark_pareto(rows)
         report.rows += rows
@@ -331,6 +333,29 @@ def _row(outcome: PointOutcome, task: str, items: TaskItems) -> SweepRow:
         costs=result_costs(outcome.paths[task], len(items.keys), point.settings),
         path=str(outcome.paths[task]),
     )
+
+
+def _encoder_of(path: str) -> str | None:
+    """The fingerprint of the encoder whose vectors a result used (None for a pipeline or an unrecorded one)."""
+    try:
+        model = json.loads(Path(path).read_text(encoding="utf-8")).get("run_settings", {}).get("model", {})
+    except (OSError, ValueError):
+        return None
+    return model.get("fingerprint") if isinstance(model, dict) else None
+
+
+def _shared_encoding_cost(rows: list[SweepRow]) -> None:
+    """Points that use one encoder's vectors share its encoding: each gets the encode time of the point that
+    encoded them (the largest recorded), not the time the embedding cache took to serve them."""
+    groups: dict[str, list[SweepRow]] = {}
+    for row in rows:
+        encoder = _encoder_of(row.path)
+        if encoder is not None and row.costs.get("encode_s") is not None:
+            groups.setdefault(encoder, []).append(row)
+    for members in groups.values():
+        cold = max(float(r.costs["encode_s"] or 0.0) for r in members)
+        for row in members:
+            row.costs["encode_s"] = cold
 
 
 def _against_best(rows: list[SweepRow], items: list[TaskItems], options: CompareOptions) -> None:
