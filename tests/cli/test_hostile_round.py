@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from embedscope.cli.main import main
-from embedscope.testing.tiny import TINY_CORPUS, TINY_QRELS, TINY_QUERIES
+from embedscope.testing.tiny import write_tiny_beir
 
 pytestmark = pytest.mark.slow
 
@@ -31,23 +31,6 @@ class Case:
     argv: Argv
     mention: str  # what a good error names (a flag, key, value or file name)
     refused: bool = True  # the input must be refused (exit 2)
-
-
-def _beir(folder: Path) -> Path:
-    if (folder / "corpus.jsonl").exists():
-        return folder
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in TINY_CORPUS.items())
-    )
-    (folder / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in TINY_QUERIES.items())
-    )
-    (folder / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n"
-        + "".join(f"{q}\t{d}\t{s}\n" for q, ds in TINY_QRELS.items() for d, s in ds.items())
-    )
-    return folder
 
 
 def _file(root: Path, name: str, text: str | bytes) -> str:
@@ -88,7 +71,7 @@ def _run_number_cases() -> list[Case]:
 
             def argv(root: Path, flag: str = flag, value: str = value) -> list[str]:
                 extra = ["--retriever", "bm25", "--retriever", "fts5"] if flag == "--rrf-k" else ["--model", "bm25"]
-                tasks = ["--tasks", str(_beir(root / "data"))]
+                tasks = ["--tasks", str(write_tiny_beir(root / "data"))]
                 return ["run", *extra, *tasks, flag, value, "--output-folder", str(root / "out"), "--no-cache"]
 
             huge = value == "99999999999999999999999"  # a valid size: top-k, limits and sizes are caps, not allocations
@@ -100,7 +83,7 @@ def _run_number_cases() -> list[Case]:
 
 def _run_flag_cases() -> list[Case]:
     def run(*args: str) -> Argv:
-        return lambda root: ["run", *[a.replace("{data}", str(_beir(root / "data"))) for a in args]]
+        return lambda root: ["run", *[a.replace("{data}", str(write_tiny_beir(root / "data"))) for a in args]]
 
     out = ["--output-folder", "{out}"]
 
@@ -108,7 +91,7 @@ def _run_flag_cases() -> list[Case]:
         return lambda root: [
             "run",
             *[
-                a.replace("{data}", str(_beir(root / "data"))).replace("{out}", str(root / "out"))
+                a.replace("{data}", str(write_tiny_beir(root / "data"))).replace("{out}", str(root / "out"))
                 for a in (*args, *out)
             ],
         ]
@@ -186,7 +169,7 @@ def _run_flag_cases() -> list[Case]:
                 "--model",
                 "bm25",
                 "--tasks",
-                str(_beir(r / "data")),
+                str(write_tiny_beir(r / "data")),
                 "--cache-dir",
                 _file(r, "c.txt", "x"),
                 "--output-folder",
@@ -196,7 +179,15 @@ def _run_flag_cases() -> list[Case]:
         ),
         Case(
             "run --output-folder loop",
-            lambda r: ["run", "--model", "bm25", "--tasks", str(_beir(r / "data")), "--output-folder", _loop(r)],
+            lambda r: [
+                "run",
+                "--model",
+                "bm25",
+                "--tasks",
+                str(write_tiny_beir(r / "data")),
+                "--output-folder",
+                _loop(r),
+            ],
             "loop",
         ),
         Case(
@@ -206,7 +197,7 @@ def _run_flag_cases() -> list[Case]:
                 "--model",
                 "bm25",
                 "--tasks",
-                str(_beir(r / "data")),
+                str(write_tiny_beir(r / "data")),
                 "--output-folder",
                 _file(r, "o.txt", "x"),
             ],
@@ -395,7 +386,7 @@ def _config_cases() -> list[Case]:
         run_it = label in _RUN_CONFIGS
 
         def argv(root: Path, text: str = text, suffix: str = suffix, run_it: bool = run_it) -> list[str]:
-            text = text.replace("{data}", str(_beir(root / "data"))).replace("{out}", str(root / "out"))
+            text = text.replace("{data}", str(write_tiny_beir(root / "data"))).replace("{out}", str(root / "out"))
             path = _file(root, f"config{suffix}", text)
             return ["run", "--config", path] if run_it else ["run", "--config", path, "--print-settings"]
 

@@ -4,39 +4,22 @@ a Ray Client address without the client installed is a one-line error (issue 21)
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from embedscope.cli.main import main
-from embedscope.testing.tiny import TINY_CORPUS, TINY_QRELS, TINY_QUERIES
+from embedscope.testing.tiny import write_tiny_beir
 
 pytest.importorskip("ray")
-
-
-def _beir(folder: Path) -> Path:
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in TINY_CORPUS.items())
-    )
-    (folder / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in TINY_QUERIES.items())
-    )
-    (folder / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n"
-        + "".join(f"{q}\t{d}\t{s}\n" for q, ds in TINY_QRELS.items() for d, s in ds.items())
-    )
-    return folder
 
 
 @pytest.mark.skipif(importlib.util.find_spec("grpc") is not None, reason="the Ray Client is installed here")
 def test_a_ray_client_address_without_the_client_says_what_to_install(tmp_path, capsys):
     argv = ["run", "--engine", "ray", "--ray-address", "ray://127.0.0.1:1", "--model", "static-64"]
-    assert main([*argv, "--tasks", str(_beir(tmp_path / "d")), "--output-folder", str(tmp_path / "o")]) == 2
+    assert main([*argv, "--tasks", str(write_tiny_beir(tmp_path / "d")), "--output-folder", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install ray[client]" in err and "Traceback" not in err
 
@@ -52,7 +35,14 @@ def test_a_local_cluster_keeps_its_files_in_the_cache_folder(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(HOME=str(home), TMPDIR=str(temp), EMBEDSCOPE_CACHE=str(cache))
     argv = [sys.executable, "-m", "embedscope", "run", "--engine", "ray", "--ray-workers", "1", "--model", str(model)]
-    argv += ["--tasks", str(_beir(tmp_path / "d")), "--output-folder", str(tmp_path / "out"), "--device", "cpu"]
+    argv += [
+        "--tasks",
+        str(write_tiny_beir(tmp_path / "d")),
+        "--output-folder",
+        str(tmp_path / "out"),
+        "--device",
+        "cpu",
+    ]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Token authentication" not in done.stderr and "Started a local Ray instance" not in done.stderr

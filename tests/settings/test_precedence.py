@@ -13,22 +13,7 @@ from embedscope.cli.main import main
 from embedscope.errors import ConfigError
 from embedscope.settings import Layer, build_settings
 from embedscope.settings.files import load_settings
-from embedscope.testing.tiny import TINY_CORPUS, TINY_QRELS, TINY_QUERIES
-
-
-def _beir(folder: Path) -> Path:
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in TINY_CORPUS.items())
-    )
-    (folder / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in TINY_QUERIES.items())
-    )
-    (folder / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n"
-        + "".join(f"{q}\t{d}\t{s}\n" for q, ds in TINY_QRELS.items() for d, s in ds.items())
-    )
-    return folder
+from embedscope.testing.tiny import write_tiny_beir
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +25,7 @@ def tiny_model(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def base_config(tmp_path, tiny_model) -> Path:
-    data = _beir(tmp_path / "data")
+    data = write_tiny_beir(tmp_path / "data")
     config = tmp_path / "base.yaml"
     config.write_text(
         f"model: {tiny_model}\ntasks: [{data}]\noutput_folder: {tmp_path / 'outA'}\ndevice: cpu\ncache: false\n"
@@ -91,7 +76,7 @@ def test_print_settings_shows_each_value_and_where_it_came_from(base_config, cap
     ],
 )
 def test_evalscope_task_filters_act(tmp_path, key, value, match):
-    data = _beir(tmp_path / "data")
+    data = write_tiny_beir(tmp_path / "data")
     config = {
         "eval_config": {
             "models": [{"model_name_or_path": "minilm"}],
@@ -180,7 +165,7 @@ def test_evalscope_batch_size_of_the_wrong_type_names_its_key(tmp_path, capsys):
 
 
 def test_a_retriever_option_of_the_wrong_type_is_a_one_line_error(tmp_path, capsys):
-    data = _beir(tmp_path / "data")
+    data = write_tiny_beir(tmp_path / "data")
     for spec, expected in (("bm25:k1=abc", "k1='abc': expected a finite number"), ("bm25:k1=inf", "k1=inf")):
         assert main(["run", "--model", spec, "--tasks", str(data), "--output-folder", str(tmp_path / "o")]) == 2
         assert f"bm25 stage option {expected}" in _one_error_line(capsys)

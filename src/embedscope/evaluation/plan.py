@@ -19,17 +19,6 @@ from embedscope.tasks.base import Task
 from embedscope.tasks.registry import DEFAULT_TASKS, resolve_task
 from embedscope.tasks.types import TASK_TYPES, get_task_type
 
-RUN_OPTIONS = (
-    "top_k",
-    "corpus_chunk_size",
-    "save_predictions",
-    "filter_field",
-    "truncate_dim",
-    "precision",
-    "rescore_multiplier",
-    "index",
-)  # options some task types use, others not
-
 
 def _named(settings: RunSettings, key: str) -> str:
     """How the user wrote ``key`` (the flag, the file and key, or the keyword)."""
@@ -89,7 +78,7 @@ def _prepared(tasks: list[Task], settings: RunSettings) -> list[Task]:
 def _check_run_options(tasks: Sequence[Task], settings: RunSettings) -> None:
     """A run option given explicitly that none of the tasks' types uses is an error (it would do nothing)."""
     used = {option for t in tasks for option in get_task_type(t.type).run_options}
-    for option in RUN_OPTIONS:
+    for option in dict.fromkeys(o for t in TASK_TYPES for o in t.run_options):  # the options some types use
         if option in settings.model_fields_set and option not in used:
             users = [t.name for t in TASK_TYPES if option in t.run_options]
             raise ConfigError(

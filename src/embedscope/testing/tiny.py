@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.types import Corpus, Queries, RetrievalData
 
@@ -24,6 +27,21 @@ def tiny_retrieval_data(split: str = "test") -> RetrievalData:
 def tiny_retrieval_task(name: str = "TinyRetrieval") -> RetrievalTask:
     """Three queries, four documents; a keyword encoder on cat/dog/fish gets every query right."""
     return RetrievalTask(name=name, load_split=tiny_retrieval_data, description="three keyword queries")
+
+
+def write_tiny_beir(folder: str | Path) -> Path:
+    """The tiny task as a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``); an existing one is
+    left as it is."""
+    folder = Path(folder)
+    if (folder / "corpus.jsonl").exists():
+        return folder
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    lines = lambda rows: "".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in rows.items())  # noqa: E731
+    (folder / "corpus.jsonl").write_text(lines(TINY_CORPUS))
+    (folder / "queries.jsonl").write_text(lines(TINY_QUERIES))
+    judged = "".join(f"{q}\t{d}\t{s}\n" for q, docs in TINY_QRELS.items() for d, s in docs.items())
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + judged)
+    return folder
 
 
 TINY_WORDS = ("cat", "dog", "fish", "sun")
