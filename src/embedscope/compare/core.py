@@ -85,7 +85,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: NaN (no test possible) becomes None."""
-        return _no_nan(
+        return json_safe(
             {
                 "models": self.models,
                 "tasks": self.tasks,
@@ -96,13 +96,18 @@ class Comparison:
         )
 
 
-def _no_nan(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinity inside it (dicts and lists) replaced by None, for strict JSON.
+
+    >>> json_safe({"a": [1.0, float("nan")], "b": float("inf")})
+    {'a': [1.0, None], 'b': None}
+    """
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _no_nan(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_no_nan(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 

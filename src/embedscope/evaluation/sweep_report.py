@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.compare.core import CompareOptions, paired_test, score_interval
+from embedscope.compare.core import CompareOptions, json_safe, paired_test, score_interval
 from embedscope.compare.items import TaskItems, task_items
 from embedscope.compare.selection import kfold_choice, pareto_front
 from embedscope.compare.stats import adjust
@@ -101,7 +101,7 @@ class SweepReport:
     folds: list[FoldReport] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return _no_nan(
+        return json_safe(
             {
                 "axes": self.axes,
                 "options": asdict(self.options),
@@ -215,16 +215,6 @@ class SweepReport:
                 ]
             )
         return out.getvalue()
-
-
-def _no_nan(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_nan(v) for v in value]
-    return value
 
 
 def _text(value: Any) -> str:
