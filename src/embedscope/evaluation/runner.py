@@ -306,9 +306,7 @@ def _evaluate_model(
 
 def _check_dense_stage(model: Any, settings: RunSettings, dense: dict[str, Any]) -> None:
     """Dense post-processing acts on a pipeline's dense retrievers; a pipeline without one is refused."""
-    from embedscope.retrieval.dense import DenseRetriever
-
-    if not any(isinstance(r, DenseRetriever) for r in getattr(model, "retrievers", [])):
+    if not getattr(model, "dense_stages", ()):
         named = getattr(settings, "display_name", lambda k: k)
         raise ConfigError(
             f"{named(next(iter(dense)))} acts on dense retrieval, and {getattr(model, 'name', 'the pipeline')} has "

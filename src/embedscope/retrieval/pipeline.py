@@ -396,6 +396,13 @@ class Pipeline:
         """Whether it can search a corpus (a reranker alone scores given candidates only)."""
         return bool(self.retrievers)
 
+    @property
+    def dense_stages(self) -> list[Any]:
+        """Its single-vector retrievers (where dense post-processing and approximate indexes act)."""
+        from embedscope.retrieval.dense import DenseRetriever
+
+        return [r for r in self.retrievers if isinstance(r, DenseRetriever)]
+
     def stage_models(self) -> list[Any]:
         """The model behind each stage (an encoder inside a retriever or reranker, else the stage itself)."""
         stages = [*self.retrievers, *(s.reranker for s in self.rerankers)]
