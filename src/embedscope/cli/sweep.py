@@ -56,6 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=10_000, help="resamples for the tests and CIs (default 10000)")
     p.add_argument("--seed", type=int, default=42, help="seed of the resamples and of the folds (default 42)")
     p.add_argument("--csv", metavar="FILE", help="also write the table as CSV to FILE")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained HTML page to FILE: the table, score against each cost with the Pareto "
+        "frontier drawn, and score along each numeric axis with its CI band",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of Markdown")
     p.add_argument("--quiet", "-q", action="store_true", help="no line per finished point on stderr")
     p.set_defaults(func=_cmd_sweep)
@@ -112,5 +118,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         from embedscope.files import atomic_write_text
 
         atomic_write_text(args.csv, report.csv())
+    if args.html:
+        from embedscope.evaluation.sweep_html import sweep_html
+        from embedscope.files import atomic_write_text
+
+        atomic_write_text(args.html, sweep_html(report))
+        print(f"wrote {args.html}", file=sys.stderr)
     print(json.dumps(report.to_dict(), indent=2, default=str) if args.json else report.markdown())
     return 0
