@@ -40,7 +40,11 @@ def test_exact_search_agrees_with_faiss_flat_ip(exact: np.ndarray) -> None:
 @pytest.mark.parametrize(
     "spec,floor",
     # floors measured on these vectors (faiss 1.15.1): 0.995, 1.0, 0.66; set a little below
-    [("hnsw", 0.98), ("hnsw:M=16,ef_search=64", 0.99), ("ivfpq:nlist=64,m=16,nprobe=8", 0.6)],
+    [
+        ("hnsw", 0.98),
+        ("hnsw:M=16,ef_search=64", 0.99),
+        pytest.param("ivfpq:nlist=64,m=16,nprobe=8", 0.6, marks=pytest.mark.slow),  # 4 s of k-means training
+    ],
 )
 def test_recall_of_the_exact_top_10_and_determinism(exact: np.ndarray, spec: str, floor: float) -> None:
     parsed = ann.parse_index(spec)
