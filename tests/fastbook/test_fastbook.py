@@ -704,3 +704,14 @@ def test_scope_chapter_searches_one_fts5_table_with_a_chapter_filter(tmp_path):
             (expression, row["chapter"]),
         ).fetchall()
         assert row["retrieved"].split() == [ids[r - 1] for (r,) in direct]
+
+
+@pytest.mark.parametrize("method", [["--chunk-size", "100"], ["--method", "fastbook-paragraphs-b"]])
+def test_fastbook_run_takes_a_study_point(study, capsys, method):
+    docs, bench, _ = study
+    args = ["fastbook", "run", "--benchmark", str(bench), "--notebooks", str(docs), "--retriever", "bm25"]
+    assert main([*args, *method]) == 0
+    options = (
+        ChunkOptions("fastbook-reference", chunk_size=100) if "--chunk-size" in method else ChunkOptions(method[1])
+    )
+    assert f"{len(chunk_documents([docs], options))} passages from" in capsys.readouterr().err
