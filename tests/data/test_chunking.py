@@ -224,7 +224,8 @@ def test_paragraph_strategies_keep_every_character_in_order(method, doc):
         bodies.append(rest if "H" in first else chunk)
     assert _squash("".join(bodies)) == _squash(_strategy_view(method, kept))
     per_chunk = 1 if method[-1] in "ac" else 3
-    assert all(len([p for p in re.split(r"\n\s*\n", b) if p.strip()]) <= per_chunk for b in bodies)
+    if method[-1] != "f":  # f can blank a line ('```' loses its punctuation), splitting a paragraph in two
+        assert all(len([p for p in re.split(r"\n\s*\n", b) if p.strip()]) <= per_chunk for b in bodies)
 
 
 @SLOW
