@@ -170,3 +170,87 @@ def test_a_corpus_with_a_repeated_id_is_refused(tmp_path):
         DataFormatError, match=r"corpus\.jsonl, line 3: passage id 'a' occurs twice \(first at line 1\)"
     ):
         read_passages(path)
+
+
+@st.composite
+def sectioned_markdown(draw) -> tuple[str, str]:
+    """A Markdown-like document for the paragraph strategies and its non-header lines. Header titles start
+    with 'H', which no body line holds (``WORD`` has no 'H'), so a chunk's header line is recognisable."""
+    lines: list[tuple[str, bool]] = []
+    kinds = ["header", "body", "blank", "tag", "fence", "html"]
+    for i, kind in enumerate(draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=25))):
+        if kind == "header":
+            lines.append(
+                (" " * draw(st.integers(0, 3)) + "#" * draw(st.integers(1, 6)) + f" H{i} " + draw(WORDS), True)
+            )
+        elif kind == "body":
+            lines.append((draw(WORDS).lstrip("#"), False))
+        elif kind == "blank":
+            lines.append((draw(st.sampled_from(["", " ", "\t"])), False))
+        elif kind == "tag":
+            lines.append((draw(st.sampled_from(["#tag", "####### seven", "#!/bin/sh"])), False))
+        elif kind == "html":
+            lines.append(
+                (draw(st.sampled_from(['<img src="a.png" width="9">', "</div>", "<br/>"])) + draw(WORDS), False)
+            )
+        else:
+            lines += [("```python", False), ("# a comment " + draw(WORDS), False), ("x = 1", False), ("```", False)]
+    return "\n".join(line for line, _ in lines), "\n".join(line for line, header in lines if not header)
+
+
+def _strategy_view(method: str, text: str) -> str:
+    """What a strategy keeps of text, written from the method note: E and F drop HTML tags (the three the
+    generator makes), F also ASCII punctuation."""
+    if method[-1] in "ef":
+        for tag in ('<img src="a.png" width="9">', "</div>", "<br/>"):
+            text = text.replace(tag, "")
+    if method[-1] == "f":
+        text = "".join(ch for ch in text if ch not in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+    return text
+
+
+@FAST
+@pytest.mark.parametrize("method", [f"fastbook-paragraphs-{v}" for v in "abcdef"])
+@given(doc=sectioned_markdown())
+def test_paragraph_strategies_keep_every_character_in_order(method, doc):
+    """Without each chunk's header line, the chunks are the document's non-header lines, in order; with
+    headers (a, b, e, f) every chunk under a header starts with it, and c, d have none."""
+    text, kept = doc
+    chunks = ChunkOptions(method=method, stop_at=None).split(text)
+    bodies = []
+    for chunk in chunks:
+        first, _, rest = chunk.partition("\n")
+        assert ("H" in first) == (method[-1] not in "cd" and "H" in chunk), chunk
+        bodies.append(rest if "H" in first else chunk)
+    assert _squash("".join(bodies)) == _squash(_strategy_view(method, kept))
+    per_chunk = 1 if method[-1] in "ac" else 3
+    if method[-1] != "f":  # f can blank a line ('```' loses its punctuation), splitting a paragraph in two
+        assert all(len([p for p in re.split(r"\n\s*\n", b) if p.strip()]) <= per_chunk for b in bodies)
+
+
+@SLOW
+@pytest.mark.parametrize("size", [100, 300, 2000])
+@given(docs=st.lists(markdown(), min_size=1, max_size=12))
+def test_fastbook_reference_at_other_sizes_covers_the_document_in_order(size, docs):
+    text = "\n\n".join(t for t, _ in docs) * 3
+    _assert_covers_in_order(text, ChunkOptions(method="fastbook-reference", chunk_size=size).split(text))
+
+
+@FAST
+@pytest.mark.parametrize("method", ["paragraphs", "fastbook-paragraphs-a", "fastbook-paragraphs-d"])
+@given(
+    files=st.lists(
+        st.tuples(st.sampled_from(["", "a", "b", "a/b"]), NAMES, st.sampled_from([".md", ".txt"]), markdown()),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_ids_are_unique_for_every_paragraph_method(tmp_path_factory, method, files):
+    root = tmp_path_factory.mktemp("docs")
+    for folder, name, suffix, (text, _) in files:
+        path = root / folder / f"{name}{suffix}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    passages = chunk_documents(sorted({str(p.parent) for p in root.rglob("*.*")}), ChunkOptions(method, stop_at=None))
+    ids = [p.id for p in passages]
+    assert len(ids) == len(set(ids))

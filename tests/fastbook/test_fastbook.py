@@ -493,10 +493,13 @@ def test_halves_rule():
     assert halves("a") == ["a"] and halves("") == []
 
 
-def test_fastbook_reference_is_fixed_and_the_default_of_fastbook_run(study, tmp_path, capsys):
+def test_fastbook_reference_keeps_the_study_overlap_and_is_the_default_of_fastbook_run(study, tmp_path, capsys):
     docs, bench, _ = study
-    with pytest.raises(ConfigError, match="fixed at 500 tokens"):
-        ChunkOptions(method="fastbook-reference", chunk_size=300)
+    with pytest.raises(ConfigError, match="min.size/4, size/2, 64. = 25 at --chunk-size 100, not --overlap 64"):
+        ChunkOptions(method="fastbook-reference", chunk_size=100, overlap=64)
+    with pytest.raises(ConfigError, match="counts tokens with cl100k_base"):
+        ChunkOptions(method="fastbook-reference", tokenizer="bert.json")
+    assert ChunkOptions(method="fastbook-reference", chunk_size=100, overlap=25).split("x") == ["x"]
     path = _long_notebook(docs / "03_long.ipynb")
     corpus = tmp_path / "c.jsonl"
     assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference"]) == 0
@@ -504,7 +507,11 @@ def test_fastbook_reference_is_fixed_and_the_default_of_fastbook_run(study, tmp_
     assert reference == chunk_documents([path], ChunkOptions(method="fastbook-reference"))
     assert reference != chunk_documents([path], ChunkOptions())
     assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference", "--overlap", "10"]) == 2
-    assert "fixed at 500 tokens" in capsys.readouterr().err
+    assert "the study's overlap min(size/4, size/2, 64) = 64 at --chunk-size 500, not --overlap 10" in (
+        capsys.readouterr().err
+    )
+    assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference", "--overlap", "64"]) == 0
+    assert read_passages(corpus) == reference  # the rule's own value, given, is the default
     assert main(["chunk", str(path), "-o", str(corpus), "--chunking", "fastbook-reference"]) == 0
     assert read_passages(corpus) == reference
     from embedscope.cli.main import build_parser
@@ -697,3 +704,14 @@ def test_scope_chapter_searches_one_fts5_table_with_a_chapter_filter(tmp_path):
             (expression, row["chapter"]),
         ).fetchall()
         assert row["retrieved"].split() == [ids[r - 1] for (r,) in direct]
+
+
+@pytest.mark.parametrize("method", [["--chunk-size", "100"], ["--method", "fastbook-paragraphs-b"]])
+def test_fastbook_run_takes_a_study_point(study, capsys, method):
+    docs, bench, _ = study
+    args = ["fastbook", "run", "--benchmark", str(bench), "--notebooks", str(docs), "--retriever", "bm25"]
+    assert main([*args, *method]) == 0
+    options = (
+        ChunkOptions("fastbook-reference", chunk_size=100) if "--chunk-size" in method else ChunkOptions(method[1])
+    )
+    assert f"{len(chunk_documents([docs], options))} passages from" in capsys.readouterr().err

@@ -17,11 +17,17 @@ def _add_chunk_options(p: argparse.ArgumentParser, method: str = "tokens") -> No
         dest="method",
         choices=CHUNK_METHODS,
         default=method,
-        help=f"sentence-aware token windows, groups of paragraphs, or fastbook-reference (the study's "
-        f"corpus: each document cut in halves, then 500-token windows with 64 overlap); default {method}",
+        help=f"sentence-aware token windows, groups of paragraphs, fastbook-reference (the study's corpus: "
+        f"each document cut in halves, then --chunk-size token windows, 500 by default, with the study's overlap "
+        f"min(size/4, size/2, 64)), or the study's paragraph strategies fastbook-paragraphs-a..f; default {method}",
     )
-    p.add_argument("--chunk-size", type=int, default=500, help="tokens per passage (method tokens)")
-    p.add_argument("--overlap", type=int, default=64, help="tokens shared by neighbouring passages (method tokens)")
+    p.add_argument("--chunk-size", type=int, default=500, help="tokens per passage (tokens, fastbook-reference)")
+    p.add_argument(
+        "--overlap",
+        type=int,
+        default=None,
+        help="tokens shared by neighbouring passages (method tokens; default 64; fastbook-reference: the study's rule)",
+    )
     p.add_argument("--tokenizer", default="cl100k_base", help="cl100k_base (tiktoken), a model alias or tokenizer.json")
     p.add_argument("--paragraphs", type=int, default=1, help="paragraphs per passage (method paragraphs)")
     p.add_argument("--no-headers", action="store_true", help="drop Markdown header paragraphs (method paragraphs)")

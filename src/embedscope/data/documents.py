@@ -64,8 +64,40 @@ def chapter_from_name(name: str) -> int | None:
     return int(match.group()) if match else None
 
 
-def read_notebook(path: str | Path, stop_at: str | None = "## Questionnaire") -> str:
-    """Markdown and code cell sources of a notebook, each followed by a newline; outputs dropped."""
+@dataclass(frozen=True)
+class Cell:
+    """A notebook cell: ``kind`` markdown or code, its source, and (code cells) its text outputs."""
+
+    kind: str
+    source: str
+    outputs: str = ""
+
+
+def _text(value: Any, path: Path, what: str) -> str:
+    if isinstance(value, list) and all(isinstance(line, str) for line in value):
+        return "".join(value)
+    if not isinstance(value, str):
+        raise DataFormatError(f"{path}: {what} is neither a string nor a list of strings")
+    return value
+
+
+def _output_text(cell: dict[str, Any], path: Path, i: int) -> str:
+    """A code cell's text outputs (stream text, and the ``text/plain`` of results and displays), each
+    without its trailing newline, joined by newlines."""
+    texts = []
+    for output in cell.get("outputs") or []:
+        if not isinstance(output, dict):
+            raise DataFormatError(f"{path}: cell {i} has an output that is not an object")
+        if output.get("output_type") == "stream":
+            texts.append(_text(output.get("text", ""), path, f"cell {i}'s stream output"))
+        elif output.get("output_type") in ("execute_result", "display_data") and "text/plain" in output.get("data", {}):
+            texts.append(_text(output["data"]["text/plain"], path, f"cell {i}'s text/plain output"))
+    return "\n".join(t.rstrip("\n") for t in texts if t.strip())
+
+
+def notebook_cells(path: str | Path, stop_at: str | None = "## Questionnaire") -> list[Cell]:
+    """The markdown and code cells of a notebook (raw cells skipped), up to the first markdown cell
+    containing ``stop_at``; code cells keep their text outputs (:func:`_output_text`)."""
     path = Path(path)
     try:
         with reading(path):
@@ -75,21 +107,30 @@ def read_notebook(path: str | Path, stop_at: str | None = "## Questionnaire") ->
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
         raise DataFormatError(f"{path}: not a Jupyter notebook (no 'cells' list)")
-    parts = []
+    out = []
     for i, cell in enumerate(cells):
         if not isinstance(cell, dict) or cell.get("cell_type") not in ("markdown", "code", "raw"):
             raise DataFormatError(f"{path}: cell {i} has no valid cell_type")
         if cell["cell_type"] == "raw":
             continue
-        source = cell.get("source", "")
-        if isinstance(source, list) and all(isinstance(line, str) for line in source):
-            source = "".join(source)
-        elif not isinstance(source, str):
-            raise DataFormatError(f"{path}: cell {i} has a 'source' that is neither a string nor a list of strings")
+        source = _text(cell.get("source", ""), path, f"cell {i} has a 'source' that")
         if stop_at and cell["cell_type"] == "markdown" and stop_at in source:
             break
-        parts.append(source + "\n")
-    return "".join(parts)
+        outputs = _output_text(cell, path, i) if cell["cell_type"] == "code" else ""
+        out.append(Cell(cell["cell_type"], source, outputs))
+    return out
+
+
+def read_notebook(path: str | Path, stop_at: str | None = "## Questionnaire") -> str:
+    """Markdown and code cell sources of a notebook, each followed by a newline; outputs dropped."""
+    return "".join(cell.source + "\n" for cell in notebook_cells(path, stop_at))
+
+
+def document_cells(path: str | Path, stop_at: str | None = "## Questionnaire") -> list[Cell]:
+    """A notebook's cells (:func:`notebook_cells`), or a Markdown / text file as one markdown cell."""
+    if Path(path).suffix.lower() == ".ipynb":
+        return notebook_cells(path, stop_at)
+    return [Cell("markdown", read_document(path, stop_at))]
 
 
 def read_document(path: str | Path, stop_at: str | None = "## Questionnaire") -> str:
@@ -226,51 +267,104 @@ def chunk_paragraphs(text: str, n: int = 1, keep_headers: bool = True) -> list[s
     return ["\n\n".join(paragraphs[i : i + n]) for i in range(0, len(paragraphs), n)]
 
 
-CHUNK_METHODS = ("tokens", "paragraphs", "fastbook-reference")
+def study_overlap(chunk_size: int) -> int:
+    """The fastbook study's overlap at window size ``chunk_size``: ``min(chunk_size / 4, chunk_size / 2, 64)``
+    tokens (the method note's "llama-index's default rule", the expression of RAGatouille's
+    ``llama_index_sentence_splitter``; 25 at 100 tokens, 64 from 256 up), truncated to an integer since
+    ``SentenceSplitter`` takes an integer overlap. (llama-index-core's own ``SentenceSplitter`` default is
+    200 tokens, whatever the size.)
+
+    >>> [study_overlap(n) for n in (100, 250, 256, 500, 2000)]
+    [25, 62, 64, 64, 64]
+    """
+    return int(min(chunk_size / 4, chunk_size / 2, 64))
+
+
+PARAGRAPH_STRATEGIES = tuple(f"fastbook-paragraphs-{v}" for v in "abcdef")
+CHUNK_METHODS = ("tokens", "paragraphs", "fastbook-reference", *PARAGRAPH_STRATEGIES)
 
 
 @dataclass(frozen=True)
 class ChunkOptions:
     """How documents become passages (``method``: one of :data:`CHUNK_METHODS`).
 
-    ``fastbook-reference`` is :func:`halves`, then token windows of each piece (500 tokens, 64
-    overlap, ``cl100k_base`` by default: the study's configuration).
+    ``fastbook-reference`` is :func:`halves`, then token windows of each piece on ``cl100k_base``: 500
+    tokens by default (the study's reference configuration, 64 overlap), any ``chunk_size`` with the
+    study's overlap rule (:func:`study_overlap`). ``overlap`` None is the method's default (64 for
+    ``tokens``); an overlap other than the rule's is refused for ``fastbook-reference``.
+    ``fastbook-paragraphs-a`` … ``-f`` are the study's six paragraph strategies
+    (:mod:`embedscope.data.paragraph_strategies`), fixed by their name.
     """
 
     method: str = "tokens"
     chunk_size: int = 500
-    overlap: int = 64
+    overlap: int | None = None
     tokenizer: str = "cl100k_base"
     paragraphs: int = 1
     keep_headers: bool = True
     stop_at: str | None = "## Questionnaire"
 
     def __post_init__(self) -> None:
-        if self.chunk_size < 1 or self.overlap < 0 or self.paragraphs < 1:
+        if self.chunk_size < 1 or (self.overlap is not None and self.overlap < 0) or self.paragraphs < 1:
             raise ConfigError(
                 f"chunking needs --chunk-size >= 1, --overlap >= 0 and --paragraphs >= 1 (got {self.chunk_size}, "
                 f"{self.overlap}, {self.paragraphs})"
             )
-        if self.method == "fastbook-reference" and (self.chunk_size, self.overlap, self.tokenizer) != (
-            500,
-            64,
-            "cl100k_base",
+        if self.method not in CHUNK_METHODS:
+            raise ConfigError(f"chunking method {self.method!r}: use one of {', '.join(CHUNK_METHODS)}")
+        if self.method == "fastbook-reference":
+            self._check_reference()
+        if self.method in PARAGRAPH_STRATEGIES and (
+            (self.chunk_size, self.overlap, self.tokenizer, self.paragraphs, self.keep_headers)
+            != (500, None, "cl100k_base", 1, True)
         ):
             raise ConfigError(
-                "chunking method fastbook-reference is fixed at 500 tokens, 64 overlap, cl100k_base; "
-                "use --method tokens for other sizes"
+                f"chunking method {self.method} fixes its paragraphs and headers and uses no token windows: "
+                "drop --chunk-size, --overlap, --tokenizer, --paragraphs and --no-headers"
             )
 
+    def _check_reference(self) -> None:
+        rule = study_overlap(self.chunk_size)
+        if self.tokenizer != "cl100k_base":
+            raise ConfigError(
+                "chunking method fastbook-reference counts tokens with cl100k_base (the study's); "
+                "use --method tokens for another --tokenizer"
+            )
+        if self.overlap is not None and self.overlap != rule:
+            raise ConfigError(
+                f"chunking method fastbook-reference uses the study's overlap min(size/4, size/2, 64) = {rule} "
+                f"at --chunk-size {self.chunk_size}, not --overlap {self.overlap}; use --method tokens for another"
+            )
+
+    @property
+    def window_overlap(self) -> int:
+        """The overlap token windows use: the given one, else 64 (``tokens``) or the study's rule."""
+        if self.overlap is not None:
+            return self.overlap
+        return study_overlap(self.chunk_size) if self.method == "fastbook-reference" else 64
+
     def split(self, text: str) -> list[str]:
+        """Passages of one document's text (a paragraph strategy reads it as one markdown cell)."""
         if self.method == "tokens":
-            return chunk_tokens(text, self.chunk_size, self.overlap, self.tokenizer)
+            return chunk_tokens(text, self.chunk_size, self.window_overlap, self.tokenizer)
         if self.method == "paragraphs":
             return chunk_paragraphs(text, self.paragraphs, self.keep_headers)
         if self.method == "fastbook-reference":
             return [
-                c for piece in halves(text) for c in chunk_tokens(piece, self.chunk_size, self.overlap, self.tokenizer)
+                c
+                for piece in halves(text)
+                for c in chunk_tokens(piece, self.chunk_size, self.window_overlap, self.tokenizer)
             ]
-        raise DataFormatError(f"chunking method {self.method!r}: use one of {', '.join(CHUNK_METHODS)}")
+        return self.split_cells([Cell("markdown", text)])
+
+    def split_cells(self, cells: Sequence[Cell]) -> list[str]:
+        """Passages of a document's cells: a paragraph strategy sees the cells (code cells with their
+        outputs); every other method their sources, each followed by a newline (:func:`read_notebook`)."""
+        if self.method in PARAGRAPH_STRATEGIES:
+            from embedscope.data.paragraph_strategies import strategy_chunks
+
+            return strategy_chunks(cells, self.method.rsplit("-", 1)[1])
+        return self.split("".join(cell.source + "\n" for cell in cells))
 
 
 def chunk_documents(paths: Sequence[str | Path], options: ChunkOptions = ChunkOptions()) -> list[Passage]:
@@ -282,7 +376,12 @@ def chunk_documents(paths: Sequence[str | Path], options: ChunkOptions = ChunkOp
     for path, name in zip(files, document_names(files)):
         chapter = chapter_from_name(path.name)
         source = path.name if name == path.stem else _qualified_source(name, path)
-        for n, chunk in enumerate(options.split(read_document(path, options.stop_at))):
+        chunks = (
+            options.split_cells(document_cells(path, options.stop_at))
+            if options.method in PARAGRAPH_STRATEGIES
+            else options.split(read_document(path, options.stop_at))
+        )
+        for n, chunk in enumerate(chunks):
             passages.append(Passage(f"{name}-{n:04d}", chunk, source, chapter))
     check_unique_ids(passages, "the chunked documents")
     return passages
