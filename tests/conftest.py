@@ -384,3 +384,18 @@ def mteb_minilm():
     from embedscope.models.specs import alias_path
 
     return SentenceTransformerEncoderWrapper(SentenceTransformer(str(alias_path("minilm")), device="cpu"))
+
+
+@pytest.fixture
+def no_offline_flags(monkeypatch):
+    """Offline flags unset (restored afterwards, also when the probe sets them), the probe not yet run."""
+    from embedscope import hub
+
+    for flag in hub.OFFLINE_FLAGS:
+        monkeypatch.setenv(flag, "1")
+        monkeypatch.delenv(flag)
+    for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "EMBEDSCOPE_HUB_PROBE"):
+        monkeypatch.delenv(var, raising=False)
+    hub.unreachable_reason.cache_clear()
+    yield
+    hub.unreachable_reason.cache_clear()

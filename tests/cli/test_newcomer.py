@@ -110,19 +110,6 @@ def test_a_path_that_does_not_exist_says_so(tmp_path, spec, capsys):
 # -- offline: fail at once, naming --data-dir and the <dir>/<Task> layout ------------------------------------
 
 
-@pytest.fixture
-def no_offline_flags(monkeypatch):
-    """Offline flags unset (restored afterwards, also when the probe sets them), the probe not yet run."""
-    for flag in hub.OFFLINE_FLAGS:
-        monkeypatch.setenv(flag, "1")
-        monkeypatch.delenv(flag)
-    for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "EMBEDSCOPE_HUB_PROBE"):
-        monkeypatch.delenv(var, raising=False)
-    hub.unreachable_reason.cache_clear()
-    yield
-    hub.unreachable_reason.cache_clear()
-
-
 def _unreachable_hub(monkeypatch):
     """The hub endpoint points at a closed local port: the connection is refused at once."""
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")

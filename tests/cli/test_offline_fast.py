@@ -19,19 +19,6 @@ SRC = str(Path(embedscope.__file__).resolve().parents[1])
 CLOSED_PORT = "http://127.0.0.1:9"  # a refused connection: offline, wherever the test runs
 
 
-@pytest.fixture
-def no_offline_flags(monkeypatch):
-    """Offline flags unset (restored afterwards, also when the probe sets them), the probe not yet run."""
-    for flag in hub.OFFLINE_FLAGS:
-        monkeypatch.setenv(flag, "1")
-        monkeypatch.delenv(flag)
-    for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "EMBEDSCOPE_HUB_PROBE"):
-        monkeypatch.delenv(var, raising=False)
-    hub.unreachable_reason.cache_clear()
-    yield
-    hub.unreachable_reason.cache_clear()
-
-
 @pytest.fixture(params=["no network", "HF_HUB_OFFLINE"])
 def offline(request, monkeypatch, no_offline_flags):
     """The hub out of reach (a refused endpoint) or declared offline; any hub call fails the test."""

@@ -6,9 +6,7 @@ logs no error and loads nothing."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from embedscope.evaluation.sweep import SweepGrid, run_sweep
 from embedscope.evaluation.sweep_html import numeric_axes, sweep_html
 from embedscope.evaluation.sweep_report import sweep_report
 from embedscope.testing.fakes import KeywordEncoder
+from support.browser import headless_page
 
 from .test_sweep import WORDS, base, write_beir
 
@@ -146,19 +145,9 @@ def test_cli_writes_the_page(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_in_headless_chromium(swept):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
     _, report, _, path = swept
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page()
-        errors, requests = [], []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(path.as_uri())
+    with headless_page(path) as opened:
+        page = opened.page
         scatter = "figure.scatter[data-cost='bytes_per_vector']"
         drawn = page.eval_on_selector_all(
             f"{scatter} circle.pt",
@@ -176,11 +165,5 @@ def test_in_headless_chromium(swept):
         )
         assert len(bands) == 3 and all(h > 0 for h in bands)
         assert page.locator("figure.axis-chart circle.axis-pt").count() == 6
-        artifacts = Path(
-            os.environ.get("EMBEDSCOPE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")
-        )
-        artifacts.mkdir(parents=True, exist_ok=True)
-        shot = page.screenshot(path=str(artifacts / "sweep_report.png"), full_page=True)
-        assert shot[:8] == b"\x89PNG\r\n\x1a\n"
-        browser.close()
-    assert errors == [] and requests == [path.as_uri()]
+        opened.screenshot("sweep_report.png")
+    assert opened.errors == [] and opened.requests == [path.as_uri()]

@@ -4,10 +4,7 @@ numbers equal the result JSON, sorting reorders rows, nothing is loaded from out
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +13,7 @@ from embedscope.cli.main import main
 from embedscope.compare.html import borda_points
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 from embedscope.testing.tiny import TINY_WORDS, tiny_tasks_of_every_type
+from support.browser import headless_page
 
 MODELS = ("fake/hash-encoder", "fake/keyword-encoder", "fake/hash-8")
 
@@ -63,20 +61,10 @@ def test_page_is_self_contained(report):
 
 @pytest.mark.slow
 def test_in_headless_chromium(report):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
     root, path = report
     expected = _json_means(root)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page()
-        errors, requests = [], []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(path.as_uri())
+    with headless_page(path) as opened:
+        page = opened.page
 
         def rows():
             return page.eval_on_selector_all(
@@ -99,14 +87,9 @@ def test_in_headless_chromium(report):
         markers = page.eval_on_selector("figure[data-task='TinySTS']", "f => f.textContent")
         assert "▲" in markers  # the keyword model beats the baseline (first model) on STS
         assert page.locator("#metadata tbody tr").count() == 3
-        artifacts = Path(
-            os.environ.get("EMBEDSCOPE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")
-        )
-        artifacts.mkdir(parents=True, exist_ok=True)
-        shot = page.screenshot(path=str(artifacts / "html_report.png"), full_page=True)
-        assert shot[:8] == b"\x89PNG\r\n\x1a\n" and (artifacts / "html_report.png").stat().st_size > 1000
-        browser.close()
-    assert errors == [] and requests == [path.as_uri()]
+        shot = opened.screenshot("html_report.png")
+        assert shot.stat().st_size > 1000
+    assert opened.errors == [] and opened.requests == [path.as_uri()]
 
 
 def test_borda_by_hand():
