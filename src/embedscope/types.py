@@ -7,7 +7,7 @@ Everything here is plain, immutable data. Texts of documents are already merged 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -89,6 +89,12 @@ class RetrievalData:
     split: str = "test"
     source: str = ""
     revision: str = "custom"
+    contexts: Mapping[str, tuple[str, ...]] | None = field(default=None, compare=False)
+    """QA data whose relevance is context strings (``{query_id: (context, …)}``): a text is relevant to a query when
+    it holds one of its contexts (``qrels`` were computed so over ``corpus``); chunking recomputes them per passage."""
+    documents: tuple[Any, ...] | None = field(default=None, compare=False)
+    """The document files the corpus was read from (one document each, in corpus order), when they are files:
+    chunking reads them again so that a notebook's cells reach the paragraph strategies."""
 
     def with_positives_only(self) -> RetrievalData:
         """Drop queries that have no qrels entry at all, as MTEB does before searching.
@@ -97,9 +103,7 @@ class RetrievalData:
         """
         keep = [i for i, qid in enumerate(self.queries.ids) if len(self.qrels.get(qid, {})) > 0]
         qrels = {qid: dict(docs) for qid, docs in self.qrels.items() if len(docs) > 0}
-        return RetrievalData(
-            self.corpus, self.queries.select(keep), qrels, self.name, self.split, self.source, self.revision
-        )
+        return replace(self, queries=self.queries.select(keep), qrels=qrels)
 
 
 @dataclass(frozen=True)

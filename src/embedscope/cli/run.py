@@ -156,6 +156,16 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="dense retrieval through an approximate faiss index: exact (default) | hnsw:M=32,ef_construction=40,"
         "ef_search=16 | ivfpq:nlist=256,m=16,nbits=8,nprobe=8 (needs embedscope[ann]); reports ann_recall_at_10",
     )
+    p.add_argument(
+        "--chunking",
+        dest="chunk_method",
+        metavar="METHOD",
+        help="retrieval on passages: chunk each document by tokens | paragraphs | fastbook-reference | "
+        "fastbook-paragraphs-a … -f; relevance by document scores each document by its best passage, QA relevance "
+        "(context strings) is recomputed per passage",
+    )
+    p.add_argument("--chunk-size", metavar="N", help="tokens per passage (chunking tokens, fastbook-reference)")
+    p.add_argument("--chunk-overlap", metavar="N", help="tokens shared by neighbouring passages (chunking tokens)")
     p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
     p.add_argument("--backend", help="force sentence-transformers | transformers | onnx | static")
     p.add_argument("--pooling", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")
@@ -216,6 +226,11 @@ def flag_layer(args: argparse.Namespace, spellings: dict[str, str]) -> Layer:
     if options:
         values["model_options"] = options
         names.update({f"model_options.{k}": names[k] for k in options})
+    chunking = {key: given.pop(flag) for flag, key in _CHUNK_FLAGS.items() if flag in given}
+    if chunking:
+        values["chunking"] = chunking
+        names["chunking"] = "/".join(names[flag] for flag in _CHUNK_FLAGS if flag in names)
+        names.update({f"chunking.{key}": names[flag] for flag, key in _CHUNK_FLAGS.items() if flag in names})
     if "task_param" in given:
         values["task_params"] = parse_task_params(given.pop("task_param"))
         names["task_params"] = "--task-param"
@@ -223,6 +238,7 @@ def flag_layer(args: argparse.Namespace, spellings: dict[str, str]) -> Layer:
     return Layer("command line", values, "flag", names)
 
 
+_CHUNK_FLAGS = {"chunk_method": "method", "chunk_size": "chunk_size", "chunk_overlap": "overlap"}
 _PIPELINE_KEYS = ("retriever", "fusion", "rrf_k", "weights", "reranker", "pipeline_name")
 
 

@@ -9,8 +9,10 @@ Layouts, in the order they are recognised (:func:`detect_layout` names):
    gzipped), CSV, TSV or Parquet, read with an optional column mapping;
 3. ``hub`` — a local copy of an MTEB-style hub repository (README ``configs:`` or ``corpus/``,
    ``queries/``, ``default/``/``qrels/`` data subfolders, Parquet/JSONL/CSV/TSV);
-4. ``pairs`` — a single table file of (query, relevant passage) rows;
-5. ``hub-id`` — otherwise a Hugging Face hub id such as ``mteb/scifact`` (online only).
+4. ``qa`` — QA over documents: ``documents/`` and ``questions.json`` (fastbook format) or ``questions.jsonl``
+   whose relevance is context strings (:mod:`embedscope.data.qa`; chunked by the task);
+5. ``pairs`` — a single table file of (query, relevant passage) rows;
+6. ``hub-id`` — otherwise a Hugging Face hub id such as ``mteb/scifact`` (online only).
 
 The column mapping (``columns=``) is documented in :mod:`embedscope.data.tables`; in short,
 ``{"id": "doc_id", "text": "body", "title": "headline", "query-id": "qid", "corpus-id": "pid",
@@ -31,6 +33,7 @@ from pathlib import Path
 
 from embedscope.data.beir import is_text_folder, load_text_folder
 from embedscope.data.hf import is_hub_layout, is_saved_dataset, load_hub_retrieval, load_local_hub, load_saved_retrieval
+from embedscope.data.qa import is_qa_folder, load_qa_folder
 from embedscope.data.tables import normalize_columns, suffix_of, table_suffixes
 from embedscope.data.tabular import load_pairs_file
 from embedscope.errors import ConfigError, DataFormatError
@@ -66,7 +69,7 @@ def _check_table_entries(folder: Path) -> None:
 
 
 def detect_layout(path: str | Path) -> str:
-    """``saved`` | ``beir`` | ``hub`` | ``pairs`` | ``hub-id`` (see the module docstring).
+    """``saved`` | ``beir`` | ``hub`` | ``qa`` | ``pairs`` | ``hub-id`` (see the module docstring).
 
     >>> detect_layout("mteb/scifact-that-is-not-a-local-path")
     'hub-id'
@@ -79,13 +82,15 @@ def detect_layout(path: str | Path) -> str:
             return "beir"
         if is_hub_layout(p):
             return "hub"
+        if is_qa_folder(p):
+            return "qa"
         _check_table_entries(p)
         found = sorted(c.name + ("/" if c.is_dir() else "") for c in p.iterdir() if not c.name.startswith("."))
         raise DataFormatError(
             f"{p}: not a retrieval dataset folder (it holds {listing(found, 10) or 'nothing'}). Expected "
             "corpus.jsonl + queries.jsonl + qrels/<split>.tsv (BEIR), corpus.jsonl + queries.jsonl + qrels.jsonl "
-            "(EvalScope), corpus/queries/qrels tables (.csv/.parquet), a Hugging Face dataset copy, or a "
-            "save_to_disk dataset"
+            "(EvalScope), corpus/queries/qrels tables (.csv/.parquet), a Hugging Face dataset copy, a "
+            "save_to_disk dataset, or documents/ + questions.json(l) (QA over documents)"
         )
     if p.is_file():
         if suffix_of(p) not in table_suffixes():
@@ -134,4 +139,6 @@ def load_retrieval(
         return load_saved_retrieval(p, split=split, columns=columns)
     if layout == "hub":
         return load_local_hub(p, split=split, subset=subset, columns=columns)
+    if layout == "qa":
+        return load_qa_folder(p, split=split)
     return load_hub_retrieval(str(path), split=split, revision=revision, subset=subset, columns=columns)

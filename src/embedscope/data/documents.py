@@ -314,6 +314,11 @@ class ChunkOptions:
             raise ConfigError(f"chunking method {self.method!r}: use one of {', '.join(CHUNK_METHODS)}")
         if self.method == "fastbook-reference":
             self._check_reference()
+        if self.method == "tokens" and self.window_overlap >= self.chunk_size:
+            raise ConfigError(
+                f"chunk overlap {self.window_overlap} must be smaller than the chunk size {self.chunk_size} "
+                "(the overlap is 64 tokens unless set: set a smaller one)"
+            )
         if self.method in PARAGRAPH_STRATEGIES and (
             (self.chunk_size, self.overlap, self.tokenizer, self.paragraphs, self.keep_headers)
             != (500, None, "cl100k_base", 1, True)

@@ -270,7 +270,7 @@ def _evaluate_model(
         settings.limits,
         settings.corpus_chunk_size,
         settings.filter_field,
-        settings.dense_post_processing(),
+        settings.retrieval_settings(),
     )
     if settings.task_params:
         kwargs["task_params"] = dict(settings.task_params)  # another protocol: its own folder, as mteb's
@@ -280,7 +280,13 @@ def _evaluate_model(
     if dense and not encodes:
         _check_dense_stage(model, settings, dense)
     record = run_settings(
-        model, settings.top_k, settings.limits, settings.corpus_chunk_size, not encodes, settings.filter_field, dense
+        model,
+        settings.top_k,
+        settings.limits,
+        settings.corpus_chunk_size,
+        not encodes,
+        settings.filter_field,
+        settings.retrieval_settings(),
     )
     experiment = {"experiment_kwargs": kwargs} if kwargs else {}
     store.save_model_meta({**model_meta(model), **placement, **experiment, "run_settings": record})
@@ -295,6 +301,7 @@ def _evaluate_model(
         settings.precision,
         settings.rescore_multiplier,
         settings.index,
+        settings.chunking.options() if settings.chunking is not None else None,
     )
     index = cache.directory if cache is not None else None  # the data fingerprints' index lives in the cache folder
     outcomes = [

@@ -104,9 +104,17 @@ def task_settings(task: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in fields:
         value = getattr(task, name, None)
-        if name not in skip and isinstance(value, (str, int, float, bool, tuple, list, type(None))):
+        if name in skip or (value is None and name in _RECORDED_WHEN_SET):
+            continue
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):  # e.g. a QA task's default chunking
+            out[name] = dataclasses.asdict(value)
+        elif isinstance(value, (str, int, float, bool, tuple, list, type(None))):
             out[name] = list(value) if isinstance(value, tuple) else value
     return out
+
+
+# task fields added after results were stored: unset (None) is not recorded, so those results still match
+_RECORDED_WHEN_SET = ("chunking",)
 
 
 def data_fingerprint(task: Any, index_dir: str | Path | None = None) -> dict[str, Any]:

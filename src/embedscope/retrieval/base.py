@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from embedscope.data.documents import ChunkOptions
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.types import Corpus, Queries, RankedRun, Texts
 
@@ -38,6 +39,8 @@ class SearchOptions:
     precision: str = "fp32"  # dense retrieval only: fp32 | int8 | binary (compression.compressed_search)
     rescore_multiplier: int | None = None  # dense int8/binary: rescore the top r × top_k, float query
     index: Mapping[str, Any] | None = None  # dense only: an approximate index spec (retrieval.ann.parse_index)
+    chunking: ChunkOptions | None = None
+    """Documents → passages before search (retrieval tasks): the run's chunking, over a task's own default."""
 
     @property
     def post_processes(self) -> bool:

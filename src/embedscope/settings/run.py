@@ -199,6 +199,41 @@ class PipelineConfig(BaseModel):
         return {"retrievers": retrievers, "fusion": self.fusion, "rerankers": rerankers, "name": self.name}
 
 
+class ChunkingSettings(BaseModel):
+    """How retrieval documents become passages (:class:`embedscope.data.documents.ChunkOptions`): ``method`` tokens
+    (sentence-aware token windows), paragraphs, fastbook-reference or a fastbook paragraph strategy
+    (fastbook-paragraphs-a … -f). A task whose relevance names documents is scored per document, by its best
+    passage; a QA task whose relevance is context strings is scored per passage, relevance recomputed by substring.
+    """
+
+    model_config = _strict()
+    method: str = "tokens"
+    chunk_size: PositiveInt = 500
+    overlap: Annotated[int, Field(ge=0)] | None = None
+    tokenizer: str = "cl100k_base"
+    paragraphs: PositiveInt = 1
+    keep_headers: bool = True
+    stop_at: str | None = "## Questionnaire"
+
+    @model_validator(mode="after")
+    def _valid(self) -> ChunkingSettings:
+        try:
+            self.options()
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+    def options(self) -> Any:
+        """The data layer's :class:`~embedscope.data.documents.ChunkOptions`."""
+        from embedscope.data.documents import ChunkOptions
+
+        return ChunkOptions(**self.model_dump())
+
+    def record(self) -> dict[str, Any]:
+        """Every option written out (defaults included), so equal chunkings record equally."""
+        return self.model_dump()
+
+
 class CustomTask(BaseModel):
     """A task over the user's own files (``custom_tasks`` entries of both schemas)."""
 
@@ -340,6 +375,8 @@ class RunSettings(BaseModel):
     precision: Literal["fp32", "int8", "binary"] = "fp32"  # int8 / binary (sign) quantization of the vectors
     rescore_multiplier: PositiveInt | None = None  # int8/binary: rescore the top r × top_k with the float query
     index: dict[str, Any] | None = None  # an approximate index: {type: hnsw, M: 32, ef_search: 64} or "hnsw:M=32"
+    # documents → passages before retrieval (a sweep axis: chunking.chunk_size: [100, 500, 2000])
+    chunking: ChunkingSettings | None = None
     # results and caches
     output_folder: Folder = "results"
     overwrite: OverwriteName = "only-missing"
@@ -429,6 +466,12 @@ class RunSettings(BaseModel):
             "index": self.index,
         }
         return {k: v for k, v in values.items() if v is not None}
+
+    def retrieval_settings(self) -> dict[str, Any]:
+        """The retrieval settings that change a score apart from the model's: dense post-processing and chunking
+        (each result records them, and they name the result's experiments folder)."""
+        chunking = {"chunking": self.chunking.record()} if self.chunking is not None else {}
+        return {**self.dense_post_processing(), **chunking}
 
     # -- resolved parts ------------------------------------------------------------------------
 

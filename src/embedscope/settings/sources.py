@@ -91,6 +91,9 @@ def merge_layers(layers: Sequence[Layer]) -> tuple[dict[str, Any], dict[str, Lay
             merged["models"] = [_drop_model_option(e, run_wide) for e in merged["models"]]
         if isinstance(options, Mapping) and isinstance(merged.get("model_options"), Mapping):
             values["model_options"] = {**merged["model_options"], **options}
+        chunking = values.get("chunking")
+        if layer.kind == "flag" and isinstance(chunking, Mapping) and isinstance(merged.get("chunking"), Mapping):
+            values["chunking"] = {**merged["chunking"], **chunking}  # --chunk-size over a config file's chunking
         for key, value in values.items():
             merged[key] = value
             owner[key] = layer

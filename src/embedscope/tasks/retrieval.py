@@ -12,13 +12,17 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from embedscope.data.chunked import chunk_retrieval_data
+from embedscope.data.documents import ChunkOptions
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.ranking import RankingScores
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
+from embedscope.retrieval.passages import best_passage_per_document
 from embedscope.retrieval.roles import Searcher, as_searcher
 from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome, TaskInfo
 from embedscope.tasks.params import positive_int, positive_ints
@@ -41,6 +45,7 @@ class RetrievalTask(TaskInfo):
     ignore_identical_ids: bool = False
     k_values: tuple[int, ...] = DEFAULT_K_VALUES
     top_k: int | None = None  # documents kept per query; None: the run's top_k (MTEB's 1000)
+    chunking: ChunkOptions | None = None  # documents → passages when the run sets no chunking (QA over documents)
     type: ClassVar[str] = "Retrieval"
 
     def evaluate_split(self, split: str, encoder: Encoder | Searcher, options: SearchOptions) -> SplitOutcome:
@@ -71,9 +76,7 @@ def limit_queries(data: RetrievalData, limits: int) -> RetrievalData:
         f"(of {len(data.corpus)}), as EvalScope does. Retrieval among judged documents only is much easier: "
         "scores are inflated and not comparable with full-corpus results."
     )
-    return RetrievalData(
-        data.corpus.select(doc_keep), queries, qrels, data.name, data.split, data.source, data.revision
-    )
+    return replace(data, corpus=data.corpus.select(doc_keep), queries=queries, qrels=qrels)
 
 
 def evaluate_retrieval_split(
@@ -84,16 +87,35 @@ def evaluate_retrieval_split(
     ``model`` is anything :func:`~embedscope.retrieval.roles.as_searcher` takes: an encoder (dense search) or
     a pipeline, whose every stage is scored (``SplitOutcome.stages``); the final stage gives the scores.
     """
-    if options.limits is not None:
-        data = limit_queries(data, options.limits)
+    chunking = options.chunking or task.chunking
+    by_context = data.contexts is not None
+    if options.limits is not None and not (chunking is not None and by_context):
+        data = limit_queries(data, options.limits)  # QA data: after chunking, among the passages then judged
+    as_documents: Callable[[RankedRun], RankedRun] = _unchanged
+    chunk_seconds = None
+    if chunking is not None:
+        t0 = time.perf_counter()
+        chunked = chunk_retrieval_data(data, chunking)
+        data = chunked.data
+        if by_context and options.limits is not None:
+            data = limit_queries(data, options.limits)
+        if chunked.by_document:
+            as_documents = partial(
+                best_passage_per_document, parent_of=dict(zip(data.corpus.ids, chunked.parents)), top_k=options.top_k
+            )
+            options = replace(options, top_k=chunked.search_depth(options.top_k))
+        chunk_seconds = time.perf_counter() - t0
     data = data.with_positives_only()
     search = as_searcher(model).search_stages(data.queries, data.corpus, options)
-    rankings = [_ranking(task, data, s.run) for s in search.stages]
+    stage_runs = [as_documents(s.run) for s in search.stages]
+    rankings = [_ranking(task, data, r) for r in stage_runs]
     stages = tuple(
-        StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(s.run))
-        for s, r in zip(search.stages, rankings)
+        StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(stage_run))
+        for s, r, stage_run in zip(search.stages, rankings, stage_runs)
     )
-    timings, run = search.timings, search.run
+    timings, run = search.timings, as_documents(search.run)
+    if chunk_seconds is not None:
+        timings["chunk_corpus"] = chunk_seconds
     t0 = time.perf_counter()
     ranking = _ranking(task, data, run)
     scores = ranking.to_mteb()
@@ -101,6 +123,10 @@ def evaluate_retrieval_split(
         scores[key] = timings.pop(key)
     timings["metrics"] = time.perf_counter() - t0
     return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, ranking.per_item(run))
+
+
+def _unchanged(run: RankedRun) -> RankedRun:
+    return run
 
 
 def _ranking(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> RankingScores:
@@ -158,6 +184,7 @@ register_task_type(
             "precision",
             "rescore_multiplier",
             "index",
+            "chunking",
         ),
         signature_score="ndcg_at_10",
         signature_rank=5,

@@ -21,17 +21,9 @@ left out of the averages.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 
+from embedscope.data.fastbook_qa import fixed
 from embedscope.studies.fastbook.data import AnswerComponent, Question
-
-
-@lru_cache(maxsize=200_000)
-def fixed(text: str) -> str:
-    """``ftfy.fix_text``, memoised (passages are compared with many contexts)."""
-    from ftfy import fix_text
-
-    return fix_text(text)
 
 
 def found_ranks(
