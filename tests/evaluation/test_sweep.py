@@ -123,13 +123,13 @@ def test_axis_flags_are_read_as_yaml():
 def test_sweep_file_keys_are_checked(tmp_path):
     path = tmp_path / "grid.yaml"
     path.write_text("base: {top_k: 5}\naxes: {limits: [2]}\nextra: 1\n")
-    with pytest.raises(ConfigError, match="grid.yaml: unknown key 'extra'. Valid keys: base, axes"):
+    with pytest.raises(ConfigError, match="grid.yaml: unknown key 'extra'. Valid keys: base, axes, grids"):
         read_sweep_file(path)
     path.write_text("base: {top_k: 5}\naxes: {limits: []}\n")
     with pytest.raises(ConfigError, match="axes.limits: give a non-empty list"):
         read_sweep_file(path)
     path.write_text("base: {topk: 5}\naxes: {limits: [2]}\n")
-    layer, axes = read_sweep_file(path)
+    layer, axes, _ = read_sweep_file(path)
     with pytest.raises(ConfigError, match=r"grid.yaml: base.topk: unknown key"):
         SweepGrid([layer], axes)
 
@@ -330,3 +330,30 @@ def test_cli_sweep_file_with_unknown_keys(tmp_path, capsys):
     grid.write_text("base: {model: bm25}\naxis: {top_k: [1]}\n")
     assert main(["sweep", "--grid", str(grid)]) == 2
     assert "grid.yaml: unknown key 'axis'. Valid keys: base, axes" in capsys.readouterr().err
+
+
+def test_sub_grids_cross_the_shared_axes_with_their_own(beir, tmp_path):
+    path = tmp_path / "grid.yaml"
+    path.write_text(
+        f"base: {{tasks: ['{beir}'], output_folder: '{tmp_path / 'out'}', show_progress: false}}\n"
+        "axes: {top_k: [5, 50]}\n"
+        "grids:\n  - axes: {model: [bm25]}\n  - axes: {model: [fts5], limits: [10, 20]}\n"
+    )
+    layer, axes, grids = read_sweep_file(path)
+    grid = SweepGrid([layer], axes, grids)
+    assert [p.label for p in grid.points()] == [
+        "top_k=5, model=bm25",
+        "top_k=50, model=bm25",
+        "top_k=5, model=fts5, limits=10",
+        "top_k=5, model=fts5, limits=20",
+        "top_k=50, model=fts5, limits=10",
+        "top_k=50, model=fts5, limits=20",
+    ]
+    assert grid.axis_keys == ["top_k", "model", "limits"]
+    path.write_text("axes: {top_k: [5]}\ngrids: [{axes: {top_k: [6]}}]\n")
+    layer, axes, grids = read_sweep_file(path)
+    with pytest.raises(ConfigError, match="axis 'top_k' is given twice"):
+        SweepGrid([layer], axes, grids)
+    path.write_text("grids: [{model: [bm25]}]\n")
+    with pytest.raises(ConfigError, match=r"grids\[0\] must be a mapping with one key, axes"):
+        read_sweep_file(path)

@@ -67,15 +67,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_sweep)
 
 
-def _base_layers(args: argparse.Namespace) -> tuple[list[Any], list[tuple[str, list[Any]]]]:
+def _base_layers(
+    args: argparse.Namespace,
+) -> tuple[list[Any], list[tuple[str, list[Any]]], list[list[tuple[str, list[Any]]]]]:
     from embedscope.evaluation.sweep import parse_axis_flag, parse_set_flag, read_sweep_file
     from embedscope.settings import Layer
     from embedscope.settings.files import config_layer
 
     layers = [config_layer(args.config)] if args.config else []
     axes: list[tuple[str, list[Any]]] = []
+    grids: list[list[tuple[str, list[Any]]]] = []
     if args.grid:
-        base, axes = read_sweep_file(args.grid)
+        base, axes, grids = read_sweep_file(args.grid)
         layers.append(base)
     flags: dict[str, Any] = {}
     names: dict[str, str] = {}
@@ -88,16 +91,16 @@ def _base_layers(args: argparse.Namespace) -> tuple[list[Any], list[tuple[str, l
         flags["output_folder"], names["output_folder"] = args.output_folder, "--output-folder"
     if flags:
         layers.append(Layer("command line", flags, "flag", names))
-    given = {k for k, _ in axes}
+    given = {k for k, _ in axes} | {k for sub in grids for k, _ in sub}
     for text in args.axis:
         key, values = parse_axis_flag(text)
         if key in given:
             raise ConfigError(f"--axis {key}: the axis is given twice (in the sweep file or another --axis)")
         given.add(key)
         axes.append((key, values))
-    if not axes:
+    if not axes and not grids:
         raise ConfigError("sweep needs at least one axis: --axis KEY=V1,V2 or a --grid file with axes:")
-    return layers, axes
+    return layers, axes, grids
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -109,11 +112,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     check_options(options)
     if args.tune_folds is not None and args.tune_folds < 2:
         raise ConfigError(f"--tune-folds {args.tune_folds}: give 2 or more folds")
-    layers, axes = _base_layers(args)
-    grid = SweepGrid(layers, axes)
+    layers, axes, grids = _base_layers(args)
+    grid = SweepGrid(layers, axes, grids)
     grid.points()  # every point valid before any runs
     outcomes = run_sweep(grid, None if args.quiet else sys.stderr)
-    report = sweep_report(outcomes, [k for k, _ in axes], options, args.tune_folds)
+    report = sweep_report(outcomes, grid.axis_keys, options, args.tune_folds)
     if args.csv:
         from embedscope.files import atomic_write_text
 

@@ -14,6 +14,10 @@ A sweep file (YAML or JSON)::
       model: [bm25, fts5]
       top_k: [10, 100]
 
+An axis that applies to some points only goes in a sub-grid: ``grids:`` is a list of ``{axes: …}``, each crossed
+with the shared ``axes`` (``axes: {chunking.chunk_size: [100, 500]}``, ``grids: [{axes: {model: [bm25]}}, {axes:
+{model: [minilm], truncate_dim: [null, 64]}}]`` is 2 × (1 + 2) points).
+
 >>> grid = SweepGrid([Layer("base", {"top_k": 10}, "file")], [("limits", [2, 3]), ("model", ["bm25", "fts5"])])
 >>> [p.label for p in grid.points()]
 ['limits=2, model=bm25', 'limits=2, model=fts5', 'limits=3, model=bm25', 'limits=3, model=fts5']
@@ -42,7 +46,7 @@ from embedscope.settings.files import config_layer, read_config_file
 from embedscope.settings.run import flag_keys
 from embedscope.settings.sources import merge_layers
 
-SWEEP_FILE_KEYS = ("base", "axes")
+SWEEP_FILE_KEYS = ("base", "axes", "grids")
 _KEY = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])*")
 _PART = re.compile(r"([A-Za-z_]\w*)|\[(\d+)\]")
 
@@ -120,22 +124,31 @@ class SweepPoint:
 
 @dataclass
 class SweepGrid:
-    """The base layers (config files, flags) and the axes, each ``(key, values)`` in the order given."""
+    """The base layers (config files, flags) and the axes, each ``(key, values)`` in the order given; with
+    ``grids``, several sub-grids, each its own axes crossed with the shared ones (axes that apply to some points
+    only: ``truncate_dim`` for the dense retriever, not for BM25)."""
 
     base: list[Layer]
     axes: list[tuple[str, list[Any]]]
+    grids: list[list[tuple[str, list[Any]]]] = field(default_factory=list)
     _points: list[SweepPoint] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        seen: set[str] = set()
-        for key, values in self.axes:
-            check_axis_key(key)
-            if key in seen:
-                raise ConfigError(f"axis {key!r} is given twice: give its values once")
-            seen.add(key)
-            if not isinstance(values, list) or not values:
-                raise ConfigError(f"axis {key!r}: give a non-empty list of values (e.g. {key}: [10, 100])")
+        for sub in self.grids or [[]]:
+            seen: set[str] = set()
+            for key, values in [*self.axes, *sub]:
+                check_axis_key(key)
+                if key in seen:
+                    raise ConfigError(f"axis {key!r} is given twice: give its values once")
+                seen.add(key)
+                if not isinstance(values, list) or not values:
+                    raise ConfigError(f"axis {key!r}: give a non-empty list of values (e.g. {key}: [10, 100])")
         build_settings(self.base)  # the base alone is valid: its errors name its file and key
+
+    @property
+    def axis_keys(self) -> list[str]:
+        """Every axis key, shared ones first, in the order given."""
+        return list(dict.fromkeys([k for k, _ in self.axes] + [k for sub in self.grids for k, _ in sub]))
 
     def points(self) -> list[SweepPoint]:
         """Every grid point, validated (the first invalid one is a one-line error naming its axis values)."""
@@ -144,8 +157,12 @@ class SweepGrid:
         return self._points
 
     def _combinations(self) -> list[dict[str, Any]]:
-        keys = [k for k, _ in self.axes]
-        return [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in self.axes))]
+        out: list[dict[str, Any]] = []
+        for sub in self.grids or [[]]:
+            axes = [*self.axes, *sub]
+            keys = [k for k, _ in axes]
+            out += [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in axes))]
+        return out
 
     def _point(self, index: int, values: dict[str, Any]) -> SweepPoint:
         merged, _ = merge_layers(self.base)
@@ -213,26 +230,40 @@ def parse_set_flag(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set {key}: not valid YAML ({str(e).splitlines()[0]})") from None
 
 
-def read_sweep_file(path: str | Path) -> tuple[Layer, list[tuple[str, list[Any]]]]:
-    """A sweep file's base (as a config layer) and axes."""
+def read_sweep_file(path: str | Path) -> tuple[Layer, list[tuple[str, list[Any]]], list[list[tuple[str, list[Any]]]]]:
+    """A sweep file's base (as a config layer), shared axes and sub-grids (``grids:``, a list of ``{axes: …}``)."""
     data = read_config_file(path)
     unknown = [k for k in data if k not in SWEEP_FILE_KEYS]
     if unknown:
-        raise ConfigError(f"{path}: unknown key {unknown[0]!r}. Valid keys: base, axes")
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r}. Valid keys: {', '.join(SWEEP_FILE_KEYS)}")
     base = data.get("base") or {}
-    axes = data.get("axes")
     if not isinstance(base, dict):
         raise ConfigError(f"{path}: base must be a mapping of settings (a config file's keys)")
-    if not isinstance(axes, dict) or not axes:
-        raise ConfigError(f"{path}: axes must be a non-empty mapping of settings keys to lists of values")
-    for key, values in axes.items():
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"{path}: axes.{key}: give a non-empty list of values (e.g. {key}: [10, 100])")
+    grids = data.get("grids")
+    if grids is not None and (not isinstance(grids, list) or not grids):
+        raise ConfigError(f"{path}: grids must be a non-empty list of {{axes: {{KEY: [V1, V2]}}}}")
+    axes = _read_axes(data.get("axes"), f"{path}: axes", required=grids is None)
+    subs = []
+    for i, grid in enumerate(grids or []):
+        if not isinstance(grid, dict) or set(grid) != {"axes"}:
+            raise ConfigError(f"{path}: grids[{i}] must be a mapping with one key, axes")
+        subs.append(_read_axes(grid["axes"], f"{path}: grids[{i}].axes", required=True))
     layer = config_layer(base)
     layer.label, layer.names = f"{path}: base", {k: f"{path}: base.{k}" for k in base}
     if layer.kind != "file":
         raise ConfigError(f"{path}: base is in EvalScope's schema; give embedscope's keys in a sweep file")
-    return layer, [(str(k), v) for k, v in axes.items()]
+    return layer, axes, subs
+
+
+def _read_axes(axes: Any, where: str, required: bool) -> list[tuple[str, list[Any]]]:
+    if axes is None and not required:
+        return []
+    if not isinstance(axes, dict) or not axes:
+        raise ConfigError(f"{where} must be a non-empty mapping of settings keys to lists of values")
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}.{key}: give a non-empty list of values (e.g. {key}: [10, 100])")
+    return [(str(k), v) for k, v in axes.items()]
 
 
 # ---------------------------------------------------------------------------------------------
