@@ -1,0 +1,36 @@
+"""The sweep files in examples/ are valid, expand to the points they describe, and the fastbook studies run
+through ``sweep`` on a small QA folder (real retrievers BM25 and FTS5; the dense points need a real model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from embedscope.evaluation.sweep import SweepGrid, read_sweep_file, run_sweep
+from embedscope.settings import Layer
+from tests.support.qa import write_qa_folder
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def grid_of(name: str, tmp_path: Path, **overrides) -> SweepGrid:
+    layer, axes, grids = read_sweep_file(EXAMPLES / name)
+    more = Layer("test", {"output_folder": str(tmp_path / "out"), "show_progress": False, **overrides}, "flag")
+    return SweepGrid([layer, more], axes, grids)
+
+
+def test_the_bbc_grid_has_the_issues_33_points(tmp_path):
+    points = grid_of("sweep-bbc-grid.yaml", tmp_path).points()
+    assert len(points) == 3 * (1 + 9 + 1)
+    assert {p.settings.chunking.chunk_size for p in points if p.settings.chunking} == {128, 256, 512}
+
+
+def test_the_fastbook_studies_run_through_sweep(tmp_path):
+    qa = write_qa_folder(tmp_path / "fastbook")
+    sizes = grid_of("sweep-fastbook-chunk-sizes.yaml", tmp_path, tasks=[str(qa)])
+    assert len(sizes.points()) == 5 * 2
+    paragraphs = grid_of("sweep-fastbook-paragraphs.yaml", tmp_path, tasks=[str(qa)])
+    assert len(paragraphs.points()) == 6 * 4
+    lexical = [(k, v if k != "model" else ["fts5", "bm25"]) for k, v in paragraphs.grids[0]]
+    runnable = SweepGrid(paragraphs.base, paragraphs.axes, [lexical])
+    outcomes = run_sweep(runnable, log=None)
+    assert len(outcomes) == 12 and all(len(o.paths) == 1 for o in outcomes)
