@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from embedscope.compare.core import CompareOptions
 from embedscope.evaluation.sweep import SweepGrid, read_sweep_file, run_sweep
+from embedscope.evaluation.sweep_report import sweep_report
 from embedscope.settings import Layer
 from tests.support.qa import write_qa_folder
 
@@ -26,11 +28,15 @@ def test_the_bbc_grid_has_the_issues_33_points(tmp_path):
 
 def test_the_fastbook_studies_run_through_sweep(tmp_path):
     qa = write_qa_folder(tmp_path / "fastbook")
-    sizes = grid_of("sweep-fastbook-chunk-sizes.yaml", tmp_path, tasks=[str(qa)])
+    tasks = [{"name": "fastbook", "data_path": str(qa), "main_score": "modified_mrr_at_10"}]
+    sizes = grid_of("sweep-fastbook-chunk-sizes.yaml", tmp_path, custom_tasks=tasks)
     assert len(sizes.points()) == 5 * 2
-    paragraphs = grid_of("sweep-fastbook-paragraphs.yaml", tmp_path, tasks=[str(qa)])
+    paragraphs = grid_of("sweep-fastbook-paragraphs.yaml", tmp_path, custom_tasks=tasks)
     assert len(paragraphs.points()) == 6 * 4
     lexical = [(k, v if k != "model" else ["fts5", "bm25"]) for k, v in paragraphs.grids[0]]
     runnable = SweepGrid(paragraphs.base, paragraphs.axes, [lexical])
     outcomes = run_sweep(runnable, log=None)
-    assert len(outcomes) == 12 and all(len(o.paths) == 1 for o in outcomes)
+    assert len(outcomes) == 12 and all(list(o.paths) == ["fastbook"] for o in outcomes)
+    report = sweep_report(outcomes, runnable.axis_keys, CompareOptions(rounds=200))
+    assert {r.metric for r in report.rows} == {"modified_mrr_at_10"}
+    assert len({r.score for r in report.rows}) > 1 and all(r.ci_low <= r.score <= r.ci_high for r in report.rows)

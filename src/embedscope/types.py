@@ -92,6 +92,9 @@ class RetrievalData:
     contexts: Mapping[str, tuple[str, ...]] | None = field(default=None, compare=False)
     """QA data whose relevance is context strings (``{query_id: (context, …)}``): a text is relevant to a query when
     it holds one of its contexts (``qrels`` were computed so over ``corpus``); chunking recomputes them per passage."""
+    components: Mapping[str, tuple[tuple[str, ...], ...]] | None = field(default=None, compare=False)
+    """QA data whose answers have components: per question, each component's context strings (scored with
+    Modified MRR@k / Recall@k, :mod:`embedscope.metrics.components`)."""
     documents: tuple[Any, ...] | None = field(default=None, compare=False)
     """The document files the corpus was read from (one document each, in corpus order), when they are files:
     chunking reads them again so that a notebook's cells reach the paragraph strategies."""

@@ -231,8 +231,3 @@ def fixed(text: str) -> str:
     from ftfy import fix_text
 
     return fix_text(text)
-
-
-def question_contexts(question: Question) -> tuple[str, ...]:
-    """Every context string of every answer component of ``question``: a passage holding any of them answers it."""
-    return tuple(c for comp in question.components for c in comp.context)

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from embedscope.data.chunked import chunk_retrieval_data
 from embedscope.data.documents import ChunkOptions
+from embedscope.data.fastbook_qa import fixed
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
-from embedscope.metrics.ranking import RankingScores
+from embedscope.metrics.components import component_scores
+from embedscope.metrics.ranking import RankingScores, top_doc_ids
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
 from embedscope.retrieval.passages import best_passage_per_document
@@ -87,42 +91,76 @@ def evaluate_retrieval_split(
     ``model`` is anything :func:`~embedscope.retrieval.roles.as_searcher` takes: an encoder (dense search) or
     a pipeline, whose every stage is scored (``SplitOutcome.stages``); the final stage gives the scores.
     """
+    data, options, as_documents, timings = _chunked(task, data, options)
+    data = data.with_positives_only()
+    search = as_searcher(model).search_stages(data.queries, data.corpus, options)
+    stages = tuple(_stage(task, data, s, as_documents(s.run)) for s in search.stages)
+    timings.update(search.timings)
+    run = as_documents(search.run)
+    t0 = time.perf_counter()
+    scores, per_item = _scored(task, data, run)
+    for key in [k for k in timings if k.startswith("ann_recall_at_")]:  # an approximate index's recall of exact search
+        scores[key] = timings.pop(key)
+    timings["metrics"] = time.perf_counter() - t0
+    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, per_item)
+
+
+def _chunked(
+    task: RetrievalTask, data: RetrievalData, options: SearchOptions
+) -> tuple[RetrievalData, SearchOptions, Callable[[RankedRun], RankedRun], dict[str, float]]:
+    """The data to search (chunked into passages by the run's or the task's chunking, and limited), the options to
+    search it with, how a passage run becomes the run to score, and the chunking's time."""
     chunking = options.chunking or task.chunking
     by_context = data.contexts is not None
     if options.limits is not None and not (chunking is not None and by_context):
         data = limit_queries(data, options.limits)  # QA data: after chunking, among the passages then judged
-    as_documents: Callable[[RankedRun], RankedRun] = _unchanged
-    chunk_seconds = None
-    if chunking is not None:
-        t0 = time.perf_counter()
-        chunked = chunk_retrieval_data(data, chunking)
-        data = chunked.data
-        if by_context and options.limits is not None:
-            data = limit_queries(data, options.limits)
-        if chunked.by_document:
-            as_documents = partial(
-                best_passage_per_document, parent_of=dict(zip(data.corpus.ids, chunked.parents)), top_k=options.top_k
-            )
-            options = replace(options, top_k=chunked.search_depth(options.top_k))
-        chunk_seconds = time.perf_counter() - t0
-    data = data.with_positives_only()
-    search = as_searcher(model).search_stages(data.queries, data.corpus, options)
-    stage_runs = [as_documents(s.run) for s in search.stages]
-    rankings = [_ranking(task, data, r) for r in stage_runs]
-    stages = tuple(
-        StageOutcome(s.stage, s.name, s.kind, r.to_mteb(), s.stats.as_dict(), r.per_item(stage_run))
-        for s, r, stage_run in zip(search.stages, rankings, stage_runs)
-    )
-    timings, run = search.timings, as_documents(search.run)
-    if chunk_seconds is not None:
-        timings["chunk_corpus"] = chunk_seconds
+    if chunking is None:
+        return data, options, _unchanged, {}
     t0 = time.perf_counter()
+    chunked = chunk_retrieval_data(data, chunking)
+    data = chunked.data
+    if by_context and options.limits is not None:
+        data = limit_queries(data, options.limits)
+    as_documents: Callable[[RankedRun], RankedRun] = _unchanged
+    if chunked.by_document:
+        parent_of = dict(zip(data.corpus.ids, chunked.parents))
+        as_documents = partial(best_passage_per_document, parent_of=parent_of, top_k=options.top_k)
+        options = replace(options, top_k=chunked.search_depth(options.top_k))
+    return data, options, as_documents, {"chunk_corpus": time.perf_counter() - t0}
+
+
+def _stage(task: RetrievalTask, data: RetrievalData, stage: Any, run: RankedRun) -> StageOutcome:
+    scores, per_item = _scored(task, data, run)
+    return StageOutcome(stage.stage, stage.name, stage.kind, scores, stage.stats.as_dict(), per_item)
+
+
+def _scored(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> tuple[dict[str, float], dict[str, list]]:
+    """MTEB's ranking scores and per-query columns; for answers with components, also the fastbook benchmark's
+    Modified MRR@k / Recall@k."""
     ranking = _ranking(task, data, run)
-    scores = ranking.to_mteb()
-    for key in [k for k in timings if k.startswith("ann_recall_at_")]:  # an approximate index's recall of exact search
-        scores[key] = timings.pop(key)
-    timings["metrics"] = time.perf_counter() - t0
-    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, ranking.per_item(run))
+    scores, per_item = ranking.to_mteb(), ranking.per_item(run)
+    if data.components is not None:
+        means, columns = _component_scores(task, data, run, ranking.query_ids)
+        scores.update(means)
+        per_item.update(columns)
+    return scores, per_item
+
+
+def _component_scores(
+    task: RetrievalTask, data: RetrievalData, run: RankedRun, query_ids: Sequence[str]
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Modified MRR@k / Recall@k of each scored question (in ``query_ids`` order) over its ranked passages."""
+    texts = data.corpus.as_dict()
+    row = {q: i for i, q in enumerate(run.query_ids)}
+    ranked = top_doc_ids(run, np.array([row[q] for q in query_ids], dtype=np.int64), max(task.k_values))
+    components = data.components or {}
+    means, columns = component_scores(
+        [components.get(q, ()) for q in query_ids],
+        [[texts[d] for d in docs] for docs in ranked],
+        task.k_values,
+        normalize=fixed,
+    )
+    return {k: round(v, 5) for k, v in means.items()}, columns
 
 
 def _unchanged(run: RankedRun) -> RankedRun:

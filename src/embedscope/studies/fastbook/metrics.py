@@ -23,31 +23,26 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from embedscope.data.fastbook_qa import fixed
+from embedscope.metrics.components import found_ranks as components_found_ranks
+from embedscope.metrics.components import modified_mrr as mrr_of_ranks
+from embedscope.metrics.components import modified_recall as recall_of_ranks
 from embedscope.studies.fastbook.data import AnswerComponent, Question
 
 
 def found_ranks(
     components: Sequence[AnswerComponent], passages: Sequence[str], k: int, normalize: Callable[[str], str] = fixed
 ) -> list[int]:
-    """Per component, the 1-based rank of the first passage (top ``k``) holding one of its contexts; 0 = not found."""
-    top = [normalize(p) for p in passages[:k]]
-    ranks = []
-    for comp in components:
-        contexts = [normalize(c) for c in comp.context]
-        ranks.append(next((r for r, p in enumerate(top, start=1) if any(c in p for c in contexts)), 0))
-    return ranks
+    """Per component, the 1-based rank of the first passage (top ``k``) holding one of its contexts; 0 = not found
+    (:func:`embedscope.metrics.components.found_ranks` on the components' contexts)."""
+    return components_found_ranks([c.context for c in components], passages, k, normalize)
 
 
 def modified_mrr(components: Sequence[AnswerComponent], passages: Sequence[str], k: int = 10) -> float:
-    ranks = found_ranks(components, passages, k)
-    if not ranks or 0 in ranks:
-        return 0.0
-    return 1.0 / max(ranks)
+    return mrr_of_ranks(found_ranks(components, passages, k), k)
 
 
 def modified_recall(components: Sequence[AnswerComponent], passages: Sequence[str], k: int = 10) -> float:
-    ranks = found_ranks(components, passages, k)
-    return sum(r > 0 for r in ranks) / len(ranks) if ranks else 0.0
+    return recall_of_ranks(found_ranks(components, passages, k), k)
 
 
 def scored_components(
