@@ -357,3 +357,20 @@ def test_sub_grids_cross_the_shared_axes_with_their_own(beir, tmp_path):
     path.write_text("grids: [{model: [bm25]}]\n")
     with pytest.raises(ConfigError, match=r"grids\[0\] must be a mapping with one key, axes"):
         read_sweep_file(path)
+
+
+def test_one_progress_bar_over_the_grid_on_a_terminal_only(beir, tmp_path, monkeypatch):
+    import io
+    import sys
+
+    import embedscope.progress
+
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(embedscope.progress, "on_terminal", lambda: True)
+    run_sweep(SweepGrid([base(beir, tmp_path)], [("model", ["bm25", "fts5"])]), log=sys.stderr)
+    text = stream.getvalue()
+    assert "sweep: 100%" in text and "2/2" in text and "model=fts5: ran in" in text
+    quiet = io.StringIO()
+    run_sweep(SweepGrid([base(beir, tmp_path)], [("model", ["bm25", "fts5"])]), log=quiet)  # not the terminal
+    assert "100%" not in quiet.getvalue() and quiet.getvalue().count("\n") == 2

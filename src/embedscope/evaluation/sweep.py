@@ -298,25 +298,41 @@ def run_sweep(
     log: TextIO | None = sys.stderr,
     on_point: Callable[[PointOutcome], None] | None = None,
 ) -> list[PointOutcome]:
-    """Run every point in order; one line per finished point to ``log`` (with the grid's progress)."""
+    """Run every point in order; one line per finished point to ``log`` (with the grid's progress), and one progress
+    bar over the grid when ``log`` is the terminal's stderr."""
     points = grid.points()
     outcomes: list[PointOutcome] = []
     written: dict[Path, tuple[SweepPoint, Any]] = {}
     started = time.perf_counter()
+    bar = _grid_bar(len(points), log)
     for n, point in enumerate(points, start=1):
         outcome = run_point(point)
         _check_apart(outcome, written)
         outcomes.append(outcome)
         if log is not None:
             how = "reused" if outcome.reused else f"ran in {outcome.seconds:.1f}s"
-            print(
-                f"sweep [{n}/{len(points)}, {time.perf_counter() - started:.0f}s] {point.label}: {how}",
-                file=log,
-                flush=True,
-            )
+            line = f"sweep [{n}/{len(points)}, {time.perf_counter() - started:.0f}s] {point.label}: {how}"
+            if bar is not None:
+                bar.write(line, file=log)
+                bar.update(1)
+            else:
+                print(line, file=log, flush=True)
         if on_point is not None:
             on_point(outcome)
+    if bar is not None:
+        bar.close()
     return outcomes
+
+
+def _grid_bar(total: int, log: TextIO | None) -> Any:
+    """A tqdm bar over the grid's points, on a terminal's stderr only (never into piped output or logs)."""
+    from embedscope.progress import on_terminal
+
+    if log is not sys.stderr or not on_terminal():
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="sweep", unit="point", file=log, position=0, leave=True)
 
 
 def _check_apart(outcome: PointOutcome, written: dict[Path, tuple[SweepPoint, Any]]) -> None:
