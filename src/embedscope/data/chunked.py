@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from embedscope.data.documents import ChunkOptions, Passage, chunk_documents
 from embedscope.data.fastbook_qa import fixed
@@ -80,10 +82,9 @@ def context_qrels(contexts: Mapping[str, Sequence[str]], corpus: Corpus) -> dict
 
 def chunk_retrieval_data(data: RetrievalData, options: ChunkOptions) -> ChunkedData:
     """``data`` with its corpus chunked into passages (see the module docstring)."""
-    if data.documents is not None:
-        ids, texts, parents = _file_passages(data, options)
-    else:
-        ids, texts, parents = _text_passages(data.corpus, options)
+    if data.documents is not None and len(data.documents) != len(data.corpus):
+        raise DataFormatError(f"{data.name}: {len(data.documents)} document files for {len(data.corpus)} documents")
+    ids, texts, parents = _passages(data.corpus.ids, data.corpus.texts, data.documents, options)
     position = {doc: i for i, doc in enumerate(data.corpus.ids)}
     rows = [position[p] for p in parents]
     metadata = {name: tuple(values[r] for r in rows) for name, values in data.corpus.metadata.items()}
@@ -94,9 +95,24 @@ def chunk_retrieval_data(data: RetrievalData, options: ChunkOptions) -> ChunkedD
     return ChunkedData(replace(data, corpus=corpus), tuple(parents), by_document=True)
 
 
-def _text_passages(corpus: Corpus, options: ChunkOptions) -> tuple[list[str], list[str], list[str]]:
+@lru_cache(maxsize=4)
+def _passages(
+    doc_ids: tuple[str, ...], doc_texts: tuple[str, ...], documents: tuple[Any, ...] | None, options: ChunkOptions
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Passage ids, texts and documents; kept for the last few corpora and options, so the points of a sweep that
+    share a chunking chunk once (keyed by the corpus's content, not the loaded object)."""
+    if documents is not None:
+        ids, texts, parents = _file_passages(doc_ids, documents, options)
+    else:
+        ids, texts, parents = _text_passages(doc_ids, doc_texts, options)
+    return tuple(ids), tuple(texts), tuple(parents)
+
+
+def _text_passages(
+    doc_ids: tuple[str, ...], doc_texts: tuple[str, ...], options: ChunkOptions
+) -> tuple[list[str], list[str], list[str]]:
     ids, texts, parents = [], [], []
-    for doc_id, text in zip(corpus.ids, corpus.texts):
+    for doc_id, text in zip(doc_ids, doc_texts):
         for n, chunk in enumerate(options.split(text)):
             ids.append(f"{doc_id}#{n}")
             texts.append(chunk)
@@ -105,12 +121,11 @@ def _text_passages(corpus: Corpus, options: ChunkOptions) -> tuple[list[str], li
     return ids, texts, parents
 
 
-def _file_passages(data: RetrievalData, options: ChunkOptions) -> tuple[list[str], list[str], list[str]]:
-    files = [Path(f) for f in data.documents or ()]
-    if len(files) != len(data.corpus):
-        raise DataFormatError(f"{data.name}: {len(files)} document files for {len(data.corpus)} documents")
+def _file_passages(
+    doc_ids: tuple[str, ...], documents: tuple[Any, ...], options: ChunkOptions
+) -> tuple[list[str], list[str], list[str]]:
     ids, texts, parents = [], [], []
-    for path, doc_id in zip(files, data.corpus.ids):
+    for path, doc_id in zip(map(Path, documents), doc_ids):
         passages: list[Passage] = chunk_documents([path], options)
         for p in passages:
             ids.append(f"{doc_id}-{p.id.rsplit('-', 1)[1]}")
