@@ -156,6 +156,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="dense retrieval through an approximate faiss index: exact (default) | hnsw:M=32,ef_construction=40,"
         "ef_search=16 | ivfpq:nlist=256,m=16,nbits=8,nprobe=8 (needs embedscope[ann]); reports ann_recall_at_10",
     )
+    p.add_argument(
+        "--latency-sample",
+        metavar="N",
+        help="after the run, time N sampled queries one at a time (query encoded by the model, not the cache, then "
+        "searched): p50/p95 latency in the result's query_latency; fp32 dense search only; scores unchanged",
+    )
     p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
     p.add_argument("--backend", help="force sentence-transformers | transformers | onnx | static")
     p.add_argument("--pooling", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")

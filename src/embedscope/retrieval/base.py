@@ -38,6 +38,9 @@ class SearchOptions:
     precision: str = "fp32"  # dense retrieval only: fp32 | int8 | binary (compression.compressed_search)
     rescore_multiplier: int | None = None  # dense int8/binary: rescore the top r × top_k, float query
     index: Mapping[str, Any] | None = None  # dense only: an approximate index spec (retrieval.ann.parse_index)
+    latency_sample: int | None = None
+    """Dense retrieval only (:mod:`~embedscope.retrieval.latency`): after the batch search, time this many sampled
+    queries one at a time (query encode by the model + search); scores are unchanged."""
 
     @property
     def post_processes(self) -> bool:

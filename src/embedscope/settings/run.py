@@ -340,6 +340,7 @@ class RunSettings(BaseModel):
     precision: Literal["fp32", "int8", "binary"] = "fp32"  # int8 / binary (sign) quantization of the vectors
     rescore_multiplier: PositiveInt | None = None  # int8/binary: rescore the top r × top_k with the float query
     index: dict[str, Any] | None = None  # an approximate index: {type: hnsw, M: 32, ef_search: 64} or "hnsw:M=32"
+    latency_sample: PositiveInt | None = None  # time N sampled queries one at a time (p50/p95; scores unchanged)
     # results and caches
     output_folder: Folder = "results"
     overwrite: OverwriteName = "only-missing"
@@ -419,6 +420,15 @@ class RunSettings(BaseModel):
         if precision != "fp32":
             raise ValueError(f"index {spec.type} searches fp32 vectors, and the precision is {precision}")
         return spec.model_dump()
+
+    @field_validator("latency_sample")
+    @classmethod
+    def _latency(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("precision", "fp32") != "fp32":
+            raise ValueError("per-query latency is measured for fp32 dense search (exact or an index): drop precision")
+        if value is not None and info.data.get("filter_field") is not None:
+            raise ValueError("per-query latency is not measured with filter_field: drop one of them")
+        return value
 
     def dense_post_processing(self) -> dict[str, Any]:
         """The dense post-processing settings that depart from MTEB's exact fp32 search (empty when none)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from embedscope.errors import ConfigError
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.ranking import RankingScores
 from embedscope.models.base import Encoder
@@ -100,7 +101,30 @@ def evaluate_retrieval_split(
     for key in [k for k in timings if k.startswith("ann_recall_at_")]:  # an approximate index's recall of exact search
         scores[key] = timings.pop(key)
     timings["metrics"] = time.perf_counter() - t0
-    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, ranking.per_item(run))
+    latency = _latency(model, data, options, timings) if options.latency_sample else None
+    return SplitOutcome(
+        scores, run, timings, len(data.queries), len(data.corpus), stages, ranking.per_item(run), latency
+    )
+
+
+def _latency(
+    model: Encoder | Searcher, data: RetrievalData, options: SearchOptions, timings: dict[str, float]
+) -> dict[str, Any] | None:
+    """``latency_sample``: per-query latency of an encoder's dense search (:mod:`embedscope.retrieval.latency`),
+    after the batch search and apart from it; a pipeline is refused."""
+    from embedscope.retrieval.latency import measure_latency
+    from embedscope.retrieval.roles import EncoderSearcher
+
+    searcher = as_searcher(model)
+    if not isinstance(searcher, EncoderSearcher):
+        raise ConfigError(
+            f"latency_sample: per-query latency is measured for a dense encoder's search, and {searcher.name} is a "
+            "pipeline; drop latency_sample for it"
+        )
+    t0 = time.perf_counter()
+    latency = measure_latency(searcher.encoder, data.queries, data.corpus, options)
+    timings["latency_sample"] = time.perf_counter() - t0
+    return latency
 
 
 def _ranking(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> RankingScores:
@@ -158,6 +182,7 @@ register_task_type(
             "precision",
             "rescore_multiplier",
             "index",
+            "latency_sample",
         ),
         signature_score="ndcg_at_10",
         signature_rank=5,
