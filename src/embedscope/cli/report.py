@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from embedscope.errors import ConfigError
 
@@ -79,13 +80,31 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.html:
         from embedscope.compare.core import CompareOptions, check_options
         from embedscope.compare.html import build_html
+        from embedscope.evaluation.sweep_html import with_sweeps
         from embedscope.files import atomic_write_text
 
         options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction)
         check_options(options)
-        atomic_write_text(args.html, build_html(args.folders, args.baseline, options))
+        page = with_sweeps(build_html(args.folders, args.baseline, options), _sweep_views(args.folders, options))
+        atomic_write_text(args.html, page)
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
+
+
+def _sweep_views(folders: list[str], options: Any) -> list[Any]:
+    """Each sweep recorded in the folders (a ``sweeps/*.json`` manifest that ``embedscope sweep`` writes), with its
+    report over the points done so far."""
+    from embedscope.evaluation.sweep_html import SweepView
+    from embedscope.evaluation.sweep_manifest import find_manifests, read_manifest
+    from embedscope.evaluation.sweep_report import sweep_report
+
+    views = []
+    for folder in folders:
+        for path in find_manifests(folder):
+            recorded = read_manifest(path)
+            report = sweep_report(recorded.outcomes, recorded.axes, options)
+            views.append(SweepView(str(path), report, len(recorded.outcomes), recorded.total))
+    return views
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:

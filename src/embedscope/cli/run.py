@@ -166,6 +166,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--chunk-size", metavar="N", help="tokens per passage (chunking tokens, fastbook-reference)")
     p.add_argument("--chunk-overlap", metavar="N", help="tokens shared by neighbouring passages (chunking tokens)")
+    p.add_argument(
+        "--latency-sample",
+        metavar="N",
+        help="after the run, time N sampled queries one at a time (query encoded by the model, not the cache, then "
+        "searched): p50/p95 latency in the result's query_latency; fp32 dense search only; scores unchanged",
+    )
     p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
     p.add_argument("--backend", help="force sentence-transformers | transformers | onnx | static")
     p.add_argument("--pooling", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")

@@ -106,6 +106,7 @@ def _base_layers(
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from embedscope.compare.core import CompareOptions, check_options
     from embedscope.evaluation.sweep import SweepGrid, run_sweep
+    from embedscope.evaluation.sweep_manifest import SweepManifest
     from embedscope.evaluation.sweep_report import sweep_report
 
     options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed)
@@ -115,7 +116,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     layers, axes, grids = _base_layers(args)
     grid = SweepGrid(layers, axes, grids)
     grid.points()  # every point valid before any runs
-    outcomes = run_sweep(grid, None if args.quiet else sys.stderr)
+    manifest = SweepManifest.for_grid(grid)  # report --html finds the sweep by it; valid after each point
+    manifest.write()
+    outcomes = run_sweep(grid, None if args.quiet else sys.stderr, on_point=manifest.add)
+    if not args.quiet:
+        print(f"sweep manifest: {manifest.path}", file=sys.stderr)
     report = sweep_report(outcomes, grid.axis_keys, options, args.tune_folds)
     if args.csv:
         from embedscope.files import atomic_write_text

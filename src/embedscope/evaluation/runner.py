@@ -133,6 +133,7 @@ def _run_task(
     timings: dict[str, float] = {}
     split_timings: list[tuple[str, dict[str, float]]] = []
     per_item: list[dict[str, Any]] = []
+    latency: dict[str, Any] = {}
     stage_scores: dict[str, dict[str, list[dict[str, Any]]]] = {}
     stage_records: dict[str, list[dict[str, Any]]] = {}
     stage_items: dict[str, list[dict[str, Any]]] = {}
@@ -140,6 +141,8 @@ def _run_task(
         with task_progress(task.name, get_task_type(task.type).document_label):
             outcome = task.evaluate_split(split, encoder, options)
         split_timings.append((split, outcome.timings))
+        if outcome.latency is not None:
+            latency[split] = dict(outcome.latency)
         if outcome.per_item is not None:
             per_item += item_rows(split, task.hf_subset, outcome.per_item)
         for key, value in outcome.timings.items():
@@ -159,6 +162,8 @@ def _run_task(
     extra: dict[str, Any] = {"task_type": task.type, "main_metric": task.main_score, **(placement or {}), **record}
     if stage_records:
         extra["pipeline_stages"] = stage_records
+    if latency:
+        extra["query_latency"] = latency  # per split: retrieval.latency's sample (not a score, not a setting)
     elapsed = time.perf_counter() - started
     for split, entries in other_subsets.items():  # the task's other subsets (Task:subset runs) stay in its file
         scores[split] = entries + scores.get(split, [])
@@ -279,6 +284,11 @@ def _evaluate_model(
     dense = settings.dense_post_processing()
     if dense and not encodes:
         _check_dense_stage(model, settings, dense)
+    if settings.latency_sample is not None and not encodes:
+        raise ConfigError(
+            f"latency_sample: per-query latency is measured for a dense encoder's search, and {model.name} is a "
+            "pipeline; drop latency_sample for it"
+        )
     record = run_settings(
         model,
         settings.top_k,
@@ -302,6 +312,7 @@ def _evaluate_model(
         settings.rescore_multiplier,
         settings.index,
         settings.chunking.options() if settings.chunking is not None else None,
+        latency_sample=settings.latency_sample,
     )
     index = cache.directory if cache is not None else None  # the data fingerprints' index lives in the cache folder
     outcomes = [

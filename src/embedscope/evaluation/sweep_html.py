@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from embedscope.compare.html import STYLE
@@ -25,6 +26,8 @@ _LABELS = {
     "query_s": "query s",
     "ms_per_query": "ms / query",
     "qps": "queries per second",
+    "p50_ms": "p50 latency ms",
+    "p95_ms": "p95 latency ms",
     "peak_mb": "peak MB",
     "bytes_per_vector": "bytes / vector",
 }
@@ -202,9 +205,8 @@ def _table(report: SweepReport, rows: Sequence[SweepRow]) -> str:
     return f"<table class='sweep'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def sweep_html(report: SweepReport) -> str:
-    """The whole page: per task, the table, the scatters (one per cost at least two points have) and the axis
-    charts."""
+def sweep_sections(report: SweepReport) -> str:
+    """Per task: the table, the scatters (one per cost at least two points have) and the axis charts."""
     sections = []
     for task in dict.fromkeys(r.task for r in report.rows):
         rows = [r for r in report.rows if r.task == task]
@@ -220,10 +222,53 @@ def sweep_html(report: SweepReport) -> str:
             f"<h3>Along each numeric axis</h3><div class='charts'>"
             f"{''.join(lines) or '<p>No numeric axis.</p>'}</div></section>"
         )
+    return "".join(sections)
+
+
+def _summary(report: SweepReport) -> str:
+    return (
+        f"{len({r.point for r in report.rows})} points; axes: {html.escape(', '.join(report.axes))}. "
+        f"Δ and p against each task's best point ({html.escape(report.options.test)} test, Holm-adjusted)."
+    )
+
+
+def sweep_html(report: SweepReport) -> str:
+    """The whole page: :func:`sweep_sections` under a title."""
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>embedscope sweep</title>"
         f"<style>{STYLE}{SWEEP_STYLE}</style></head><body><h1>embedscope sweep</h1>"
-        f"<p>{len({r.point for r in report.rows})} points; axes: {html.escape(', '.join(report.axes))}. "
-        f"Δ and p against each task's best point ({html.escape(report.options.test)} test, Holm-adjusted).</p>"
-        f"{''.join(sections)}</body></html>\n"
+        f"<p>{_summary(report)}</p>{sweep_sections(report)}</body></html>\n"
     )
+
+
+@dataclass
+class SweepView:
+    """One recorded sweep for ``report --html``: where its manifest is, its report, and the points done of all."""
+
+    manifest: str
+    report: SweepReport
+    done: int
+    total: int
+
+
+_RUNS = "<h2>Runs</h2>"
+
+
+def with_sweeps(page: str, sweeps: Sequence[SweepView]) -> str:
+    """The report page (:func:`embedscope.compare.html.build_html`) with a "Sweeps" part before its "Runs": per
+    sweep, its summary and :func:`sweep_sections` (an interrupted sweep says how many points it has done)."""
+    if not sweeps:
+        return page
+    if _RUNS not in page or "</style>" not in page:
+        raise ValueError("the report page has no Runs heading or style to place the sweeps by")
+    parts = ["<h2>Sweeps</h2>"]
+    for n, view in enumerate(sweeps):
+        state = "" if view.done == view.total else f" Interrupted or running: {view.done} of {view.total} points done."
+        parts.append(
+            f"<div class='sweep' data-manifest='{_e(view.manifest)}' data-done='{view.done}' "
+            f"data-total='{view.total}'><h3>Sweep {n + 1}: {html.escape(view.manifest)}</h3>"
+            f"<p>{_summary(view.report)}{html.escape(state)}</p>{sweep_sections(view.report)}</div>"
+        )
+    page = page.replace("</style>", SWEEP_STYLE + "</style>", 1)
+    i = page.rindex(_RUNS)
+    return page[:i] + "".join(parts) + page[i:]

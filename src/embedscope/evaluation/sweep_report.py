@@ -13,7 +13,10 @@ Everything is read back from the stored results (so a resumed sweep answers as a
   encoded them, not the time the embedding cache took to serve them;
   ``query_s`` = encode_queries + search (plain encoders) or every pipeline stage (a pipeline's stages include
   indexing the corpus); ``qps`` = queries / query_s and ``ms_per_query`` = 1000 query_s / queries (means over the
-  whole batch of queries: per-query latency percentiles are not measured); ``peak_mb`` = the largest peak RSS of
+  whole batch of queries); ``p50_ms`` / ``p95_ms`` = ``numpy.percentile`` of the per-query latencies a run with
+  ``latency_sample`` recorded (:mod:`embedscope.retrieval.latency`: each sampled query encoded by the model, not the
+  cache, and searched alone; the samples of every split pooled; empty when the result has none, e.g. a result
+  stored by a run without ``latency_sample`` and reused); ``peak_mb`` = the largest peak RSS of
   the pipeline's stages (pipelines only); ``bytes_per_vector`` = 4 · dimension for float32 vectors when the model
   records its dimension (``truncate_dim`` and ``precision`` settings are honoured when the settings have them).
 """
@@ -45,10 +48,12 @@ COSTS = (
     ("query_s", True),
     ("ms_per_query", True),
     ("qps", False),
+    ("p50_ms", True),
+    ("p95_ms", True),
     ("peak_mb", True),
     ("bytes_per_vector", True),
 )
-_NOT_SEARCH = ("load_data", "metrics", "encode_corpus")
+_NOT_SEARCH = ("load_data", "metrics", "encode_corpus", "latency_sample")
 _PRECISION_BITS = {"fp32": 32, "float32": 32, "fp16": 16, "int8": 8, "uint8": 8, "binary": 1, "ubinary": 1}
 
 
@@ -144,6 +149,8 @@ class SweepReport:
             "query s",
             "ms/query",
             "QPS",
+            "p50 ms",
+            "p95 ms",
             "peak MB",
             "bytes/vector",
             "Pareto",
@@ -162,6 +169,8 @@ class SweepReport:
             _num(c.get("query_s"), 3),
             _num(c.get("ms_per_query"), 3),
             _num(c.get("qps"), 1),
+            _num(c.get("p50_ms"), 2),
+            _num(c.get("p95_ms"), 2),
             _num(c.get("peak_mb"), 0),
             _num(c.get("bytes_per_vector"), 0),
             ", ".join(r.pareto),
@@ -259,8 +268,23 @@ def result_costs(path: Path, n_items: int, settings: Any) -> dict[str, float | N
         "qps": n_items / query_s if query_s and n_items else None,
         "peak_mb": max(peaks) if peaks else None,
         "bytes_per_vector": _bytes_per_vector(Path(path).parent / "model_meta.json", settings),
+        **latency_percentiles(data.get("query_latency")),
     }
     return costs
+
+
+def latency_percentiles(recorded: Any) -> dict[str, float | None]:
+    """p50 and p95 (``numpy.percentile``) of the per-query milliseconds a result's ``query_latency`` holds, the
+    splits' samples pooled; None for both when it holds none."""
+    samples = [
+        float(x)
+        for entry in (recorded.values() if isinstance(recorded, dict) else [])
+        if isinstance(entry, dict)
+        for x in entry.get("total_ms") or []
+    ]
+    if not samples:
+        return {"p50_ms": None, "p95_ms": None}
+    return {"p50_ms": float(np.percentile(samples, 50)), "p95_ms": float(np.percentile(samples, 95))}
 
 
 def _bytes_per_vector(meta_path: Path, settings: Any) -> float | None:

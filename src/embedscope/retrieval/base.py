@@ -41,6 +41,9 @@ class SearchOptions:
     index: Mapping[str, Any] | None = None  # dense only: an approximate index spec (retrieval.ann.parse_index)
     chunking: ChunkOptions | None = None
     """Documents → passages before search (retrieval tasks): the run's chunking, over a task's own default."""
+    latency_sample: int | None = None
+    """Dense retrieval only (:mod:`~embedscope.retrieval.latency`): after the batch search, time this many sampled
+    queries one at a time (query encode by the model + search); scores are unchanged."""
 
     @property
     def post_processes(self) -> bool:

@@ -377,6 +377,7 @@ class RunSettings(BaseModel):
     index: dict[str, Any] | None = None  # an approximate index: {type: hnsw, M: 32, ef_search: 64} or "hnsw:M=32"
     # documents → passages before retrieval (a sweep axis: chunking.chunk_size: [100, 500, 2000])
     chunking: ChunkingSettings | None = None
+    latency_sample: PositiveInt | None = None  # time N sampled queries one at a time (p50/p95; scores unchanged)
     # results and caches
     output_folder: Folder = "results"
     overwrite: OverwriteName = "only-missing"
@@ -456,6 +457,15 @@ class RunSettings(BaseModel):
         if precision != "fp32":
             raise ValueError(f"index {spec.type} searches fp32 vectors, and the precision is {precision}")
         return spec.model_dump()
+
+    @field_validator("latency_sample")
+    @classmethod
+    def _latency(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("precision", "fp32") != "fp32":
+            raise ValueError("per-query latency is measured for fp32 dense search (exact or an index): drop precision")
+        if value is not None and info.data.get("filter_field") is not None:
+            raise ValueError("per-query latency is not measured with filter_field: drop one of them")
+        return value
 
     def dense_post_processing(self) -> dict[str, Any]:
         """The dense post-processing settings that depart from MTEB's exact fp32 search (empty when none)."""

@@ -46,6 +46,7 @@ class SplitOutcome:
     n_documents: int = 0
     stages: tuple[StageOutcome, ...] = ()
     per_item: Mapping[str, Sequence[Any]] | None = None
+    latency: Mapping[str, Any] | None = None  # retrieval's per-query latency sample (retrieval.latency)
 
 
 @dataclass(frozen=True)

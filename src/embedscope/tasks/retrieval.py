@@ -21,6 +21,7 @@ import numpy as np
 from embedscope.data.chunked import chunk_retrieval_data
 from embedscope.data.documents import ChunkOptions
 from embedscope.data.fastbook_qa import fixed
+from embedscope.errors import ConfigError
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.components import component_scores
 from embedscope.metrics.ranking import RankingScores, top_doc_ids
@@ -102,7 +103,28 @@ def evaluate_retrieval_split(
     for key in [k for k in timings if k.startswith("ann_recall_at_")]:  # an approximate index's recall of exact search
         scores[key] = timings.pop(key)
     timings["metrics"] = time.perf_counter() - t0
-    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, per_item)
+    latency = _latency(model, data, options, timings) if options.latency_sample else None
+    return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, per_item, latency)
+
+
+def _latency(
+    model: Encoder | Searcher, data: RetrievalData, options: SearchOptions, timings: dict[str, float]
+) -> dict[str, Any] | None:
+    """``latency_sample``: per-query latency of an encoder's dense search (:mod:`embedscope.retrieval.latency`),
+    after the batch search and apart from it; a pipeline is refused."""
+    from embedscope.retrieval.latency import measure_latency
+    from embedscope.retrieval.roles import EncoderSearcher
+
+    searcher = as_searcher(model)
+    if not isinstance(searcher, EncoderSearcher):
+        raise ConfigError(
+            f"latency_sample: per-query latency is measured for a dense encoder's search, and {searcher.name} is a "
+            "pipeline; drop latency_sample for it"
+        )
+    t0 = time.perf_counter()
+    latency = measure_latency(searcher.encoder, data.queries, data.corpus, options)
+    timings["latency_sample"] = time.perf_counter() - t0
+    return latency
 
 
 def _chunked(
@@ -223,6 +245,7 @@ register_task_type(
             "rescore_multiplier",
             "index",
             "chunking",
+            "latency_sample",
         ),
         signature_score="ndcg_at_10",
         signature_rank=5,
