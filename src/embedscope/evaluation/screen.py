@@ -247,7 +247,8 @@ def _check(settings: RunSettings, confirm: int, fast_keys: Sequence[str]) -> lis
     if settings.pipeline is not None or settings.pipelines:
         raise ConfigError("screen compares embedding models; a pipeline cannot take a fast path: drop it")
     if settings.dtype not in (None, "fp32"):
-        raise ConfigError(f"--dtype {settings.dtype}: screen runs the exact pass in fp32 and the fast one with --fast")
+        named = getattr(settings, "display_name", lambda key: key)("dtype")
+        raise ConfigError(f"{named} {settings.dtype}: screen runs the exact pass in fp32 and the fast one with --fast")
     runs = settings.model_runs()
     if settings.model is None and not settings.models or len(runs) < 2:
         raise ConfigError(
@@ -256,8 +257,8 @@ def _check(settings: RunSettings, confirm: int, fast_keys: Sequence[str]) -> lis
     for run in runs:
         if not isinstance(run.model, str):
             raise ConfigError(
-                f"screen: {run.model!r} is a model object; a fast path is a set of model options: give models by "
-                "name or path"
+                f"screen: {run.model!r} is not a model name or path; a fast path is a set of model options, which "
+                "apply only to models given by name or path"
             )
         if run.options.get("dtype") not in (None, "fp32"):
             raise ConfigError(f"screen: {run.model} sets dtype {run.options['dtype']}; its exact pass runs in fp32")
