@@ -52,8 +52,8 @@ FAST_PATHS: dict[str, dict[str, str]] = {
 # as measured on 2 Zen 4 cores (one MiniLM forward pass of 32 × 256 tokens, issue 23): OpenVINO bf16 644 ms (2.12×
 # torch fp32), torch bf16 autocast 769 ms (1.78×); OpenVINO int8 is expected to beat bf16 (figures to come).
 PREFERENCE = ("openvino-int8", "openvino-bf16", "bf16")
-# the module each fast path needs (its extra)
-_NEEDS = {"openvino": "openvino", "onnx": "onnxruntime", "bf16": "torch"}
+# the module each fast path needs, and the extra that installs it (issue 23's names)
+_NEEDS = {"openvino": ("openvino", "openvino"), "onnx": ("onnxruntime", "onnx-export"), "bf16": ("torch", "torch")}
 DEFAULT_CONFIRM = 2
 
 
@@ -67,14 +67,10 @@ def fast_path_overrides(name: str) -> dict[str, str]:
     except (EmbedscopeError, ValueError) as e:  # a backend this embedscope does not know yet
         reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else "unknown"
         raise ConfigError(f"--fast {name}: this embedscope cannot run it ({reason})") from None
-    module = _needed_module(name)
-    if importlib.util.find_spec(module) is None:
-        raise ConfigError(f"--fast {name} needs {module}: install its extra (pip install 'embedscope[{module}]')")
+    needed = next((needs for prefix, needs in _NEEDS.items() if name.startswith(prefix)), None)
+    if needed is not None and importlib.util.find_spec(needed[0]) is None:
+        raise ConfigError(f"--fast {name} needs {needed[0]}: pip install 'embedscope[{needed[1]}]'")
     return dict(overrides)
-
-
-def _needed_module(name: str) -> str:
-    return next(module for prefix, module in _NEEDS.items() if name.startswith(prefix))
 
 
 def default_fast_path() -> str:
