@@ -1,7 +1,7 @@
 """``embedscope`` command line: each command is one library call; heavy imports happen lazily.
 
-The commands live in one module per group (``run``, ``catalog``, ``report``, ``fastbook``, ``cache``);
-this module builds the parser and turns user errors into one line and exit code 2.
+The commands live in one module per group (``run``, ``sweep``, ``screen``, ``catalog``, ``report``, ``fastbook``,
+``cache``); this module builds the parser and turns user errors into one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from embedscope.cli import cache, catalog, fastbook, report, run, sweep
+from embedscope.cli import cache, catalog, fastbook, report, run, screen, sweep
 from embedscope.errors import EmbedscopeError
 from embedscope.version import __version__
 
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="more log output (-vv: debug); give it before the command: embedscope -v run …",
     )
     sub = parser.add_subparsers(dest="command")
-    for group in (run, sweep, catalog, report, fastbook, cache):  # the order of 'embedscope --help'
+    for group in (run, sweep, screen, catalog, report, fastbook, cache):  # the order of 'embedscope --help'
         group.register(sub)
     return parser
 

@@ -1,0 +1,114 @@
+"""``screen``: rank many models on a fast path, confirm the best on the exact one (one library call)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+_DESCRIPTION = (
+    "Run every model on a fast path (--fast: bf16, onnx-int8, openvino-bf16, openvino-int8 …; default the fastest "
+    "one that runs here), rank them by mean main score over the tasks with a bootstrap CI, run the top --confirm "
+    "models (and every model whose CI overlaps theirs) exact (fp32, the model's own backend), and print both "
+    "rankings side by side: each confirmed model's shift fast → exact, Kendall's tau between the rankings, whether "
+    "the exact winner is significantly better than the runner-up (compare's paired test, Holm-adjusted) and the "
+    "fidelity of each fast model (score shift with CI, per-text cosine, top-10 agreement). Stored results and the "
+    "embedding cache are reused as by run, so an interrupted screen resumes; fast results go to their own "
+    "experiments folder."
+)
+# the flags of this command that are not run settings
+_SCREEN_ONLY = ("models_given", "fast", "confirm", "json_file", "csv_file", "rounds", "seed", "no_fidelity", "digits")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the screen command."""
+    from embedscope.cli.run import add_engine_options
+
+    p = sub.add_parser(
+        "screen",
+        help="rank many models on a fast path, confirm the best exact",
+        description=_DESCRIPTION,
+        argument_default=argparse.SUPPRESS,  # only the flags given become a settings layer
+    )
+    p.add_argument("--models", dest="models_given", nargs="+", metavar="MODEL", help="two or more models")
+    p.add_argument("--tasks", "-t", nargs="+", help="tasks, as for run (default: the 4 built-in tasks)")
+    p.add_argument("--fast", metavar="PATH", help="the fast path (default: the fastest one that runs here)")
+    p.add_argument(
+        "--confirm", metavar="N", help="models to confirm exact, besides those whose CI overlaps (default 2)"
+    )
+    p.add_argument("--config", "-c", help="YAML/JSON config of run's schema (the base settings); flags override it")
+    p.add_argument("--output-folder", help="where results go, as for run (default results)")
+    p.add_argument("--batch-size", help="texts per encoding batch (default: 32 on the CPU)")
+    p.add_argument("--device", help="auto (default) | cpu | cuda | cuda:N | mps")
+    add_engine_options(p)
+    p.add_argument("--limits", help="EvalScope limits: first N queries, judged docs only (inflates scores)")
+    p.add_argument("--top-k", help="documents kept per query (default 1000); retrieval only")
+    p.add_argument("--splits", nargs="+", metavar="SPLIT", help="evaluate these splits instead of each task's own")
+    p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
+    p.add_argument("--no-cache", dest="cache", action="store_false", help="do not use the embedding cache")
+    p.add_argument("--cache-dir", help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)")
+    p.add_argument("--overwrite", nargs="?", const="always", metavar="STRATEGY", help="as for run")
+    p.add_argument(
+        "--no-progress", dest="show_progress", action="store_false", help="no progress bars (shown only on a terminal)"
+    )
+    p.add_argument("--rounds", help="bootstrap / randomisation rounds of the intervals and tests (default 10,000)")
+    p.add_argument("--seed", help="random seed of the intervals and tests (default 42)")
+    p.add_argument(
+        "--no-fidelity",
+        action="store_true",
+        help="leave out the per-text cosines (they encode the confirmed models' texts again unless the cache has them)",
+    )
+    p.add_argument("--digits", help="decimals shown (default 4)")
+    p.add_argument("--json", dest="json_file", metavar="FILE", help="also write the whole report as JSON to FILE")
+    p.add_argument("--csv", dest="csv_file", metavar="FILE", help="also write the rankings as CSV to FILE")
+    p.set_defaults(func=_cmd_screen, parser=p)
+
+
+def _integer(args: argparse.Namespace, name: str, default: int, flag: str) -> int:
+    from embedscope.errors import ConfigError
+
+    value = getattr(args, name, None)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{flag} {value}: give an integer") from None
+
+
+def _cmd_screen(args: argparse.Namespace) -> int:
+    from embedscope.cli.report import checked_digits
+    from embedscope.cli.run import flag_layer
+    from embedscope.compare.core import CompareOptions
+    from embedscope.errors import ConfigError
+    from embedscope.evaluation.screen import DEFAULT_CONFIRM, screen_settings
+    from embedscope.evaluation.screen_report import screen_csv
+    from embedscope.files import atomic_write_text
+    from embedscope.settings import build_settings
+    from embedscope.settings.files import config_layer
+
+    confirm = _integer(args, "confirm", DEFAULT_CONFIRM, "--confirm")
+    if confirm < 1:
+        raise ConfigError(f"--confirm {confirm}: give a positive integer (the number of models to confirm)")
+    options = CompareOptions(
+        rounds=_integer(args, "rounds", CompareOptions.rounds, "--rounds"),
+        seed=_integer(args, "seed", CompareOptions.seed, "--seed"),
+    )
+    digits = checked_digits(_integer(args, "digits", 4, "--digits"))
+    given: dict[str, Any] = {k: v for k, v in vars(args).items() if k not in _SCREEN_ONLY}
+    if getattr(args, "models_given", None):
+        given["models"] = list(args.models_given)
+    spellings = {a.dest: max(a.option_strings, key=len) for a in args.parser._actions if a.option_strings}
+    spellings["models"] = "--models"
+    layers = [config_layer(args.config)] if getattr(args, "config", None) else []
+    layers.append(flag_layer(argparse.Namespace(**given), spellings))
+    settings = build_settings(layers)
+    report = screen_settings(
+        settings, getattr(args, "fast", None), confirm, options, not getattr(args, "no_fidelity", False)
+    )
+    print(report.text(digits))
+    if getattr(args, "json_file", None):
+        atomic_write_text(args.json_file, json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n")
+    if getattr(args, "csv_file", None):
+        atomic_write_text(args.csv_file, screen_csv(report))
+    return 0

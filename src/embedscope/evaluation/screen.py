@@ -1,0 +1,458 @@
+"""Screen many models on a fast path, then confirm the best on the exact one (``embedscope screen``).
+
+1. Every model runs on the fast path: its own options with the fast path's overrides (:data:`FAST_PATHS`, e.g.
+   ``{"dtype": "bf16"}``), through :func:`~embedscope.evaluation.runner.run`, so stored results and the embedding
+   cache are reused, an interrupted screen resumes, and the fast results land in their own experiments folder (the
+   overrides are model options, which :func:`~embedscope.results.settings.experiment_kwargs` records).
+2. Models are ranked by their mean main score over the tasks, with a bootstrap interval: each task's items are
+   resampled (:func:`~embedscope.compare.stats.bootstrap_index_blocks`, the statistic compare uses for the task:
+   the mean of per-item values or the pair statistic), the task scores of one resample are averaged, and the
+   interval is the ``(1 ∓ c)/2`` percentiles of those means.
+3. The top ``confirm`` models, and every model whose interval overlaps one of theirs, run exact (fp32, the model's
+   own backend).
+4. The exact ranking of those, Kendall's τ between the two rankings (``scipy.stats.kendalltau`` of the fast and
+   exact mean scores), the exact winner against the runner-up (:func:`~embedscope.compare.core.compare_models`:
+   the paired test per task, Holm-adjusted as compare does), and each confirmed model's fidelity: fast against
+   exact, as ``compare --models`` measures it (score shift with CI, top-10 Jaccard/RBO or similarity Spearman, and
+   the per-text cosine of the two vectors).
+
+A model on which the fast path cannot act (a static or ONNX model has no bf16 path) is screened on its exact path,
+and the report says so on its row. Times are the wall times measured here, nothing estimated.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embedscope.compare.core import CompareOptions, Comparison, check_options, compare_models, json_safe
+from embedscope.compare.items import ModelResults, TaskItems, pair_statistic, task_items
+from embedscope.compare.stats import bootstrap_index_blocks
+from embedscope.errors import ConfigError, EmbedscopeError, UnknownNameError
+from embedscope.settings import Layer, RunSettings, build_settings
+from embedscope.settings.run import ModelEntry, ModelOptions, ModelRun
+
+# a fast path: the model options it sets on every model entry
+FAST_PATHS: dict[str, dict[str, str]] = {
+    "openvino-int8": {"backend": "openvino-int8"},
+    "openvino-bf16": {"backend": "openvino-bf16"},
+    "openvino": {"backend": "openvino"},
+    "onnx-int8": {"backend": "onnx-int8"},
+    "onnx": {"backend": "onnx"},
+    "bf16": {"dtype": "bf16"},
+}
+# the default: the first of these whose backend this embedscope knows and whose extra is installed. Fastest first,
+# as measured on 2 Zen 4 cores (one MiniLM forward pass of 32 × 256 tokens, issue 23): OpenVINO bf16 644 ms (2.12×
+# torch fp32), torch bf16 autocast 769 ms (1.78×); OpenVINO int8 is expected to beat bf16 (figures to come).
+PREFERENCE = ("openvino-int8", "openvino-bf16", "bf16")
+# the module each fast path needs, and the extra that installs it (issue 23's names)
+_NEEDS = {"openvino": ("openvino", "openvino"), "onnx": ("onnxruntime", "onnx-export"), "bf16": ("torch", "torch")}
+DEFAULT_CONFIRM = 2
+
+
+def fast_path_overrides(name: str) -> dict[str, str]:
+    """The model options of fast path ``name``; a name this embedscope cannot run is a ConfigError naming --fast."""
+    if name not in FAST_PATHS:
+        raise UnknownNameError("fast path (--fast)", name, FAST_PATHS)
+    overrides = FAST_PATHS[name]
+    try:
+        ModelOptions.model_validate(overrides)
+    except (EmbedscopeError, ValueError) as e:  # a backend this embedscope does not know yet
+        reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else "unknown"
+        raise ConfigError(f"--fast {name}: this embedscope cannot run it ({reason})") from None
+    needed = next((needs for prefix, needs in _NEEDS.items() if name.startswith(prefix)), None)
+    if needed is not None and importlib.util.find_spec(needed[0]) is None:
+        raise ConfigError(f"--fast {name} needs {needed[0]}: pip install 'embedscope[{needed[1]}]'")
+    return dict(overrides)
+
+
+def default_fast_path() -> str:
+    """The first of :data:`PREFERENCE` that this embedscope can run here."""
+    for name in PREFERENCE:
+        try:
+            fast_path_overrides(name)
+        except ConfigError:
+            continue
+        return name
+    raise ConfigError(f"no fast path can run here ({', '.join(PREFERENCE)}): name one with --fast")
+
+
+# -- scores with intervals ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MeanScore:
+    """A model's mean main score over tasks, its bootstrap interval and each task's score."""
+
+    mean: float
+    ci_low: float
+    ci_high: float
+    tasks: dict[str, float]
+
+    def overlaps(self, other: MeanScore) -> bool:
+        """Whether the two intervals share a point."""
+        return self.ci_low <= other.ci_high and other.ci_low <= self.ci_high
+
+
+def score_replicates(items: TaskItems, options: CompareOptions, seed: int) -> np.ndarray:
+    """The task's main score on ``options.rounds`` resamples of its items (the statistic compare tests: the mean of
+    per-item values, or the pair statistic recomputed); the score itself on every round when it has no items."""
+    n = len(items.keys)
+    if items.kind == "mean" and n >= 2:
+        values = items.values
+        return np.concatenate([values[idx].mean(axis=1) for idx in bootstrap_index_blocks(n, options.rounds, seed)])
+    stat = pair_statistic(items.metric) if items.kind == "pairs" else None
+    if stat is not None and n >= 2:
+        columns = items.columns
+        return np.concatenate([stat(columns, idx) for idx in bootstrap_index_blocks(n, options.rounds, seed)])
+    return np.full(options.rounds, items.score)
+
+
+def mean_score(tasks: Mapping[str, TaskItems], options: CompareOptions) -> MeanScore:
+    """Mean main score over ``tasks`` and its percentile interval (tasks resampled independently, task ``i`` with
+    seed ``options.seed + i``, so every model gets the same resamples)."""
+    names = sorted(tasks)
+    scores = {t: tasks[t].score for t in names}
+    means = np.mean([score_replicates(tasks[t], options, options.seed + i) for i, t in enumerate(names)], axis=0)
+    means = means[np.isfinite(means)]
+    c = options.confidence
+    low, high = np.quantile(means, [(1 - c) / 2, (1 + c) / 2]) if len(means) else (math.nan, math.nan)
+    return MeanScore(float(np.mean(list(scores.values()))), float(low), float(high), scores)
+
+
+def confirm_set(scores: Mapping[str, MeanScore], confirm: int) -> list[str]:
+    """The top ``confirm`` models by mean score, then every other model whose interval overlaps one of theirs (in
+    ranking order)."""
+    ranked = sorted(scores, key=lambda m: -scores[m].mean)
+    top = ranked[:confirm]
+    return top + [m for m in ranked[confirm:] if any(scores[m].overlaps(scores[t]) for t in top)]
+
+
+def kendall_tau(fast: Sequence[float], exact: Sequence[float]) -> float:
+    """Kendall's τ-b of the two rankings (``scipy.stats.kendalltau`` of the scores); nan for fewer than 2 models."""
+    from scipy.stats import kendalltau
+
+    if len(fast) < 2:
+        return math.nan
+    return float(kendalltau(fast, exact).statistic)
+
+
+# -- the screen -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ScreenedModel:
+    """One model of a screen: its fast and (when confirmed) exact results."""
+
+    model: str  # as given
+    name: str = ""  # as its results are filed
+    fast_applied: bool = True
+    note: str = ""  # why the fast path did not apply
+    fast: MeanScore | None = None
+    exact: MeanScore | None = None
+    fast_folder: Path | None = None
+    exact_folder: Path | None = None
+    fast_seconds: float = 0.0
+    exact_seconds: float = 0.0
+    fidelity: list[dict[str, Any]] = field(default_factory=list)  # per task: shift with CI and agreement
+
+    @property
+    def shift(self) -> float:
+        """Exact minus fast mean score (nan when not confirmed)."""
+        return self.exact.mean - self.fast.mean if self.exact and self.fast else math.nan
+
+
+@dataclass
+class ScreenReport:
+    """Everything a screen did and found."""
+
+    fast_path: str
+    tasks: list[str]
+    models: list[ScreenedModel]  # in fast ranking order
+    confirmed: list[str]  # in exact ranking order
+    kendall_tau: float
+    winner_vs_runner_up: Comparison | None
+    fast_seconds: float
+    exact_seconds: float
+    fidelity_seconds: float
+    options: CompareOptions
+
+    def model(self, name: str) -> ScreenedModel:
+        return next(m for m in self.models if m.model == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON (NaN becomes None)."""
+
+        def score(s: MeanScore | None) -> dict[str, Any] | None:
+            return None if s is None else {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high, "tasks": s.tasks}
+
+        models = [
+            {
+                "model": m.model,
+                "name": m.name,
+                "fast_applied": m.fast_applied,
+                "note": m.note,
+                "fast": score(m.fast),
+                "exact": score(m.exact),
+                "shift": m.shift,
+                "fast_folder": str(m.fast_folder) if m.fast_folder else None,
+                "exact_folder": str(m.exact_folder) if m.exact_folder else None,
+                "fast_seconds": m.fast_seconds,
+                "exact_seconds": m.exact_seconds,
+                "fidelity": m.fidelity,
+            }
+            for m in self.models
+        ]
+        versus = self.winner_vs_runner_up.to_dict() if self.winner_vs_runner_up else None
+        return json_safe(
+            {
+                "fast_path": self.fast_path,
+                "tasks": self.tasks,
+                "models": models,
+                "confirmed": self.confirmed,
+                "kendall_tau": self.kendall_tau,
+                "winner_vs_runner_up": versus,
+                "significance": self.significance_line(),
+                "seconds": {"fast": self.fast_seconds, "exact": self.exact_seconds, "fidelity": self.fidelity_seconds},
+            }
+        )
+
+    def significance_line(self) -> str:
+        """Whether the exact winner is significantly better than the runner-up, task by task."""
+        from embedscope.evaluation.screen_report import significance_line
+
+        return significance_line(self)
+
+    def text(self, digits: int = 4) -> str:
+        from embedscope.evaluation.screen_report import screen_text
+
+        return screen_text(self, digits)
+
+
+def _check(settings: RunSettings, confirm: int, fast_keys: Sequence[str]) -> list[ModelRun]:
+    """The model runs of a screen; one line for what a screen cannot do."""
+    if isinstance(confirm, bool) or not isinstance(confirm, int) or confirm < 1:
+        raise ConfigError(f"--confirm {confirm}: give a positive integer (the number of models to confirm)")
+    if settings.pipeline is not None or settings.pipelines:
+        raise ConfigError("screen compares embedding models; a pipeline cannot take a fast path: drop it")
+    if settings.dtype not in (None, "fp32"):
+        named = getattr(settings, "display_name", lambda key: key)("dtype")
+        raise ConfigError(f"{named} {settings.dtype}: screen runs the exact pass in fp32 and the fast one with --fast")
+    runs = settings.model_runs()
+    if settings.model is None and not settings.models or len(runs) < 2:
+        raise ConfigError(
+            f"screen needs at least two models (--models M1 M2 …), got {len(runs) if settings.models else 0}"
+        )
+    for run in runs:
+        if not isinstance(run.model, str):
+            raise ConfigError(
+                f"screen: {run.model!r} is not a model name or path; a fast path is a set of model options, which "
+                "apply only to models given by name or path"
+            )
+        if run.options.get("dtype") not in (None, "fp32"):
+            raise ConfigError(f"screen: {run.model} sets dtype {run.options['dtype']}; its exact pass runs in fp32")
+        taken = [k for k in fast_keys if run.options.get(k) is not None]
+        if taken:
+            raise ConfigError(f"screen: {run.model} sets {taken[0]}, which the fast path sets: drop it")
+    names = [r.model for r in runs]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"screen: model {twice} is given twice")
+    return runs
+
+
+def _one_model(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any]) -> RunSettings:
+    """``settings`` with ``run`` as its only model, its options with ``overrides``."""
+    entry = ModelEntry.model_validate(
+        {"model": run.model, **run.options, **overrides, "tasks": run.tasks, "batch_size": run.batch_size}
+    )
+    return settings.model_copy(
+        update={"model": None, "models": [entry], "pipeline": None, "pipelines": [], "model_options": ModelOptions()}
+    )
+
+
+@dataclass
+class _Pass:
+    """One model's run: each task's items and task object, its results folder and name, its wall time."""
+
+    items: dict[str, TaskItems]
+    tasks: dict[str, Any]
+    folder: Path
+    name: str
+    seconds: float
+
+
+def _run_one(settings: RunSettings) -> _Pass:
+    """Run the one model of ``settings`` through the runner (stored results and the cache are reused)."""
+    from embedscope.evaluation.runner import run
+
+    started = time.perf_counter()
+    (report,) = run(settings)
+    seconds = time.perf_counter() - started
+    if not report.outcomes:
+        raise ConfigError(f"screen: none of the tasks applies to {report.model_name}")
+    items = {o.task.name: task_items(o.path) for o in report.outcomes}
+    tasks = {o.task.name: o.task for o in report.outcomes}
+    return _Pass(items, tasks, report.outcomes[0].path.parent, report.model_name, seconds)
+
+
+def _fast_pass(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], m: ScreenedModel) -> _Pass:
+    """The model's fast run; on its exact path (noted in ``m``) when the fast path cannot act on it."""
+    try:
+        done = _run_one(_one_model(settings, run, overrides))
+    except ConfigError as e:
+        m.fast_applied, m.note = False, f"the fast path does not apply ({e}); screened exact"
+        done = _run_one(_one_model(settings, run, {}))
+    m.fast_folder, m.name, m.fast_seconds = done.folder, done.name, done.seconds
+    return done
+
+
+def screen_settings(
+    settings: RunSettings,
+    fast: str | None = None,
+    confirm: int = DEFAULT_CONFIRM,
+    options: CompareOptions = CompareOptions(),
+    fidelity: bool = True,
+) -> ScreenReport:
+    """Screen the models of ``settings`` on fast path ``fast`` (default: :func:`default_fast_path`) and confirm the
+    best ``confirm`` (and those whose interval overlaps theirs) exact; see the module docstring. ``fidelity``
+    False leaves out the per-text cosines (they encode every text of the confirmed models' tasks twice more, unless
+    the cache holds them)."""
+    check_options(options)
+    fast = fast if fast is not None else default_fast_path()
+    overrides = fast_path_overrides(fast)
+    runs = _check(settings, confirm, list(overrides))
+    models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
+    fast_passes = {str(r.model): _fast_pass(settings, r, overrides, models[str(r.model)]) for r in runs}
+    tasks = _shared_tasks({k: p.items for k, p in fast_passes.items()})
+    for key, m in models.items():
+        m.fast = mean_score({t: fast_passes[key].items[t] for t in tasks}, options)
+    chosen = confirm_set({k: m.fast for k, m in models.items() if m.fast is not None}, confirm)
+    exact_passes: dict[str, _Pass] = {}
+    for r in runs:
+        key = str(r.model)
+        if key in chosen:
+            m = models[key]
+            exact_passes[key] = done = _run_one(_one_model(settings, r, {}))
+            m.exact_folder, m.exact_seconds = done.folder, done.seconds
+            m.exact = mean_score({t: done.items[t] for t in tasks}, options)
+    confirmed = sorted(chosen, key=lambda k: -_mean(models[k].exact))
+    started = time.perf_counter()
+    for r in runs:
+        key = str(r.model)
+        if key in chosen and models[key].fast_applied:
+            exact, fast_done = exact_passes[key], fast_passes[key]
+            models[key].fidelity = _fidelity(exact.items, fast_done.items, options, tasks)
+            if fidelity:
+                cosines = _embedding_agreement(settings, r, overrides, [exact.tasks[t] for t in tasks])
+                for row in models[key].fidelity:
+                    row.update(cosines.get(row["task"], {}))
+    fidelity_seconds = time.perf_counter() - started
+    tau = kendall_tau([_mean(models[k].fast) for k in chosen], [_mean(models[k].exact) for k in chosen])
+    versus = None
+    if len(confirmed) >= 2:
+        pair = [
+            ModelResults(models[k].name, exact_passes[k].folder, {t: exact_passes[k].items[t] for t in tasks})
+            for k in confirmed[:2]
+        ]
+        versus = compare_models(pair, options, tasks)
+    ranked = sorted(models.values(), key=lambda m: -_mean(m.fast))
+    return ScreenReport(
+        fast,
+        tasks,
+        ranked,
+        confirmed,
+        tau,
+        versus,
+        sum(m.fast_seconds for m in ranked),
+        sum(m.exact_seconds for m in ranked),
+        fidelity_seconds,
+        options,
+    )
+
+
+def _mean(score: MeanScore | None) -> float:
+    return score.mean if score is not None else math.nan
+
+
+def _shared_tasks(items: Mapping[str, Mapping[str, TaskItems]]) -> list[str]:
+    """The tasks every model has a result for (a model's own task list can narrow them)."""
+    sets = [set(v) for v in items.values()]
+    shared = sorted(set.intersection(*sets))
+    if not shared:
+        raise ConfigError("screen: the models share no task (check each model's tasks)")
+    return shared
+
+
+def _fidelity(
+    exact: Mapping[str, TaskItems], fast: Mapping[str, TaskItems], options: CompareOptions, tasks: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Fast against exact, task by task, as ``compare --fidelity`` measures it: the score shift fast → exact
+    (exact − fast, compare's ``b − a`` with the fast result as ``a``) with its CI and adjusted p, and the agreement
+    measures of :func:`~embedscope.compare.fidelity.agreement` (top-10 Jaccard and RBO for rankings; similarity
+    Spearman and discordant pairs for STS and pair classification; all symmetric in the two results)."""
+    from embedscope.compare.fidelity import agreement
+
+    pair = [ModelResults("fast", Path(), dict(fast)), ModelResults("exact", Path(), dict(exact))]
+    comparison = compare_models(pair, options, tasks, extra=agreement)
+    return [
+        {
+            "task": r.task,
+            "metric": r.metric,
+            "fast": r.score_a,
+            "exact": r.score_b,
+            "shift": r.delta,
+            "ci_low": r.ci_low,
+            "ci_high": r.ci_high,
+            "p_adjusted": r.p_adjusted,
+            "significant": r.significant,
+            **r.extra,
+        }
+        for r in comparison.rows
+    ]
+
+
+def _embedding_agreement(
+    settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], tasks: Sequence[Any]
+) -> dict[str, dict[str, Any]]:
+    """Per-text cosine of the exact and fast vectors of each task's texts
+    (:func:`~embedscope.compare.embeddings.embedding_agreement`; vectors through the run's cache)."""
+    from embedscope.compare.embeddings import embedding_agreement
+    from embedscope.evaluation.models import build_model
+    from embedscope.models.cache import EmbeddingCache
+    from embedscope.tasks.base import SearchOptions
+
+    cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
+    built = []
+    for extra in ({}, overrides):
+        one = _one_model(settings, run, extra)
+        built.append(build_model(one.model_runs()[0], one, cache))
+    batch = run.batch_size or settings.batch_size or 32
+    search = SearchOptions(batch_size=batch, show_progress=False, limits=settings.limits)
+    return embedding_agreement(built[0], built[1], tasks, search)
+
+
+def screen(
+    models: Sequence[Any],
+    tasks: Sequence[Any] | None = None,
+    fast: str | None = None,
+    confirm: int = DEFAULT_CONFIRM,
+    *,
+    compare_options: CompareOptions = CompareOptions(),
+    fidelity: bool = True,
+    **settings: Any,
+) -> ScreenReport:
+    """Screen ``models`` (names, paths or ``{model: …, options}`` mappings) on ``tasks`` (default: the built-in
+    suite) on fast path ``fast`` and confirm the best ``confirm`` exact. ``settings``: any
+    :class:`~embedscope.settings.RunSettings` key, as :func:`~embedscope.evaluation.runner.evaluate` takes them."""
+    values = {**settings, "models": list(models)}
+    if tasks is not None:
+        values["tasks"] = list(tasks)
+    return screen_settings(build_settings([Layer("screen()", values, "api")]), fast, confirm, compare_options, fidelity)

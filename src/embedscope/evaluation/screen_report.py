@@ -1,0 +1,188 @@
+"""What ``embedscope screen`` prints and writes: both rankings side by side, the winner's significance line, each
+confirmed model's fidelity (fast against exact) and the measured times; a CSV of the rankings."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import TYPE_CHECKING, Any
+
+from embedscope.results.table import markdown_table
+
+if TYPE_CHECKING:
+    from embedscope.evaluation.screen import MeanScore, ScreenReport
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def _with_ci(score: MeanScore | None, digits: int) -> str:
+    if score is None:
+        return "—"
+    return f"{score.mean:.{digits}f} [{_num(score.ci_low, digits)}, {_num(score.ci_high, digits)}]"
+
+
+def significance_line(report: ScreenReport) -> str:
+    """Whether the exact winner is significantly better than the runner-up: per task, compare's paired test with
+    its correction (Holm by default) at its alpha."""
+    comparison = report.winner_vs_runner_up
+    if comparison is None:
+        return "one model confirmed: no runner-up to test the winner against"
+    winner, runner_up = comparison.models[0], comparison.models[1]
+    better = [r.task for r in comparison.rows if r.significant and r.delta < 0]  # delta = runner-up − winner
+    worse = [r.task for r in comparison.rows if r.significant and r.delta > 0]
+    untested = [r.task for r in comparison.rows if math.isnan(r.p_adjusted)]
+    n = len(comparison.rows)
+    rule = f"{comparison.options.correction}-adjusted p < {comparison.options.alpha:g}"
+    if better and not worse:
+        verdict = "significantly better than"
+    elif worse and not better:
+        verdict = "significantly worse on some tasks than"
+    elif better:
+        verdict = "mixed against"
+    else:
+        verdict = "not significantly better than"
+    parts = [f"better on {len(better)} of {n} tasks" + (f" ({', '.join(better)})" if better else "")]
+    parts.append(f"worse on {len(worse)}" + (f" ({', '.join(worse)})" if worse else ""))
+    if untested:
+        parts.append(f"not testable on {len(untested)} ({', '.join(untested)}: no per-item scores)")
+    return f"exact winner {winner} is {verdict} runner-up {runner_up}: {'; '.join(parts)} ({rule})"
+
+
+def rankings_table(report: ScreenReport, digits: int = 4) -> str:
+    """Fast rank and score, exact rank and score, the shift, and each pass's seconds, one row per model."""
+    level = round(report.options.confidence * 100)
+    exact_rank = {name: i + 1 for i, name in enumerate(report.confirmed)}
+    rows = []
+    for i, m in enumerate(report.models):
+        fast_cell = _with_ci(m.fast, digits) + ("" if m.fast_applied else " (exact)")
+        rows.append(
+            [
+                str(i + 1),
+                m.model,
+                fast_cell,
+                str(exact_rank.get(m.model, "")),
+                _with_ci(m.exact, digits) if m.exact else "not confirmed",
+                _num(m.shift, digits),
+                f"{m.fast_seconds:.1f}",
+                f"{m.exact_seconds:.1f}" if m.exact else "",
+            ]
+        )
+    header = [
+        "fast rank",
+        "model",
+        f"fast mean [{level}% CI]",
+        "exact rank",
+        f"exact mean [{level}% CI]",
+        "shift (exact − fast)",
+        "fast s",
+        "exact s",
+    ]
+    return markdown_table(header, rows)
+
+
+_FIDELITY_COLUMNS = (
+    ("embedding_cosine_mean", "cos mean"),
+    ("embedding_cosine_p05", "cos p5"),
+    ("embedding_cosine_min", "cos min"),
+    ("top10_jaccard", "top-10 Jaccard"),
+    ("top10_rbo", "top-10 RBO"),
+    ("similarity_spearman", "similarity ρ"),
+)
+
+
+def fidelity_table(report: ScreenReport, digits: int = 4) -> str:
+    """Each confirmed model's fast-vs-exact measures per task ("" when none was measured)."""
+    level = round(report.options.confidence * 100)
+    rows = []
+    for m in report.models:
+        for f in m.fidelity:
+            rows.append(
+                [
+                    m.model,
+                    f["task"],
+                    _num(f["fast"], digits),
+                    _num(f["exact"], digits),
+                    _num(f["shift"], digits) + ("*" if f.get("significant") else ""),
+                    f"[{_num(f['ci_low'], digits)}, {_num(f['ci_high'], digits)}]",
+                    *[_num(f.get(key), digits) if key in f else "" for key, _ in _FIDELITY_COLUMNS],
+                ]
+            )
+    if not rows:
+        return ""
+    header = ["model", "task", "fast", "exact", "shift (exact − fast)", f"{level}% CI"]
+    return markdown_table(header + [label for _, label in _FIDELITY_COLUMNS], rows)
+
+
+def screen_text(report: ScreenReport, digits: int = 4) -> str:
+    """The whole report as printed."""
+    tau = "n/a (one model confirmed)" if math.isnan(report.kendall_tau) else f"{report.kendall_tau:.3f}"
+    lines = [
+        f"screen: {len(report.models)} models on fast path {report.fast_path}, mean main score over "
+        f"{len(report.tasks)} tasks ({', '.join(report.tasks)}); {len(report.confirmed)} confirmed exact",
+        "",
+        rankings_table(report, digits),
+        "",
+    ]
+    lines += [f"note: {m.model}: {m.note}" for m in report.models if m.note]
+    lines.append(f"Kendall's τ between the fast and exact rankings of the confirmed models: {tau}")
+    lines.append(significance_line(report))
+    fidelity = fidelity_table(report, digits)
+    if fidelity:
+        lines += ["", "fidelity, fast against exact (* significant shift):", "", fidelity]
+    total = report.fast_seconds + report.exact_seconds + report.fidelity_seconds
+    lines += [
+        "",
+        f"wall time (measured): fast pass {report.fast_seconds:.1f} s, exact pass {report.exact_seconds:.1f} s, "
+        f"fidelity {report.fidelity_seconds:.1f} s; {total:.1f} s in all",
+    ]
+    return "\n".join(lines)
+
+
+def screen_csv(report: ScreenReport) -> str:
+    """One row per model: both scores with their intervals, ranks, shift and seconds."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(
+        [
+            "model",
+            "name",
+            "fast_path_applied",
+            "fast_rank",
+            "fast_mean",
+            "fast_ci_low",
+            "fast_ci_high",
+            "confirmed",
+            "exact_rank",
+            "exact_mean",
+            "exact_ci_low",
+            "exact_ci_high",
+            "shift",
+            "fast_seconds",
+            "exact_seconds",
+        ]
+    )
+    exact_rank = {name: i + 1 for i, name in enumerate(report.confirmed)}
+
+    def cells(score: Any) -> list[Any]:
+        return ["", "", ""] if score is None else [score.mean, score.ci_low, score.ci_high]
+
+    for i, m in enumerate(report.models):
+        writer.writerow(
+            [
+                m.model,
+                m.name,
+                m.fast_applied,
+                i + 1,
+                *cells(m.fast),
+                m.model in exact_rank,
+                exact_rank.get(m.model, ""),
+                *cells(m.exact),
+                "" if math.isnan(m.shift) else m.shift,
+                m.fast_seconds,
+                m.exact_seconds if m.exact else "",
+            ]
+        )
+    return out.getvalue()
