@@ -69,20 +69,23 @@ def test_export_writes_token_embeddings_ir(tiny):
     assert "f32" in constants and "f16" not in constants  # fp32 weights kept
 
 
-def test_f32_equals_sentence_transformers(tiny, tiny_reference):
+@pytest.mark.parametrize("streams", [1, 2, 3])
+def test_f32_equals_sentence_transformers(tiny, tiny_reference, streams):
     folder, ir, _ = tiny
-    enc = OpenVinoEncoder(ir, tokenizer=folder, inference_precision="f32")
+    enc = OpenVinoEncoder(ir, tokenizer=folder, inference_precision="f32", streams=streams)
     assert (enc.pooling, enc.normalize, enc.max_seq_length, enc.embed_dim) == ("mean", True, 64, 32)
-    vectors = enc.encode(TEXTS, role="document", batch_size=3)
-    np.testing.assert_allclose(vectors, tiny_reference, atol=1e-5, rtol=0)
+    for batch_size in (1, 3, 32):
+        vectors = enc.encode(TEXTS, role="document", batch_size=batch_size)
+        np.testing.assert_allclose(vectors, tiny_reference, atol=1e-5, rtol=0)
 
 
-def test_planned_batches_give_the_same_bits(tiny):
+@pytest.mark.parametrize("streams", [1, 2])
+def test_planned_batches_give_the_same_bits(tiny, streams):
     folder, ir, _ = tiny
-    enc = OpenVinoEncoder(ir, tokenizer=folder)
-    full = enc.encode(TEXTS, role="query", batch_size=3)
+    enc = OpenVinoEncoder(ir, tokenizer=folder, streams=streams)
+    full = enc.encode(TEXTS, role="query", batch_size=4)
     lengths = [len(t) for t in TEXTS]
-    for plan in enc.batch_plan(lengths, 3):
+    for plan in enc.batch_plan(lengths, 4):
         part = enc.encode_batch([TEXTS[i] for i in plan], role="query")
         assert np.array_equal(part, full[plan])
 
@@ -109,6 +112,8 @@ def test_fingerprint_names_precision_ir_and_settings(tiny):
         OpenVinoEncoder(ir, tokenizer=folder, pooling="cls").fingerprint,
     }
     assert len(prints) == 6
+    one, two = (OpenVinoEncoder(ir, tokenizer=folder, streams=n).fingerprint for n in (1, 2))
+    assert one != two
     assert OpenVinoEncoder(ir, tokenizer=folder, dtype="fp32").fingerprint == f32.fingerprint
 
 
