@@ -100,6 +100,39 @@ def quantized(ir: Path, work: Path, preset: str, folder: Path, count: int) -> Pa
     return target
 
 
+def encode_end_to_end(folder: Path, irs: list[tuple[str, Path]], texts: list[str], repeats: int) -> None:
+    """encode() of ``texts`` (tokenize, forward, pool, normalise; batch 32): sentence-transformers fp32
+    against :class:`OpenVinoEncoder` per IR, precision and stream count, interleaved, best of ``repeats``."""
+    from sentence_transformers import SentenceTransformer
+
+    from embedscope.models.openvino_backend import OpenVinoEncoder
+
+    st = SentenceTransformer(str(folder), device="cpu")
+    runners: dict[str, Callable[[], np.ndarray]] = {
+        "sentence-transformers fp32": lambda: st.encode(texts, batch_size=32, convert_to_numpy=True)
+    }
+    for label, path in irs:
+        for precision in ("f32", "bf16"):
+            for streams in (1, 2):
+                enc = OpenVinoEncoder(path, tokenizer=folder, inference_precision=precision, streams=streams)
+                runners[f"{label} {precision} streams={streams}"] = lambda e=enc: e.encode(texts, role="document")
+    best = dict.fromkeys(runners, float("inf"))
+    outs = {name: fn() for name, fn in runners.items()}
+    for _ in range(repeats):
+        for name, fn in runners.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    anchor_name = "sentence-transformers fp32"
+    print(f"\nencode() of {len(texts)} passages of ~240 tokens, batch 32 (best of {repeats})")
+    for name in runners:
+        cos = cosines(outs[name], outs[anchor_name])
+        print(
+            f"  {name:36s} {best[name]:7.2f} s  {len(texts) / best[name]:6.1f} texts/s  "
+            f"{best[anchor_name] / best[name]:5.2f}x  cosine mean {cos.mean():.5f} min {cos.min():.5f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -108,6 +141,7 @@ def main() -> None:
     parser.add_argument("--presets", default="performance", help="NNCF presets to compare: performance,mixed")
     parser.add_argument("--modes", default="latency,throughput:2", help="latency, throughput:STREAMS")
     parser.add_argument("--lengths", default="180,24", help="words per passage (180 ~ 240 tokens, 24 ~ 32)")
+    parser.add_argument("--encode", type=int, default=0, help="also time encode() end to end on this many passages")
     args = parser.parse_args()
 
     import torch
@@ -128,6 +162,9 @@ def main() -> None:
     irs = [("OpenVINO", ir)] + [
         (f"OV int8 {p}", quantized(ir, work, p, folder, args.calibration)) for p in args.presets.split(",")
     ]
+    if args.encode:
+        encode_end_to_end(folder, irs, passages(180, 0, args.encode), args.repeats)
+        return
     torch_model = AutoModel.from_pretrained(str(folder)).eval()
     tokenizer = _Tokenizer(folder)
     for words in (int(w) for w in args.lengths.split(",")):

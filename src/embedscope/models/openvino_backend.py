@@ -20,6 +20,7 @@ Needs ``pip install 'embedscope[openvino]'`` (``openvino``, ``nncf``).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,10 @@ def export_ir(source: Path, target: Path, *, max_seq_length: int) -> None:
     if takes_types:
         example["token_type_ids"] = torch.zeros((2, seq), dtype=torch.long)
     shapes = [(name, ov.PartialShape([-1, -1]), ov.Type.i64) for name in example]
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter(
+            "ignore", torch.jit.TracerWarning
+        )  # its one branch (KV-cache mask padding) never applies here
         converted = ov.convert_model(module, example_input=example, input=shapes)
     for name, port in zip(example, converted.inputs):
         port.get_tensor().set_names({name})
