@@ -51,7 +51,7 @@ EXTRA = "pip install 'embedscope[openvino]'"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 PRECISIONS = {"f32": "float32", "bf16": "bfloat16"}  # INFERENCE_PRECISION_HINT → the dtype results record
 _PRECISION_SYNONYMS = {"fp32": "f32", "float32": "f32", "bfloat16": "bf16"}
-DEFAULT_STREAMS = 2  # measured fastest on 2 cores (bench/bench_openvino.py)
+DEFAULT_STREAMS = 2  # 2 streams beat 1 on 2 cores in every precision (bench/bench_openvino.py --encode 128)
 CALIBRATION_BATCH = 8  # texts per calibration batch for NNCF
 
 
