@@ -1,0 +1,389 @@
+"""OpenVINO backend: a transformer converted to OpenVINO IR, run on the CPU in fp32, bf16 or int8.
+
+* Export (:func:`export_ir`): the transformer of a sentence-transformers or transformers folder
+  (torch weights) is traced by ``openvino.convert_model`` with example inputs and saved as
+  ``model.xml`` + ``model.bin`` with fp32 weights. Its one output is the token embeddings
+  ``[batch, seq, hidden]``; inputs ``input_ids``, ``attention_mask`` (and ``token_type_ids`` when
+  the model takes them), batch and sequence dynamic.
+* Static int8 (:func:`quantize_ir_int8`): NNCF post-training quantization of an fp32 IR,
+  calibrated on tokenized batches of the given texts (``ModelType.TRANSFORMER``: the attention
+  softmax and layer norms stay in floating point).
+* Encoding (:class:`OpenVinoEncoder`): compiled for the CPU with ``INFERENCE_PRECISION_HINT``
+  ``f32`` (exact fp32 arithmetic) or ``bf16`` (AVX-512 BF16 / AMX where present), tokenized as the
+  ONNX backend does, pooled by :func:`embedscope.models.pooling.pool` and L2-normalised when the
+  model normalises. OpenVINO's ``GPU`` device is an Intel GPU: this backend runs on the CPU only.
+* Fingerprint: sha256 of the IR's ``.xml`` and ``.bin`` bytes, the tokenizer, and every setting
+  (inference precision included).
+
+Needs ``pip install 'embedscope[openvino]'`` (``openvino``, ``nncf``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embedscope.errors import ConfigError, MissingDependencyError
+from embedscope.models.base import BaseEncoder, Similarity, prompted_texts
+from embedscope.models.batching import cpu_threads, encode_sorted
+from embedscope.models.device import DeviceUnavailableError, device_kind, parse_dtype
+from embedscope.models.fingerprint import hash_dict, hash_file, short
+from embedscope.models.folder import (
+    quiet_loading,
+    resolve_prompts,
+    st_max_seq_length,
+    st_modules,
+    st_normalizes,
+    st_pooling_mode,
+    st_prompts,
+    st_similarity,
+)
+from embedscope.models.onnx_backend import _Tokenizer
+from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
+from embedscope.types import Role
+
+BACKEND = "openvino"
+EXTRA = "pip install 'embedscope[openvino]'"
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+PRECISIONS = {"f32": "float32", "bf16": "bfloat16"}  # INFERENCE_PRECISION_HINT → the dtype results record
+_PRECISION_SYNONYMS = {"fp32": "f32", "float32": "f32", "bfloat16": "bf16"}
+DEFAULT_STREAMS = 2  # 2 streams beat 1 on 2 cores in every precision (bench/bench_openvino.py --encode 128)
+CALIBRATION_BATCH = 8  # texts per calibration batch for NNCF
+
+
+def _import_openvino() -> Any:
+    try:
+        import openvino
+    except ImportError as e:
+        raise MissingDependencyError("openvino", f"The OpenVINO backend ({EXTRA})") from e
+    return openvino
+
+
+def _import_nncf() -> Any:
+    try:
+        import nncf
+    except ImportError as e:
+        raise MissingDependencyError("nncf", f"int8 quantization for the OpenVINO backend ({EXTRA})") from e
+    return nncf
+
+
+# -- export -----------------------------------------------------------------------------------------------------
+
+
+def transformer_folder(source: Path) -> Path:
+    """The folder of ``source``'s transformer weights: the path of the sentence-transformers
+    ``Transformer`` module in ``modules.json`` (often the folder itself), else ``source``."""
+    for module in st_modules(source):
+        if str(module.get("type", "")).endswith("Transformer"):
+            return source / str(module.get("path", ""))
+    return source
+
+
+class _TokenEmbeddings:
+    """Builds a torch module whose forward returns the transformer's last hidden state."""
+
+    @staticmethod
+    def wrap(model: Any, takes_token_types: bool) -> Any:
+        import torch
+
+        class TokenEmbeddings(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.model = model
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+                extra = {"token_type_ids": token_type_ids} if takes_token_types else {}
+                out = self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True, **extra)
+                return out.last_hidden_state
+
+        return TokenEmbeddings().eval()
+
+
+def _takes_token_types(model: Any) -> bool:
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return "token_type_ids" in params and int(getattr(model.config, "type_vocab_size", 0) or 0) > 0
+
+
+def export_ir(source: Path, target: Path, *, max_seq_length: int) -> None:
+    """Convert the transformer of ``source`` into OpenVINO IR ``target/model.xml`` + ``model.bin``.
+
+    The output is the token embeddings ``[batch, seq, hidden]`` (fp32 weights kept); inputs are
+    ``input_ids``, ``attention_mask`` and, when the model takes them, ``token_type_ids``, with
+    dynamic batch and sequence. ``max_seq_length`` bounds the example input used for tracing.
+    """
+    ov = _import_openvino()
+    import torch
+    from transformers import AutoModel
+
+    source, target = Path(source), Path(target)
+    folder = transformer_folder(source)
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"{source}: no transformers config.json to export to OpenVINO (looked in {folder})")
+    try:
+        with quiet_loading():
+            model = AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{source}: cannot load the transformer for the OpenVINO export: {e}") from e
+    takes_types = _takes_token_types(model)
+    module = _TokenEmbeddings.wrap(model, takes_types)
+    seq = max(2, min(16, int(max_seq_length)))
+    example = {
+        "input_ids": torch.ones((2, seq), dtype=torch.long),
+        "attention_mask": torch.ones((2, seq), dtype=torch.long),
+    }
+    if takes_types:
+        example["token_type_ids"] = torch.zeros((2, seq), dtype=torch.long)
+    shapes = [(name, ov.PartialShape([-1, -1]), ov.Type.i64) for name in example]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter(
+            "ignore", torch.jit.TracerWarning
+        )  # its one branch (KV-cache mask padding) never applies here
+        converted = ov.convert_model(module, example_input=example, input=shapes)
+    for name, port in zip(example, converted.inputs):
+        port.get_tensor().set_names({name})
+    converted.outputs[0].get_tensor().set_names({"token_embeddings"})
+    target.mkdir(parents=True, exist_ok=True)
+    ov.save_model(converted, str(target / "model.xml"), compress_to_fp16=False)
+
+
+# -- static int8 ------------------------------------------------------------------------------------------------
+
+
+def calibration_batches(
+    tokenizer: _Tokenizer, texts: Sequence[str], *, max_seq_length: int, input_names: Sequence[str]
+) -> list[dict[str, np.ndarray]]:
+    """Tokenized batches of ``texts`` (padded to each batch's longest), with only the model's inputs."""
+    texts = [t for t in texts if t]
+    if not texts:
+        raise ConfigError("int8 calibration needs at least one non-empty text")
+    out = []
+    for start in range(0, len(texts), CALIBRATION_BATCH):
+        batch = tokenizer(list(texts[start : start + CALIBRATION_BATCH]), max_seq_length, None)
+        out.append({name: batch[name] for name in input_names})
+    return out
+
+
+def quantize_ir_int8(
+    ir_folder: Path,
+    target: Path,
+    *,
+    tokenizer_source: Path,
+    calibration_texts: Sequence[str],
+    max_seq_length: int,
+) -> None:
+    """Static int8 quantization of the fp32 IR in ``ir_folder`` with NNCF, written to ``target/model.xml`` + ``.bin``.
+
+    Calibrates on tokenized batches of ``calibration_texts`` (all of them: the subset size is their
+    number); ``ModelType.TRANSFORMER`` keeps softmax and layer norms in floating point (and applies
+    SmoothQuant). The ``MIXED`` preset (asymmetric activations, symmetric weights) ran as fast as
+    ``PERFORMANCE`` on MiniLM here and kept closer to fp32 (mean cosine 0.9965 against 0.9957 on
+    ~240-token passages: bench/bench_openvino.py).
+    """
+    ov = _import_openvino()
+    nncf = _import_nncf()
+    model = ov.Core().read_model(str(Path(ir_folder) / "model.xml"))
+    names = [port.get_any_name() for port in model.inputs]
+    batches = calibration_batches(
+        _Tokenizer(tokenizer_source), calibration_texts, max_seq_length=max_seq_length, input_names=names
+    )
+    quantized = nncf.quantize(
+        model,
+        nncf.Dataset(batches),
+        preset=nncf.QuantizationPreset.MIXED,
+        model_type=nncf.ModelType.TRANSFORMER,
+        subset_size=len(batches),
+    )
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    ov.save_model(quantized, str(target / "model.xml"), compress_to_fp16=False)
+
+
+# -- encoding ---------------------------------------------------------------------------------------------------
+
+
+def parse_precision(inference_precision: str | None, dtype: str | None) -> str:
+    """``f32`` or ``bf16`` from the inference precision and the run's dtype (which must agree).
+
+    >>> parse_precision(None, "bf16"), parse_precision("f32", None), parse_precision("bf16", None)
+    ('bf16', 'f32', 'bf16')
+    """
+    given_dtype = parse_dtype(dtype) if dtype is not None else None
+    if given_dtype is not None and given_dtype not in PRECISIONS.values():
+        raise ConfigError(f"dtype {dtype!r}: the OpenVINO backend computes in fp32 or bf16 on the CPU")
+    if inference_precision is None:
+        return "bf16" if given_dtype == "bfloat16" else "f32"
+    key = str(inference_precision).strip().lower()
+    key = _PRECISION_SYNONYMS.get(key, key)
+    if key not in PRECISIONS:
+        raise ConfigError(f"inference_precision {inference_precision!r}: use f32 or bf16")
+    if given_dtype is not None and given_dtype != PRECISIONS[key]:
+        raise ConfigError(f"dtype {dtype!r} disagrees with inference_precision {inference_precision!r}")
+    return key
+
+
+def find_ir_file(ir_folder: str | Path) -> Path:
+    """``model.xml`` in ``ir_folder`` (or the ``.xml`` file itself), with its ``.bin`` beside it."""
+    p = Path(ir_folder)
+    xml = p if p.suffix == ".xml" else p / "model.xml"
+    if not xml.is_file() or not xml.with_suffix(".bin").is_file():
+        raise ConfigError(f"{ir_folder}: no OpenVINO IR (expected model.xml and model.bin)")
+    return xml
+
+
+class OpenVinoEncoder(BaseEncoder):
+    """An OpenVINO IR of a transformer (token-embeddings output) as an :class:`~embedscope.models.base.Encoder`.
+
+    Args:
+        ir_folder: folder holding ``model.xml`` + ``model.bin`` (from :func:`export_ir` or
+            :func:`quantize_ir_int8`).
+        tokenizer: ``tokenizer.json``, tokenizer folder or hub id (the source model's folder; its
+            sentence-transformers configs give the defaults below).
+        pooling: pooling mode (default: the tokenizer folder's Pooling config, else ``"mean"``).
+        inference_precision: ``f32`` (exact fp32 arithmetic) or ``bf16``; default from ``dtype``, else ``f32``.
+        max_seq_length: truncation length (default ``sentence_bert_config.json``, else the tokenizer's, else 512).
+        normalize: L2-normalise (default: whether the tokenizer folder's ``modules.json`` has ``Normalize``).
+        prompts / query_prompt: role → prompt prepended to the text; the query-only prompt.
+        threads: CPU threads (default :func:`~embedscope.models.batching.cpu_threads`).
+        streams: CPU streams (default: one per thread, up to :data:`DEFAULT_STREAMS`). With more than one,
+            each batch is split into that many length-sorted parts, run in parallel (``AsyncInferQueue``,
+            ``PERFORMANCE_HINT=THROUGHPUT``), each part padded to its own longest text; one stream runs the
+            batch whole (``LATENCY``).
+        device: ``cpu`` or ``auto`` (the CPU); any other device is an error.
+        dtype: ``fp32`` or ``bf16``, as ``inference_precision``.
+    """
+
+    backend = BACKEND
+    supported_dtypes = ("float32", "bfloat16")
+
+    def __init__(
+        self,
+        ir_folder: str | Path,
+        *,
+        tokenizer: str | Path,
+        pooling: str | None = None,
+        inference_precision: str | None = None,
+        name: str | None = None,
+        revision: str | None = None,
+        prompts: dict[str, str] | None = None,
+        query_prompt: str | None = None,
+        max_seq_length: int | None = None,
+        normalize: bool | None = None,
+        similarity: Similarity | None = None,
+        threads: int | None = None,
+        streams: int | None = None,
+        source: str | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+    ) -> None:
+        if device not in (None, "auto") and device_kind(str(device)) != "cpu":
+            raise DeviceUnavailableError(
+                f"device {device!r}: the OpenVINO backend runs on the CPU only (use --device cpu, or another backend)"
+            )
+        self.inference_precision = parse_precision(inference_precision, dtype)
+        self._place("cpu", PRECISIONS[self.inference_precision])
+        ov = _import_openvino()
+        self.xml_file = find_ir_file(ir_folder)
+        self.source = source or str(ir_folder)
+        tok_path = Path(tokenizer)
+        st_folder = tok_path if (tok_path / "modules.json").is_file() else None
+
+        core = ov.Core()
+        model = core.read_model(str(self.xml_file))
+        self.input_names = [port.get_any_name() for port in model.inputs]
+        unknown = [n for n in self.input_names if n not in INPUT_NAMES]
+        if unknown or "input_ids" not in self.input_names:
+            raise ConfigError(
+                f"{self.xml_file}: inputs {self.input_names}; need input_ids, attention_mask[, token_type_ids]"
+            )
+        out_shape = model.outputs[0].get_partial_shape()
+        if out_shape.rank.is_dynamic or out_shape.rank.get_length() != 3:
+            raise ConfigError(f"{self.xml_file}: output shape {out_shape}; need token embeddings [batch, seq, hidden]")
+        hidden = out_shape[2]
+        self.embed_dim = hidden.get_length() if hidden.is_static else None
+        self.quantized = any(op.get_type_name() == "FakeQuantize" for op in model.get_ops())
+        self.threads = int(threads or cpu_threads())
+        self.streams = int(streams or min(self.threads, DEFAULT_STREAMS))
+        if self.streams < 1 or self.threads < 1:
+            raise ConfigError(f"threads={threads} and streams={streams}: each must be >= 1")
+        config = {
+            "INFERENCE_PRECISION_HINT": self.inference_precision,
+            "INFERENCE_NUM_THREADS": self.threads,
+            "PERFORMANCE_HINT": "LATENCY" if self.streams == 1 else "THROUGHPUT",
+            "NUM_STREAMS": self.streams,
+        }
+        self.compiled = core.compile_model(model, "CPU", config)
+        self._queue = ov.AsyncInferQueue(self.compiled, self.streams)
+        self._queue.set_callback(self._collect)
+        self._outputs: dict[int, np.ndarray] = {}
+
+        self.tokenizer = _Tokenizer(tokenizer)
+        if max_seq_length is None:
+            max_seq_length = (st_max_seq_length(st_folder) if st_folder else None) or self.tokenizer.model_max_length
+        self.max_seq_length = int(max_seq_length or 512)
+        if self.max_seq_length < 1:
+            raise ConfigError(f"max_seq_length must be >= 1, got {max_seq_length}")
+        self.pooling = check_pooling_mode(pooling or (st_pooling_mode(st_folder) if st_folder else None) or "mean")
+        self.normalize = bool(normalize) if normalize is not None else bool(st_folder and st_normalizes(st_folder))
+        self.prompts = resolve_prompts(st_prompts(st_folder) if st_folder else {}, prompts, query_prompt)
+        self.similarity: Similarity = similarity or (st_similarity(st_folder) if st_folder else "cosine")
+        self.content_hash = hash_dict([hash_file(self.xml_file), hash_file(self.xml_file.with_suffix(".bin"))])
+        self.name = name or (self.xml_file.parent.name if self.xml_file.name == "model.xml" else self.xml_file.stem)
+        self.revision = revision or short(self.content_hash)
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that changes a vector apart from text and role (hashed into ``fingerprint``)."""
+        return {
+            "backend": self.backend,
+            "ir_sha256": self.content_hash,
+            "inference_precision": self.inference_precision,
+            "streams": self.streams,  # a batch's parts are run apart: the split can move the last bits
+            "pooling": self.pooling,
+            "max_seq_length": self.max_seq_length,
+            "normalize": self.normalize,
+            "tokenizer": self.tokenizer.content,
+            "tokenizer_kind": self.tokenizer.kind,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """The base record plus the inference precision and whether the IR is int8-quantized."""
+        return {
+            **super().describe(),
+            "inference_precision": self.inference_precision,
+            "quantization": "int8-static" if self.quantized else None,
+        }
+
+    def _collect(self, request: Any, part: int) -> None:
+        self._outputs[part] = np.array(request.get_output_tensor(0).data, dtype=np.float32)
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One batch: split into ``streams`` parts (each padded to its longest), run in parallel, pooled."""
+        parts = [[texts[i] for i in idx] for idx in np.array_split(np.arange(len(texts)), self.streams) if len(idx)]
+        masks = []
+        self._outputs.clear()
+        for number, part in enumerate(parts):
+            batch = self.tokenizer(part, self.max_seq_length, None)
+            masks.append(batch["attention_mask"])
+            self._queue.start_async({name: batch[name] for name in self.input_names}, number)
+        self._queue.wait_all()
+        vectors = np.concatenate([pool(self._outputs[n], masks[n], self.pooling) for n in range(len(parts))])
+        self._outputs.clear()
+        return normalize_rows(vectors) if self.normalize else vectors
+
+    def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
+        """Encode ``texts`` (the role's prompt prepended) in length-sorted batches."""
+        texts = prompted_texts(texts, role, self.prompts)
+        return encode_sorted(
+            texts, self._encode_batch, batch_size=batch_size, show_progress=show_progress, dim=self.embed_dim
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenVinoEncoder(name={self.name!r}, file={str(self.xml_file)!r}, "
+            f"inference_precision={self.inference_precision!r})"
+        )

@@ -1,0 +1,211 @@
+"""OpenVINO backend: IR export, static int8 with NNCF, and the encoder, against sentence-transformers' own vectors."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+
+import numpy as np
+import pytest
+
+from embedscope.errors import ConfigError, MissingDependencyError
+
+pytest.importorskip("openvino")
+pytest.importorskip("nncf")
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+
+from embedscope.models.openvino_backend import OpenVinoEncoder, export_ir, quantize_ir_int8  # noqa: E402
+
+TEXTS = [
+    "A man is playing a guitar.",
+    "The stock market fell sharply today.",
+    "x",
+    "",
+    "Photosynthesis converts light energy into chemical energy in plants. " * 8,  # truncated at 64 tokens
+    "Ünïcödé tèxt wïth äccents and emoji 🙂",
+    "What is the capital of France?",
+    "numbers 1234567890",
+]
+CALIBRATION = [
+    f"Sentence {i}: the {w} jumps over {i % 7} lazy dogs near the river." for i, w in enumerate(["fox"] * 50)
+]
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity (numpy, independent of the backend's normalisation)."""
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from support.tiny_models import build_tiny_sentence_transformer
+
+    root = tmp_path_factory.mktemp("ov")
+    folder = build_tiny_sentence_transformer(root / "tiny-st")
+    export_ir(folder, root / "ir", max_seq_length=64)
+    quantize_ir_int8(
+        root / "ir", root / "int8", tokenizer_source=folder, calibration_texts=CALIBRATION, max_seq_length=64
+    )
+    return folder, root / "ir", root / "int8"
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tiny):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(tiny[0]), device="cpu").encode(TEXTS, convert_to_numpy=True, batch_size=3)
+
+
+def test_export_writes_token_embeddings_ir(tiny):
+    import openvino as ov
+
+    _, ir, _ = tiny
+    model = ov.Core().read_model(str(ir / "model.xml"))
+    assert [p.get_any_name() for p in model.inputs] == ["input_ids", "attention_mask", "token_type_ids"]
+    assert all(p.get_partial_shape().is_dynamic for p in model.inputs)
+    assert str(model.outputs[0].get_partial_shape()) == "[?,?,32]"
+    constants = {op.get_element_type().get_type_name() for op in model.get_ops() if op.get_type_name() == "Constant"}
+    assert "f32" in constants and "f16" not in constants  # fp32 weights kept
+
+
+@pytest.mark.parametrize("streams", [1, 2, 3])
+def test_f32_equals_sentence_transformers(tiny, tiny_reference, streams):
+    folder, ir, _ = tiny
+    enc = OpenVinoEncoder(ir, tokenizer=folder, inference_precision="f32", streams=streams)
+    assert (enc.pooling, enc.normalize, enc.max_seq_length, enc.embed_dim) == ("mean", True, 64, 32)
+    for batch_size in (1, 3, 32):
+        vectors = enc.encode(TEXTS, role="document", batch_size=batch_size)
+        np.testing.assert_allclose(vectors, tiny_reference, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_planned_batches_give_the_same_bits(tiny, streams):
+    folder, ir, _ = tiny
+    enc = OpenVinoEncoder(ir, tokenizer=folder, streams=streams)
+    full = enc.encode(TEXTS, role="query", batch_size=4)
+    lengths = [len(t) for t in TEXTS]
+    for plan in enc.batch_plan(lengths, 4):
+        part = enc.encode_batch([TEXTS[i] for i in plan], role="query")
+        assert np.array_equal(part, full[plan])
+
+
+def test_bf16_and_int8_stay_close(tiny, tiny_reference):
+    folder, ir, int8 = tiny
+    bf16 = OpenVinoEncoder(ir, tokenizer=folder, inference_precision="bf16")
+    assert bf16.dtype == "bfloat16"
+    assert _cosines(bf16.encode(TEXTS, role="document"), tiny_reference).min() > 0.99
+    quantized = OpenVinoEncoder(int8, tokenizer=folder)
+    assert quantized.quantized and quantized.describe()["quantization"] == "int8-static"
+    assert _cosines(quantized.encode(TEXTS, role="document"), tiny_reference).min() > 0.95
+
+
+def test_fingerprint_names_precision_ir_and_settings(tiny):
+    folder, ir, int8 = tiny
+    f32 = OpenVinoEncoder(ir, tokenizer=folder)
+    prints = {
+        f32.fingerprint,
+        OpenVinoEncoder(ir, tokenizer=folder, inference_precision="bf16").fingerprint,
+        OpenVinoEncoder(int8, tokenizer=folder).fingerprint,
+        OpenVinoEncoder(ir, tokenizer=folder, max_seq_length=32).fingerprint,
+        OpenVinoEncoder(ir, tokenizer=folder, normalize=False).fingerprint,
+        OpenVinoEncoder(ir, tokenizer=folder, pooling="cls").fingerprint,
+    }
+    assert len(prints) == 6
+    one, two = (OpenVinoEncoder(ir, tokenizer=folder, streams=n).fingerprint for n in (1, 2))
+    assert one != two
+    assert OpenVinoEncoder(ir, tokenizer=folder, dtype="fp32").fingerprint == f32.fingerprint
+
+
+def test_dtype_and_precision(tiny):
+    folder, ir, _ = tiny
+    assert OpenVinoEncoder(ir, tokenizer=folder, dtype="bf16").inference_precision == "bf16"
+    with pytest.raises(ConfigError, match="disagrees"):
+        OpenVinoEncoder(ir, tokenizer=folder, dtype="bf16", inference_precision="f32")
+    with pytest.raises(ConfigError, match="fp32 or bf16"):
+        OpenVinoEncoder(ir, tokenizer=folder, dtype="fp16")
+    with pytest.raises(ConfigError, match="use f32 or bf16"):
+        OpenVinoEncoder(ir, tokenizer=folder, inference_precision="int4")
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "mps"])
+def test_accelerators_are_refused(tiny, device):
+    folder, ir, _ = tiny
+    with pytest.raises(ConfigError, match=rf"device '{device}'.*runs on the CPU only") as err:
+        OpenVinoEncoder(ir, tokenizer=folder, device=device)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_ir_and_unexportable_folder(tmp_path, tiny):
+    with pytest.raises(ConfigError, match="no OpenVINO IR"):
+        OpenVinoEncoder(tmp_path, tokenizer=tiny[0])
+    (tmp_path / "src").mkdir()
+    with pytest.raises(ConfigError, match="no transformers config.json"):
+        export_ir(tmp_path / "src", tmp_path / "out", max_seq_length=64)
+    with pytest.raises(ConfigError, match="at least one non-empty text"):
+        quantize_ir_int8(tiny[1], tmp_path / "q", tokenizer_source=tiny[0], calibration_texts=[""], max_seq_length=8)
+
+
+@pytest.mark.parametrize("package", ["openvino", "nncf"])
+def test_missing_extra_names_it(monkeypatch, tiny, tmp_path, package):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == package or name.startswith(package + "."):
+            raise ImportError(f"No module named {package!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, package, raising=False)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    folder, ir, _ = tiny
+    with pytest.raises(MissingDependencyError, match=r"pip install 'embedscope\[openvino\]'"):
+        if package == "openvino":
+            OpenVinoEncoder(ir, tokenizer=folder)
+        else:
+            quantize_ir_int8(ir, tmp_path / "q", tokenizer_source=folder, calibration_texts=["a"], max_seq_length=8)
+
+
+# -- the shipped MiniLM ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm_ir(tmp_path_factory):
+    from embedscope.models.specs import alias_path
+
+    folder = alias_path("minilm")
+    root = tmp_path_factory.mktemp("ov-minilm")
+    export_ir(folder, root / "ir", max_seq_length=256)
+    return folder, root / "ir"
+
+
+@pytest.fixture(scope="module")
+def bbc_texts():
+    from embedscope.data.builtin import bbc_news_articles
+
+    return [a.body for a in bbc_news_articles()[:150]] + [a.title for a in bbc_news_articles()[:50]]
+
+
+@pytest.mark.slow
+def test_minilm_f32_equals_sentence_transformers(minilm_ir, bbc_texts):
+    from sentence_transformers import SentenceTransformer
+
+    folder, ir = minilm_ir
+    reference = SentenceTransformer(str(folder), device="cpu").encode(bbc_texts, convert_to_numpy=True)
+    vectors = OpenVinoEncoder(ir, tokenizer=folder).encode(bbc_texts, role="document")
+    assert np.abs(vectors - reference).max() < 1e-4
+
+
+@pytest.mark.slow
+def test_minilm_bf16_and_int8_cosines(minilm_ir, bbc_texts, tmp_path):
+    folder, ir = minilm_ir
+    exact = OpenVinoEncoder(ir, tokenizer=folder).encode(bbc_texts, role="document")
+    bf16 = OpenVinoEncoder(ir, tokenizer=folder, inference_precision="bf16").encode(bbc_texts, role="document")
+    quantize_ir_int8(
+        ir, tmp_path / "int8", tokenizer_source=folder, calibration_texts=bbc_texts[::2], max_seq_length=256
+    )
+    int8 = OpenVinoEncoder(tmp_path / "int8", tokenizer=folder).encode(bbc_texts, role="document")
+    bf16_cos, int8_cos = _cosines(bf16, exact), _cosines(int8, exact)
+    print(f"bf16 cosine mean {bf16_cos.mean():.5f} min {bf16_cos.min():.5f}")
+    print(f"int8 cosine mean {int8_cos.mean():.5f} min {int8_cos.min():.5f}")
+    assert bf16_cos.mean() > 0.999 and bf16_cos.min() > 0.99
+    assert int8_cos.mean() > 0.98 and int8_cos.min() > 0.9
