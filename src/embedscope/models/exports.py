@@ -89,18 +89,23 @@ _GRAPH_LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime", "openvino", 
 _EXTRA = {"onnx": "onnx-export", "openvino": "openvino"}
 
 
+class MissingExtraError(MissingDependencyError):
+    """A fast backend whose extra (``embedscope[onnx-export]``, ``embedscope[openvino]``) is not installed."""
+
+    def __init__(self, extra: str, backend: str) -> None:
+        ImportError.__init__(
+            self, f"--backend {backend} needs the extra embedscope[{extra}]: pip install 'embedscope[{extra}]'"
+        )
+
+
 def missing_extra(extra: str, backend: str) -> MissingDependencyError:
     """The one-line error for a fast backend whose extra is not installed."""
-    error = MissingDependencyError(f"embedscope[{extra}]", f"--backend {backend}")
-    error.args = (f"--backend {backend} needs the extra embedscope[{extra}]: pip install 'embedscope[{extra}]'",)
-    return error
+    return MissingExtraError(extra, backend)
 
 
 def needs_export(backend: str | None, kind: str) -> bool:
     """Whether ``backend`` on a model of ``kind`` (what :func:`~embedscope.models.specs.detect_kind` found) exports."""
-    if backend in FAST_BACKENDS:
-        return True
-    return backend == "onnx" and kind in ("sentence-transformers", "transformers")
+    return kind in ("sentence-transformers", "transformers") and (backend in FAST_BACKENDS or backend == "onnx")
 
 
 # -- the source model ----------------------------------------------------------------------------
@@ -523,14 +528,15 @@ def fast_encoder(
 
     if parse_dtype(dtype) != "float32":
         raise ConfigError(f"--backend {backend} sets its own precision; dtype {dtype!r} cannot apply (leave it fp32)")
-    if backend.startswith("onnx"):
-        _import_onnx_tools(backend)
-    else:
-        openvino_module(backend)
     if calibration is not None and backend not in _STATIC:
         raise ConfigError(
             f"calibration applies to statically quantized backends ({', '.join(_STATIC)}) only, not {backend}"
         )
+    given = read_calibration_file(calibration) if calibration is not None else None
+    if backend.startswith("onnx"):
+        _import_onnx_tools(backend)
+    else:
+        openvino_module(backend)
     src = export_source(path, backend)
     length = int(max_seq_length or src.max_seq_length)
     if length < 1:
@@ -539,7 +545,6 @@ def fast_encoder(
     variant = EXPORT_VARIANT[backend]
     texts: list[str] | None = None
     if backend in _STATIC:
-        given = read_calibration_file(calibration) if calibration is not None else None
         texts = calibration_sample(given if given is not None else (calibration_texts() if calibration_texts else []))
         if not texts:
             raise ConfigError(
