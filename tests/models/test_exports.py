@@ -314,6 +314,7 @@ def test_a_run_records_the_fast_path(tiny_st: Path, tmp_path: Path) -> None:
 # -- OpenVINO (the other module's interface) ------------------------------------------------------------------
 
 
+@pytest.mark.slow  # about 40 s: three IR conversions and an NNCF calibration
 def test_openvino_variants(tiny_st: Path, tmp_path: Path) -> None:
     pytest.importorskip("embedscope.models.openvino_backend")
     reference = _torch(tiny_st)
@@ -328,3 +329,55 @@ def test_openvino_variants(tiny_st: Path, tmp_path: Path) -> None:
     )
     assert _cos(int8.encode(TEXTS, role="document"), reference).min() > 0.95
     assert int8.fast_path["calibration"]["texts"] == len(set(TEXTS))
+
+
+# -- the shipped MiniLM (slow) ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def builtin_scores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, float]]:
+    """Main scores of MiniLM on the built-in suite per backend (torch, onnx, onnx-int8, and openvino when present)."""
+    import embedscope
+    from embedscope.tasks.registry import DEFAULT_TASKS
+
+    folder = tmp_path_factory.mktemp("builtin")
+    backends = [None, "onnx", "onnx-int8"]
+    try:
+        import embedscope.models.openvino_backend  # noqa: F401
+
+        backends.append("openvino")
+    except ImportError:
+        pass
+    scores = {}
+    for backend in backends:
+        report = embedscope.evaluate(
+            "minilm",
+            list(DEFAULT_TASKS),
+            model_options={"backend": backend} if backend else {},
+            output_folder=folder / "out",
+            cache_dir=folder / "cache",
+            show_progress=False,
+        )
+        scores[backend or "torch"] = {o.task.name: o.result.main_score() for o in report.outcomes}
+    return scores
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "openvino"])
+def test_minilm_fp32_fast_paths_keep_every_builtin_score(
+    builtin_scores: dict[str, dict[str, float]], backend: str
+) -> None:
+    if backend not in builtin_scores:
+        pytest.skip(f"{backend}: its module is not in this build")
+    torch_scores, fast = builtin_scores["torch"], builtin_scores[backend]
+    assert set(fast) == set(torch_scores) and len(fast) == 4
+    for task, score in torch_scores.items():
+        assert abs(fast[task] - score) < 1e-4, (task, score, fast[task])
+
+
+@pytest.mark.slow
+def test_minilm_onnx_int8_score_shift(builtin_scores: dict[str, dict[str, float]]) -> None:
+    torch_scores, int8 = builtin_scores["torch"], builtin_scores["onnx-int8"]
+    shifts = {task: int8[task] - score for task, score in torch_scores.items()}
+    print("onnx-int8 main score shift from torch fp32:", {t: round(v, 5) for t, v in shifts.items()})
+    assert abs(float(np.mean(list(shifts.values())))) < 0.01, shifts
