@@ -487,7 +487,8 @@ def load_encoder(
 
     kind = backend or "sentence-transformers"
     if kind in FAST_BACKENDS:
-        return _fast(_hub_snapshot(spec, revision), kind, options, fast, name=spec, revision=None, source=f"hub:{spec}")
+        snapshot = _hub_snapshot(spec, revision)  # filed under its commit, as the sentence-transformers backend does
+        return _fast(snapshot, kind, options, fast, name=spec, revision=snapshot.name, source=f"hub:{spec}")
     if kind == "model2vec" or kind == "onnx":
         raise ConfigError(f"backend {kind!r} loads local files only; download {spec!r} and pass its path")
     if hub_offline():
