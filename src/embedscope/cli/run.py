@@ -19,7 +19,15 @@ _RUN_DESCRIPTION = (
     "value and where it came from). A flag that cannot act in the chosen mode is an error, never dropped."
 )
 # flags whose value is a model option: the run-wide model_options.KEY (over each config model's own)
-_MODEL_OPTION_FLAGS = ("backend", "pooling", "max_seq_length", "query_prompt", "tokenizer", "revision")
+_MODEL_OPTION_FLAGS = (
+    "backend",
+    "pooling",
+    "max_seq_length",
+    "query_prompt",
+    "tokenizer",
+    "revision",
+    "calibration",
+)
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -173,7 +181,18 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "searched): p50/p95 latency in the result's query_latency; fp32 dense search only; scores unchanged",
     )
     p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
-    p.add_argument("--backend", help="force sentence-transformers | transformers | onnx | static")
+    p.add_argument(
+        "--backend",
+        help="force sentence-transformers | transformers | onnx | static; or a fast path of a torch model, exported "
+        "once into the cache folder: onnx | onnx-int8 (needs embedscope[onnx-export]) | openvino | openvino-bf16 | "
+        "openvino-int8 (needs embedscope[openvino])",
+    )
+    p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="--backend openvino-int8: texts to calibrate on (one a line, or .jsonl with 'text'); "
+        "default: a seeded sample of 300 of the run's task texts",
+    )
     p.add_argument("--pooling", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")
     p.add_argument("--max-seq-length", help="truncate texts to this many tokens")
     p.add_argument("--query-prompt", help="instruction prepended to queries only")

@@ -7,14 +7,59 @@ caller holds is wrapped as it is. Encoders go behind the embedding cache.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from embedscope.engines import build_encoder
 from embedscope.errors import ConfigError
-from embedscope.models.cache import EmbeddingCache, with_cache
+from embedscope.models.cache import EmbeddingCache, default_cache_dir, with_cache
 from embedscope.models.device import short_dtype
+from embedscope.models.exports import EXPORT_VARIANT, calibration_hash, calibration_sample
 from embedscope.settings.run import ModelRun, RunSettings
+from embedscope.tasks.base import Task
+
+
+class TaskCalibration:
+    """A seeded sample of the texts a model's tasks encode (:func:`~embedscope.models.exports.calibration_sample`),
+    gathered the first time a static-int8 export asks for it. Its ``str`` is the sample's hash, so the lazy
+    encoder's identity key (which hashes the load options) follows the sample."""
+
+    def __init__(self, tasks: Callable[[], Sequence[Task]]) -> None:
+        self.tasks = tasks
+        self._sample: list[str] | None = None
+
+    def __call__(self) -> list[str]:
+        if self._sample is None:
+            from embedscope.compare.embeddings import task_texts
+            from embedscope.retrieval.base import SearchOptions
+
+            texts = [text for task in self.tasks() for _, text in task_texts(task, SearchOptions())]
+            self._sample = calibration_sample(texts)
+        return self._sample
+
+    def __str__(self) -> str:
+        return f"task-texts:{calibration_hash(self())}"
+
+
+def _fast_path_options(
+    options: dict[str, Any],
+    entry: ModelRun,
+    settings: RunSettings,
+    cache: EmbeddingCache | None,
+    tasks: list[Task] | None,
+) -> dict[str, Any]:
+    """The export folder (the cache folder's ``exports/``, also without ``--no-cache``) and, for static int8 with
+    no calibration file, the tasks' own texts: what a fast backend (:mod:`embedscope.models.exports`) needs."""
+    if options.get("backend") not in EXPORT_VARIANT:
+        return {}
+    extra: dict[str, Any] = {
+        "exports_dir": str(cache.directory if cache else settings.cache_dir or default_cache_dir())
+    }
+    if options.get("backend") == "openvino-int8" and options.get("calibration") is None:
+        from embedscope.evaluation.plan import entry_tasks
+
+        extra["calibration_texts"] = TaskCalibration(lambda: entry_tasks(tasks, entry, settings))
+    return extra
 
 
 def _single(model: Any) -> Any:
@@ -23,8 +68,11 @@ def _single(model: Any) -> Any:
     return (model.dense_encoder or model) if dense is not None else model
 
 
-def build_model(entry: ModelRun, settings: RunSettings, cache: EmbeddingCache | None) -> Any:
-    """The encoder (cached) or pipeline of ``entry``."""
+def build_model(
+    entry: ModelRun, settings: RunSettings, cache: EmbeddingCache | None, tasks: list[Task] | None = None
+) -> Any:
+    """The encoder (cached) or pipeline of ``entry``; ``tasks``: the run's (None: the default suite), whose texts a
+    static-int8 fast path calibrates on."""
     from embedscope.retrieval.pipeline import Pipeline, is_pipeline_spec, model_pipeline
 
     model = entry.model
@@ -38,6 +86,7 @@ def build_model(entry: ModelRun, settings: RunSettings, cache: EmbeddingCache | 
         return _single(Pipeline.build(**model, cache=cache, model_options={**load, "device": devices[0]}))
     if is_pipeline_spec(model):
         return _single(model_pipeline(model, cache=cache, model_options={**load, "device": devices[0]}))
+    load.update(_fast_path_options(load, entry, settings, cache, tasks))
     encoder = build_encoder(model, load, settings.engine, devices, cache.directory if cache else None)
     return with_cache(encoder, cache)
 
@@ -75,7 +124,7 @@ def model_meta(model: Any) -> dict[str, Any]:
         "embedscope_version": __version__,
     }
     inner = getattr(model, "encoder", model)
-    for attr in ("backend", "pooling", "max_seq_length", "normalize", "embed_dim", "source"):
+    for attr in ("backend", "pooling", "max_seq_length", "normalize", "embed_dim", "source", "export_key"):
         value = getattr(inner, attr, None)
         if isinstance(value, (str, int, float, bool)):
             meta[attr] = value
@@ -92,12 +141,17 @@ def run_placement(model: Any) -> dict[str, Any]:
     """
     stages = getattr(type(model), "stage_models", None)
     if stages is not None:
-        placed = [run_placement(s) for s in model.stage_models() if hasattr(s, "device")]
-        return {"stages": placed} if placed else {}
+        stage_placements = [run_placement(s) for s in model.stage_models() if hasattr(s, "device")]
+        return {"stages": stage_placements} if stage_placements else {}
     inner = getattr(model, "encoder", model)
     describe = inner.describe() if hasattr(inner, "describe") else {}
-    return {
+    placed: dict[str, Any] = {
         "device": str(describe.get("device", getattr(inner, "device", "cpu"))),
         "dtype": short_dtype(str(describe.get("dtype", getattr(inner, "dtype", "float32")))),
         "engine": str(describe.get("engine", getattr(inner, "engine", "local"))),
     }
+    export = getattr(inner, "export_key", None)
+    if isinstance(export, str):  # a fast path (embedscope.models.exports): its backend and export, in every result
+        placed["backend"] = str(describe.get("backend", getattr(inner, "backend", "")))
+        placed["export_key"] = export
+    return placed

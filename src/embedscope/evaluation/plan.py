@@ -130,3 +130,14 @@ def model_tasks(
             )
         raise ConfigError(f"{name} cannot evaluate {listing(wrong)}: their task types need another kind of model")
     return tasks
+
+
+def entry_tasks(tasks: list[Task] | None, entry: ModelRun, settings: RunSettings) -> list[Task]:
+    """The tasks one model entry is planned to run before its model is known: its own subset of the run's tasks, or
+    the default suite (what a static-int8 fast path calibrates on when no calibration file is named)."""
+    if tasks is None:
+        tasks = _prepared([resolve_task(t, data_dir=settings.data_dir) for t in DEFAULT_TASKS], settings)
+    if entry.tasks is not None:
+        wanted = {t if isinstance(t, str) else t.name for t in entry.tasks}
+        tasks = [t for t in tasks if t.name in wanted]
+    return tasks

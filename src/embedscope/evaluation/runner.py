@@ -264,7 +264,7 @@ def _evaluate_model(
     entry: ModelRun, tasks: list[Task] | None, settings: RunSettings, cache: EmbeddingCache | None
 ) -> EvaluationReport:
     started = time.perf_counter()
-    model = build_model(entry, settings, cache)
+    model = build_model(entry, settings, cache, tasks)
     roles = model_roles(model)
     chosen = model_tasks(tasks, entry, roles, settings, getattr(model, "name", "the model"))
     encodes = "encoder" in roles  # else a pipeline: its fingerprint covers every stage, rerank depth included

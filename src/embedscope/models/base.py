@@ -257,6 +257,7 @@ IDENTITY_META: tuple[str, ...] = (
     "device",
     "dtype",
     "engine",
+    "export_key",
 )
 
 

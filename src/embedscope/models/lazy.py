@@ -35,11 +35,12 @@ from embedscope.types import Role
 logger = logging.getLogger(__name__)
 
 _LOADERS = ("embedscope", "sentence-transformers", "transformers", "tokenizers", "onnxruntime", "model2vec", "torch")
+_EXPORTERS = ("onnx", "openvino", "nncf")  # shape an exported fast path's graph (embedscope.models.exports)
 
 
-def _versions() -> dict[str, str | None]:
+def _versions(exported: bool = False) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
-    for dist in _LOADERS:
+    for dist in _LOADERS + (_EXPORTERS if exported else ()):
         try:
             found[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -75,7 +76,7 @@ def identity_key(spec: str, options: dict[str, Any], device: str) -> str | None:
             "contents": contents,
             "options": {k: v for k, v in sorted(options.items()) if k != "device"},
             "device": device,
-            "versions": _versions(),
+            "versions": _versions(exported="exports_dir" in options),
         }
     )
 

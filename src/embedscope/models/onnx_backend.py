@@ -217,6 +217,8 @@ class OnnxEncoder(BaseEncoder):
 
     backend = BACKEND
     supported_dtypes = ("float32",)
+    fast_path: dict[str, Any] | None = None  # set by embedscope.models.exports: the export this graph came from
+    export_key: str | None = None
 
     def __init__(
         self,
@@ -384,6 +386,7 @@ class OnnxEncoder(BaseEncoder):
             "normalize": self.normalize,
             "tokenizer": self.tokenizer.content,
             "tokenizer_kind": self.tokenizer.kind,
+            **({"fast_path": self.fast_path} if self.fast_path else {}),
         }
 
     def _run(self, batch: dict[str, np.ndarray]) -> np.ndarray:

@@ -18,16 +18,28 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
 from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, UnknownNameError
 from embedscope.models.base import Encoder
+from embedscope.models.exports import EXPORT_VARIANT, FAST_BACKENDS, needs_export
 from embedscope.models.folder import hub_offline, snapshot_folder
 from embedscope.models.pooling import check_pooling_mode
 
-BACKENDS: tuple[str, ...] = ("sentence-transformers", "transformers", "onnx", "model2vec")
+BACKENDS: tuple[str, ...] = (
+    "sentence-transformers",
+    "transformers",
+    "onnx",
+    "model2vec",
+    # fast paths of a torch model, exported once into the cache folder (embedscope.models.exports)
+    "onnx-int8",
+    "openvino",
+    "openvino-bf16",
+    "openvino-int8",
+)
 _BACKEND_SYNONYMS = {
     "st": "sentence-transformers",
     "sentence_transformers": "sentence-transformers",
@@ -39,6 +51,14 @@ _BACKEND_SYNONYMS = {
     "ort": "onnx",
     "static": "model2vec",
     "m2v": "model2vec",
+    "onnx_int8": "onnx-int8",
+    "ort-int8": "onnx-int8",
+    "ov": "openvino",
+    "openvino-fp32": "openvino",
+    "openvino_bf16": "openvino-bf16",
+    "ov-bf16": "openvino-bf16",
+    "openvino_int8": "openvino-int8",
+    "ov-int8": "openvino-int8",
 }
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 
@@ -296,6 +316,45 @@ def _build(
     return StaticEncoder(path, **common)
 
 
+_NOT_EXPORTABLE = {
+    "onnx": "it is an ONNX model already (use --backend onnx to run it as it is)",
+    "model2vec": "a model2vec static model has no transformer to export",
+}
+
+
+def _fast(
+    path: Path, backend: str, options: _LoadOptions, fast: dict[str, Any], *, name: str | None, **given: Any
+) -> Encoder:
+    """The exported fast path of a torch model (options that cannot act on it refused)."""
+    from embedscope.models.exports import fast_encoder
+
+    for option in ("tokenizer", "output_name"):
+        if options.get(option) is not None:
+            raise ConfigError(f"{option} cannot apply to --backend {backend}: the export uses the model's own")
+    kept: dict[str, Any] = {k: v for k, v in options.items() if k not in ("tokenizer", "output_name")}
+    encoder: Encoder = fast_encoder(path, backend, name=name, **fast, **given, **kept)
+    return encoder
+
+
+def _hub_snapshot(spec: str, revision: str | None) -> Path:
+    """A hub model's local snapshot folder, downloaded when the hub answers."""
+    found = snapshot_folder(spec, revision)
+    if found is not None and (found / "config.json").is_file():
+        return found
+    if hub_offline():
+        from embedscope.hub import offline_reason
+
+        raise _unavailable(
+            spec, f"the Hugging Face hub is offline ({offline_reason()}) and the model is not in the local cache"
+        )
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(spec, revision=revision))
+    except Exception as e:  # connection failures, missing repos
+        raise _unavailable(spec, f"{type(e).__name__}: {e}") from e
+
+
 def load_encoder(
     spec: str,
     *,
@@ -310,6 +369,9 @@ def load_encoder(
     output_name: str | None = None,
     device: str | None = "auto",
     dtype: str | None = None,
+    calibration: str | None = None,
+    calibration_texts: Callable[[], Sequence[str]] | None = None,
+    exports_dir: str | Path | None = None,
 ) -> Encoder:
     """An encoder for ``spec``: a built-in alias (:func:`list_aliases`), a local path or a hub id.
 
@@ -326,6 +388,12 @@ def load_encoder(
         output_name: ONNX graph output to use.
         device: ``auto`` (the best accelerator here), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
         dtype: ``fp32`` (the exact path), ``fp16`` or ``bf16``.
+        calibration: text file (one text a line, or ``.jsonl`` with ``text``) that calibrates ``openvino-int8``.
+        calibration_texts: the texts to sample for calibration when no file is given (the run's own tasks').
+        exports_dir: the cache folder whose ``exports/`` holds fast-path exports (default ``~/.cache/embedscope``).
+
+    ``backend`` ``onnx-int8``, ``openvino``, ``openvino-bf16`` or ``openvino-int8`` (and ``onnx`` on a torch
+    model) exports the model once (:mod:`embedscope.models.exports`).
     """
     from embedscope.models.device import parse_dtype, resolve_device
 
@@ -347,10 +415,24 @@ def load_encoder(
         dtype=dtype,
     )
 
+    fast: dict[str, Any] = {
+        "calibration": calibration,
+        "calibration_texts": calibration_texts,
+        "exports_dir": exports_dir,
+    }
+    if calibration is not None and backend != "openvino-int8":
+        raise ConfigError(
+            f"calibration applies to --backend openvino-int8 only, not {backend or 'the default backend'}"
+        )
+
     key = spec.strip().lower()
     if key in ALIASES:
         a = ALIASES[key]
         path = alias_path(key)
+        if backend is not None and needs_export(backend, a.backend):
+            return _fast(path, backend, options, fast, name=a.name, revision=revision, source=f"alias:{key} ({path})")
+        if backend in FAST_BACKENDS:
+            raise ConfigError(f"alias {key!r} cannot be exported for --backend {backend}: {_NOT_EXPORTABLE[a.backend]}")
         kind = backend or a.backend
         merged: dict[str, Any] = {**a.options, **{k: v for k, v in options.items() if v is not None}}
         if kind != "onnx" and a.backend == "onnx":
@@ -368,7 +450,15 @@ def load_encoder(
         from embedscope.models.integrity import check_model_files, corrupt_model_error, is_load_error
 
         check_model_files(expanded, tokenizer)
-        kind = backend or detect_kind(expanded)
+        detected = detect_kind(expanded) if backend is None or backend in EXPORT_VARIANT else None
+        has_onnx = expanded.is_file() or any(expanded.glob("*.onnx")) or (expanded / "onnx" / "model.onnx").is_file()
+        if backend == "onnx" and has_onnx:
+            detected = "onnx"  # an ONNX file is there: run it as it is
+        if backend is not None and detected is not None and needs_export(backend, detected):
+            return _fast(expanded, backend, options, fast, name=None, revision=revision, source=str(expanded))
+        if backend in FAST_BACKENDS:
+            raise ConfigError(f"{spec} cannot be exported for --backend {backend}: {_NOT_EXPORTABLE[str(detected)]}")
+        kind = backend or str(detected)
         if (
             kind == "onnx"
             and expanded.is_dir()
@@ -396,6 +486,9 @@ def load_encoder(
             raise UnknownNameError("model alias", spec, ALIASES, hint="A local path or a hub id (org/name) also works.")
 
     kind = backend or "sentence-transformers"
+    if kind in FAST_BACKENDS:
+        snapshot = _hub_snapshot(spec, revision)  # filed under its commit, as the sentence-transformers backend does
+        return _fast(snapshot, kind, options, fast, name=spec, revision=snapshot.name, source=f"hub:{spec}")
     if kind == "model2vec" or kind == "onnx":
         raise ConfigError(f"backend {kind!r} loads local files only; download {spec!r} and pass its path")
     if hub_offline():

@@ -97,6 +97,7 @@ class ModelOptions(BaseModel):
     output_name: str | None = None
     device: str | None = None
     dtype: str | None = None
+    calibration: str | None = None  # texts that calibrate --backend openvino-int8 (default: a sample of the tasks')
 
     @field_validator("backend")
     @classmethod

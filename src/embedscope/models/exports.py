@@ -1,0 +1,609 @@
+"""Fast paths for any torch model: exported once (ONNX or OpenVINO IR, fp32 or int8), cached, reused.
+
+``--backend onnx | onnx-int8 | openvino | openvino-bf16 | openvino-int8`` on a sentence-transformers or
+transformers folder exports the model's transformer here, into the cache folder (``<cache>/exports/<key>/``):
+
+* ``onnx``: ``torch.onnx.export`` (the TorchScript exporter) of the token output ``[batch, seq, hidden]``,
+  then onnxruntime's transformer optimizer (``model_type="bert"``: attention, layer-norm and GELU fusions);
+* ``onnx-int8``: the exported graph quantized dynamically by onnxruntime (``quantize_dynamic``: int8 weights per
+  output channel — per tensor, MiniLM's vectors fell to cosine 0.95 of fp32, per channel they stay at 0.995 —;
+  activations quantized per batch at run time, so no calibration sample is needed);
+* ``openvino`` / ``openvino-bf16``: an OpenVINO IR (``embedscope.models.openvino_backend.export_ir``), run in f32
+  or with bf16 inference precision;
+* ``openvino-int8``: that IR statically quantized by NNCF on a calibration sample (the ``calibration`` file, else
+  a seeded sample of the run's own task texts).
+
+Why not optimum: optimum-onnx and optimum-intel pin ``transformers`` below the version embedscope pins, so they
+cannot be installed beside it; the steps they wrap (``torch.onnx.export``, onnxruntime's optimizer and quantizer,
+``openvino.convert_model`` and NNCF) are called directly.
+
+The export key is the sha256 of the source model's files, the variant, the maximum length, the calibration
+sample's hash (static int8) and the versions of the libraries that shape the graph. An export is built in a
+temporary folder and renamed into place; its ``export.json`` lists the sha256 of every file, and a folder whose
+files do not match (a killed or damaged export) is removed and built again, never used. The manifest carries the
+source's pooling, normalisation, prompts, similarity and maximum length, read from the source folder, and the
+encoder uses exactly those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.metadata
+import inspect
+import json
+import logging
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from embedscope.errors import ConfigError, DataFormatError, MissingDependencyError
+from embedscope.files import current_umask
+from embedscope.models.fingerprint import hash_dict, hash_file, hash_folder, short
+from embedscope.models.folder import (
+    resolve_prompts,
+    st_max_seq_length,
+    st_modules,
+    st_normalizes,
+    st_pooling_mode,
+    st_prompts,
+    st_similarity,
+)
+
+logger = logging.getLogger(__name__)
+
+EXPORTS = "exports"  # the exports' folder inside the cache folder
+MANIFEST = "export.json"
+FORMAT = 1  # bump when an export's layout or steps change
+FAST_BACKENDS: tuple[str, ...] = ("onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
+"""Backends that always run an export (``onnx`` exports too when the source is a torch model)."""
+EXPORT_VARIANT = {
+    "onnx": "onnx",
+    "onnx-int8": "onnx-int8",
+    "openvino": "openvino",
+    "openvino-bf16": "openvino",  # the same IR, run with bf16 inference precision
+    "openvino-int8": "openvino-int8",
+}
+QUANTIZATION = {"onnx-int8": "int8-dynamic", "openvino-int8": "int8-static", "openvino-bf16": "bf16"}
+CALIBRATION_SIZE = 300
+CALIBRATION_SEED = 0
+_STATIC = ("openvino-int8",)
+_KEPT_MODULES = ("Transformer", "Pooling", "Normalize")
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "added_tokens.json",
+)
+_GRAPH_LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime", "openvino", "nncf")
+_EXTRA = {"onnx": "onnx-export", "openvino": "openvino"}
+
+
+class MissingExtraError(MissingDependencyError):
+    """A fast backend whose extra (``embedscope[onnx-export]``, ``embedscope[openvino]``) is not installed."""
+
+    def __init__(self, extra: str, backend: str) -> None:
+        ImportError.__init__(
+            self, f"--backend {backend} needs the extra embedscope[{extra}]: pip install 'embedscope[{extra}]'"
+        )
+
+
+def missing_extra(extra: str, backend: str) -> MissingDependencyError:
+    """The one-line error for a fast backend whose extra is not installed."""
+    return MissingExtraError(extra, backend)
+
+
+def needs_export(backend: str | None, kind: str) -> bool:
+    """Whether ``backend`` on a model of ``kind`` (what :func:`~embedscope.models.specs.detect_kind` found) exports."""
+    return kind in ("sentence-transformers", "transformers") and (backend in FAST_BACKENDS or backend == "onnx")
+
+
+# -- the source model ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportSource:
+    """A torch model folder and what it says about its embeddings (read from its files, never guessed)."""
+
+    root: Path  # the sentence-transformers (or transformers) folder
+    transformer: Path  # the folder holding config.json and the weights
+    tokenizer: Path  # the folder holding the tokenizer files
+    fingerprint: str  # sha256 over the root's model files
+    pooling: str
+    normalize: bool
+    prompts: dict[str, str]
+    similarity: str
+    max_seq_length: int
+
+    def meta(self) -> dict[str, Any]:
+        """The embedding settings the exported model carries (in its manifest)."""
+        return {
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+            "prompts": self.prompts,
+            "similarity": self.similarity,
+            "max_seq_length": self.max_seq_length,
+        }
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _has_weights(folder: Path) -> bool:
+    return any((folder / f).is_file() for f in ("model.safetensors", "pytorch_model.bin")) or any(
+        folder.glob("model-*.safetensors")
+    )
+
+
+def _default_max_length(transformer: Path) -> int:
+    """transformers' default: the smaller of the tokenizer's ``model_max_length`` and the position embeddings."""
+    tok = _read_json(transformer / "tokenizer_config.json").get("model_max_length")
+    pos = _read_json(transformer / "config.json").get("max_position_embeddings")
+    found = [int(v) for v in (tok, pos) if isinstance(v, (int, float)) and 0 < v < 1_000_000]
+    return min(found) if found else 512
+
+
+def export_source(path: str | Path, backend: str) -> ExportSource:
+    """The :class:`ExportSource` of a torch model folder, or a one-line ConfigError saying why it cannot be exported."""
+    root = Path(path)
+    if root.is_file() or not root.is_dir():
+        raise ConfigError(f"{path}: --backend {backend} exports a torch model folder; this is not one")
+    modules = st_modules(root)
+    if modules:
+        kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+        other = [k for k in kinds if k not in _KEPT_MODULES]
+        if other:
+            raise ConfigError(
+                f"{path}: cannot be exported for --backend {backend}: its modules {', '.join(other)} are not a "
+                "transformer, pooling or normalisation (only those are exported)"
+            )
+        first = next((m for m in modules if str(m.get("type", "")).endswith("Transformer")), None)
+        if first is None:
+            raise ConfigError(f"{path}: cannot be exported for --backend {backend}: modules.json has no Transformer")
+        transformer = root / str(first.get("path", ""))
+    else:
+        transformer = root
+    config = _read_json(transformer / "config.json")
+    if not config.get("architectures") and not config.get("model_type") or not _has_weights(transformer):
+        raise ConfigError(
+            f"{path}: cannot be exported for --backend {backend}: no transformers config.json with torch weights "
+            "(model.safetensors or pytorch_model.bin); a model2vec or ONNX model has no graph to export"
+        )
+    st_config = _read_json(root / "config_sentence_transformers.json")
+    prompts = resolve_prompts(st_prompts(root), None, None, st_config.get("default_prompt_name"))
+    max_length = st_max_seq_length(root) or st_max_seq_length(transformer) or _default_max_length(transformer)
+    return ExportSource(
+        root=root,
+        transformer=transformer,
+        tokenizer=transformer if (transformer / "tokenizer_config.json").is_file() else root,
+        fingerprint=hash_folder(root),
+        pooling=st_pooling_mode(root) or "mean",
+        normalize=st_normalizes(root),
+        prompts=prompts,
+        similarity=st_similarity(root),
+        max_seq_length=int(max_length),
+    )
+
+
+# -- calibration -------------------------------------------------------------------------------
+
+
+def read_calibration_file(path: str | Path) -> list[str]:
+    """Calibration texts from a file: one text per line, or ``.jsonl`` rows with a ``"text"`` key.
+
+    An unreadable or empty file is a one-line :class:`DataFormatError` naming it."""
+    p = Path(os.path.expanduser(str(path)))
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        raise DataFormatError(f"calibration file {path}: cannot read it ({reason})") from None
+    texts: list[str] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if p.suffix == ".jsonl":
+            try:
+                row = json.loads(line)
+            except ValueError:
+                raise DataFormatError(f"calibration file {path}, line {number}: not JSON") from None
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+                raise DataFormatError(f"calibration file {path}, line {number}: no string 'text' key")
+            texts.append(row["text"])
+        else:
+            texts.append(line)
+    if not texts:
+        raise DataFormatError(f"calibration file {path}: no texts in it")
+    return texts
+
+
+def calibration_sample(texts: Sequence[str], size: int = CALIBRATION_SIZE, seed: int = CALIBRATION_SEED) -> list[str]:
+    """A deterministic sample: ``size`` distinct non-empty texts drawn with ``random.Random(seed)`` from the sorted set.
+
+    >>> calibration_sample(["b", "a", "b", "c", ""], size=2) == calibration_sample(["c", "a", "b"], size=2)
+    True
+    """
+    distinct = sorted({t for t in texts if t.strip()})
+    if len(distinct) <= size:
+        return distinct
+    return random.Random(seed).sample(distinct, size)
+
+
+def calibration_hash(texts: Sequence[str] | None) -> str | None:
+    """sha256 of the calibration texts in order (None: no calibration)."""
+    return hash_dict(list(texts)) if texts is not None else None
+
+
+# -- the export cache --------------------------------------------------------------------------
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of the libraries that shape an exported graph."""
+    found: dict[str, str | None] = {}
+    for dist in _GRAPH_LIBRARIES:
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
+def export_key(source_fingerprint: str, variant: str, max_seq_length: int, calibration: str | None) -> str:
+    """sha256 of everything that decides an export's files."""
+    return hash_dict(
+        {
+            "format": FORMAT,
+            "source": source_fingerprint,
+            "variant": variant,
+            "max_seq_length": max_seq_length,
+            "calibration": calibration,
+            "versions": library_versions(),
+        }
+    )
+
+
+def _file_hashes(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): hash_file(p)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+
+
+def read_export(folder: Path, key: str) -> dict[str, Any] | None:
+    """The manifest of a complete, undamaged export with this key, else None."""
+    manifest = _read_json(folder / MANIFEST)
+    files = manifest.get("files")
+    if manifest.get("key") != key or not isinstance(files, dict) or not files:
+        return None
+    try:
+        if _file_hashes(folder) != files:
+            return None
+    except OSError:
+        return None
+    return manifest
+
+
+@contextlib.contextmanager
+def _building(exports: Path, key: str) -> Iterator[Path]:
+    """A temporary folder beside the final one, removed if the build fails."""
+    exports.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{short(key, 16)}.", suffix=".tmp", dir=exports))
+    tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700; an export folder gets the usual mode
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ensure_export(
+    key: str,
+    exports: Path,
+    build: Callable[[Path], None],
+    meta: dict[str, Any],
+) -> tuple[Path, dict[str, Any]]:
+    """The folder of export ``key`` under ``exports`` (``<exports>/<key>``), built by ``build(folder)`` if it is
+    missing or damaged. Returns the folder and its manifest."""
+    final = exports / key
+    manifest = read_export(final, key)
+    if manifest is not None:
+        return final, manifest
+    if final.exists():
+        logger.warning("%s: an incomplete or damaged export; building it again", final)
+        shutil.rmtree(final, ignore_errors=True)
+    with _building(exports, key) as tmp:
+        build(tmp)
+        manifest = {**meta, "key": key, "files": _file_hashes(tmp)}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process finished the same export first: use it if it is whole
+            found = read_export(final, key)
+            if found is None:
+                raise
+            return final, found
+    return final, manifest
+
+
+# -- ONNX --------------------------------------------------------------------------------------
+
+
+def _import_onnx_tools(backend: str) -> None:
+    for module in ("onnx", "onnxruntime"):
+        try:
+            __import__(module)
+        except ImportError:
+            raise missing_extra("onnx-export", backend) from None
+
+
+class _TokenOutput:
+    """Wraps a transformers model so that its forward takes positional inputs and returns the token output."""
+
+    @staticmethod
+    def wrap(model: Any, names: Sequence[str]) -> Any:
+        import torch
+
+        class Wrapper(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.model = model
+
+            def forward(self, *inputs: Any) -> Any:
+                return self.model(**dict(zip(names, inputs, strict=True))).last_hidden_state
+
+        return Wrapper().eval()
+
+
+def export_onnx(source: ExportSource, target: Path) -> None:
+    """torch → ``target/model.onnx``: inputs ``input_ids``, ``attention_mask`` (and ``token_type_ids`` when the
+    model takes them), output ``token_embeddings`` ``[batch, seq, hidden]``, batch and sequence dynamic (opset 17)."""
+    import torch
+    from transformers import AutoModel
+
+    from embedscope.models.folder import quiet_loading
+
+    with quiet_loading():
+        model = AutoModel.from_pretrained(str(source.transformer), dtype=torch.float32).eval()
+    accepted = inspect.signature(model.forward).parameters
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in accepted else [])
+    vocab = int(getattr(model.config, "vocab_size", 2) or 2)
+    ids = torch.arange(2 * 16, dtype=torch.long).reshape(2, 16) % max(vocab - 1, 1) + 1
+    mask = torch.ones_like(ids)
+    mask[1, 12:] = 0
+    dummy = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "token_embeddings"]}
+    with torch.no_grad(), _quiet_export():
+        torch.onnx.export(
+            _TokenOutput.wrap(model, names),
+            tuple(dummy[n] for n in names),
+            str(target / "model.onnx"),
+            input_names=names,
+            output_names=["token_embeddings"],
+            dynamic_axes=axes,
+            opset_version=17,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+
+
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[None]:
+    """No exporter warnings, and none of onnxruntime's quantizer advice on the root logger."""
+    import warnings
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.setLevel(level)
+
+
+def optimize_onnx(model: Path, target: Path) -> None:
+    """onnxruntime's transformer optimizer (BERT fusions; heads and hidden size read from the graph)."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    with _quiet_export():
+        optimized = optimize_model(str(model), model_type="bert", num_heads=0, hidden_size=0, opt_level=1)
+    optimized.save_model_to_file(str(target))
+
+
+def quantize_onnx(model: Path, target: Path) -> None:
+    """Dynamic int8 quantization (onnxruntime): int8 weights per output channel, activations per batch."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _quiet_export():
+        quantize_dynamic(
+            str(model),
+            str(target),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=False,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # outputs of fused (com.microsoft) ops
+        )
+
+
+def _copy_tokenizer(source: ExportSource, target: Path) -> None:
+    for name in _TOKENIZER_FILES:
+        for folder in (source.tokenizer, source.root):
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, target / name)
+                break
+
+
+def build_onnx(source: ExportSource, variant: str, target: Path) -> None:
+    """Export, optimise and (``onnx-int8``) quantize into ``target/model.onnx``, with the tokenizer beside it."""
+    work = target / ".work"
+    work.mkdir()
+    export_onnx(source, work)
+    if variant == "onnx":
+        optimize_onnx(work / "model.onnx", target / "model.onnx")
+    else:  # the unfused graph: its MatMuls quantize per channel (fused attention quantized no better, and ran slower)
+        quantize_onnx(work / "model.onnx", target / "model.onnx")
+    shutil.rmtree(work)
+    _copy_tokenizer(source, target)
+
+
+# -- OpenVINO (embedscope.models.openvino_backend) -----------------------------------------------
+
+
+def openvino_module(backend: str) -> Any:
+    """``embedscope.models.openvino_backend``, or the missing-extra error."""
+    import importlib
+
+    try:
+        import openvino  # noqa: F401
+
+        return importlib.import_module("embedscope.models.openvino_backend")
+    except ImportError:
+        raise missing_extra("openvino", backend) from None
+
+
+def build_openvino(source: ExportSource, variant: str, target: Path, calibration: Sequence[str] | None) -> None:
+    """An OpenVINO IR (``target/model.xml`` + ``model.bin``), NNCF-quantized for ``openvino-int8``."""
+    ov = openvino_module(variant)
+    if variant == "openvino":
+        ov.export_ir(source.transformer, target, max_seq_length=source.max_seq_length)
+    else:
+        work = target / ".work"
+        work.mkdir()
+        ov.export_ir(source.transformer, work, max_seq_length=source.max_seq_length)
+        ov.quantize_ir_int8(
+            work,
+            target,
+            tokenizer_source=source.tokenizer,
+            calibration_texts=list(calibration or []),
+            max_seq_length=source.max_seq_length,
+        )
+        shutil.rmtree(work)
+    _copy_tokenizer(source, target)
+
+
+# -- the encoder ---------------------------------------------------------------------------------
+
+
+def fast_encoder(
+    path: str | Path,
+    backend: str,
+    *,
+    exports_dir: str | Path | None = None,
+    calibration: str | None = None,
+    calibration_texts: Callable[[], Sequence[str]] | None = None,
+    name: str | None = None,
+    revision: str | None = None,
+    pooling: str | None = None,
+    max_seq_length: int | None = None,
+    prompts: dict[str, str] | None = None,
+    query_prompt: str | None = None,
+    normalize: bool | None = None,
+    source: str | None = None,
+    device: str | None = "auto",
+    dtype: str | None = None,
+) -> Any:
+    """An encoder on the ``backend`` fast path of the torch model folder ``path``, exported once into
+    ``<exports_dir>/exports/<key>/`` (``exports_dir``: the cache folder, default ``~/.cache/embedscope``).
+
+    The source's pooling, normalisation, prompts, similarity and maximum length apply unless given here."""
+    from embedscope.models.cache import default_cache_dir
+    from embedscope.models.device import parse_dtype
+
+    if parse_dtype(dtype) != "float32":
+        raise ConfigError(f"--backend {backend} sets its own precision; dtype {dtype!r} cannot apply (leave it fp32)")
+    if calibration is not None and backend not in _STATIC:
+        raise ConfigError(
+            f"calibration applies to statically quantized backends ({', '.join(_STATIC)}) only, not {backend}"
+        )
+    given = read_calibration_file(calibration) if calibration is not None else None
+    if backend.startswith("onnx"):
+        _import_onnx_tools(backend)
+    else:
+        openvino_module(backend)
+    src = export_source(path, backend)
+    length = int(max_seq_length or src.max_seq_length)
+    if length < 1:
+        raise ConfigError(f"max_seq_length must be >= 1, got {length}")
+    src = dataclasses.replace(src, max_seq_length=length)
+    variant = EXPORT_VARIANT[backend]
+    texts: list[str] | None = None
+    if backend in _STATIC:
+        texts = calibration_sample(given if given is not None else (calibration_texts() if calibration_texts else []))
+        if not texts:
+            raise ConfigError(
+                f"--backend {backend} calibrates on texts: give a calibration file (model option calibration)"
+            )
+    key = export_key(src.fingerprint, variant, length, calibration_hash(texts))
+    exports = Path(exports_dir or default_cache_dir()) / EXPORTS
+    meta = {
+        "variant": variant,
+        "source": {"path": str(src.root), "fingerprint": src.fingerprint},
+        "calibration": {"texts": len(texts), "sha256": calibration_hash(texts)} if texts is not None else None,
+        "versions": library_versions(),
+        **src.meta(),
+    }
+
+    def build(target: Path) -> None:
+        if variant.startswith("onnx"):
+            build_onnx(src, variant, target)
+        else:
+            build_openvino(src, variant, target, texts)
+
+    folder, manifest = ensure_export(key, exports, build, meta)
+    own_prompts = {**dict(manifest.get("prompts") or {}), **(prompts or {})}
+    common: dict[str, Any] = {
+        "name": name or src.root.resolve().name,
+        "revision": revision or short(src.fingerprint),
+        "prompts": own_prompts,
+        "query_prompt": query_prompt,
+        "max_seq_length": length,
+        "normalize": manifest["normalize"] if normalize is None else normalize,
+        "source": source or str(path),
+        "device": device,
+        "dtype": dtype,
+    }
+    mode = pooling or manifest["pooling"]
+    if variant.startswith("onnx"):
+        from embedscope.models.onnx_backend import OnnxEncoder
+
+        encoder: Any = OnnxEncoder(
+            folder / "model.onnx", tokenizer=folder, pooling=mode, similarity=manifest["similarity"], **common
+        )
+    else:
+        ov = openvino_module(backend)
+        encoder = ov.OpenVinoEncoder(
+            folder,
+            tokenizer=folder,
+            pooling=mode,
+            inference_precision="bf16" if backend == "openvino-bf16" else "f32",
+            **common,
+        )
+        encoder.similarity = manifest["similarity"]
+    encoder.fast_path = {
+        "backend": backend,
+        "quantization": QUANTIZATION.get(backend),
+        "export": key,
+        "source_fingerprint": src.fingerprint,
+        "calibration": meta["calibration"],
+    }
+    encoder.backend = backend
+    encoder.export_key = key
+    encoder.export_folder = folder
+    return encoder
