@@ -32,6 +32,7 @@ def settings_table() -> dict[str, Any]:
         "sq0.5": Int8Settings(smooth_quant_alpha=0.5),
         "nosq": Int8Settings(smooth_quant_alpha=None),
         "nosq-fullbc": Int8Settings(smooth_quant_alpha=None, fast_bias_correction=False),
+        "sq0.5-fullbc": Int8Settings(smooth_quant_alpha=0.5, fast_bias_correction=False),
         "nosq-minmax": Int8Settings(smooth_quant_alpha=None, activation_range="minmax"),
         "nosq-last-fp32": Int8Settings(smooth_quant_alpha=None, fp32_patterns=(r".*encoder\.layer\.5\.",)),
     }
