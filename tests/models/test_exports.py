@@ -189,6 +189,13 @@ def test_the_export_key_follows_source_length_and_calibration(tiny_st: Path) -> 
         exports.export_key(source.fingerprint, "onnx", 64, exports.calibration_hash(["a"])),
     }
     assert key not in others and len(others) == 4
+    calibrated = exports.export_key(source.fingerprint, "openvino-int8", 64, exports.calibration_hash(["a"]))
+    settings = [{"smooth_quant_alpha": None}, {"smooth_quant_alpha": 0.5}]
+    keyed = {
+        exports.export_key(source.fingerprint, "openvino-int8", 64, exports.calibration_hash(["a"]), s)
+        for s in settings
+    }
+    assert len(keyed) == 2 and calibrated not in keyed  # the quantizer's settings change the graph: the key follows
 
 
 def test_calibration_files_and_samples(tmp_path: Path) -> None:
@@ -329,6 +336,10 @@ def test_openvino_variants(tiny_st: Path, tmp_path: Path) -> None:
     )
     assert _cos(int8.encode(TEXTS, role="document"), reference).min() > 0.95
     assert int8.fast_path["calibration"]["texts"] == len(set(TEXTS))
+    from embedscope.models.openvino_backend import INT8_DEFAULT
+
+    manifest = json.loads((int8.export_folder / exports.MANIFEST).read_text(encoding="utf-8"))
+    assert manifest["quantization_settings"] == INT8_DEFAULT.key()
 
 
 # -- the shipped MiniLM (slow) ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import re
 import sys
 
 import numpy as np
@@ -15,7 +16,13 @@ pytest.importorskip("nncf")
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 
-from embedscope.models.openvino_backend import OpenVinoEncoder, export_ir, quantize_ir_int8  # noqa: E402
+from embedscope.models.openvino_backend import (  # noqa: E402
+    INT8_DEFAULT,
+    Int8Settings,
+    OpenVinoEncoder,
+    export_ir,
+    quantize_ir_int8,
+)
 
 TEXTS = [
     "A man is playing a guitar.",
@@ -163,6 +170,80 @@ def test_missing_extra_names_it(monkeypatch, tiny, tmp_path, package):
             OpenVinoEncoder(ir, tokenizer=folder)
         else:
             quantize_ir_int8(ir, tmp_path / "q", tokenizer_source=folder, calibration_texts=["a"], max_seq_length=8)
+
+
+def _quantized_matmuls(xml) -> dict[str, bool]:
+    """Each MatMul's name → whether its activation input comes through a FakeQuantize (read from the IR itself,
+    looking back through the reshapes and transposes that NNCF quantizes before)."""
+    import openvino as ov
+
+    def source(node):
+        while node.get_type_name() in ("Reshape", "Transpose"):
+            node = node.input_value(0).get_node()
+        return node.get_type_name()
+
+    model = ov.Core().read_model(str(xml))
+    return {
+        op.get_friendly_name(): source(op.input_value(0).get_node()) == "FakeQuantize"
+        for op in model.get_ops()
+        if op.get_type_name() == "MatMul"
+    }
+
+
+def test_int8_settings_are_checked_and_keyed():
+    assert INT8_DEFAULT.key() == {
+        "preset": INT8_DEFAULT.preset,
+        "smooth_quant_alpha": INT8_DEFAULT.smooth_quant_alpha,
+        "fast_bias_correction": INT8_DEFAULT.fast_bias_correction,
+        "fp32_patterns": list(INT8_DEFAULT.fp32_patterns),
+        "activation_range": INT8_DEFAULT.activation_range,
+    }
+    assert Int8Settings().key() != Int8Settings(smooth_quant_alpha=0.5).key()
+    with pytest.raises(ConfigError, match="preset 'fast'"):
+        Int8Settings(preset="fast")
+    with pytest.raises(ConfigError, match="activation_range 'max': use mean_minmax or minmax"):
+        Int8Settings(activation_range="max")
+    for alpha in (0.0, 1.0, 1.5, -1.0):
+        with pytest.raises(ConfigError, match="smooth_quant_alpha"):
+            Int8Settings(smooth_quant_alpha=alpha)
+
+
+def test_int8_settings_reach_nncf():
+    import nncf
+
+    off = Int8Settings(smooth_quant_alpha=None).nncf_options(nncf)
+    assert off["advanced_parameters"].smooth_quant_alphas.matmul == -1  # NNCF's "off"
+    assert off["preset"] == nncf.QuantizationPreset.MIXED and off["model_type"] == nncf.ModelType.TRANSFORMER
+    assert "ignored_scope" not in off
+    ranges = nncf.quantization.range_estimator.RangeEstimatorParametersSet
+    assert off["advanced_parameters"].activations_range_estimator_params == ranges.MEAN_MINMAX  # NNCF's own default
+    on = Int8Settings(
+        preset="performance",
+        smooth_quant_alpha=0.5,
+        fast_bias_correction=False,
+        fp32_patterns=("a",),
+        activation_range="minmax",
+    )
+    options = on.nncf_options(nncf)
+    assert options["advanced_parameters"].smooth_quant_alphas.matmul == 0.5
+    assert options["preset"] == nncf.QuantizationPreset.PERFORMANCE and options["fast_bias_correction"] is False
+    assert options["ignored_scope"].patterns == ["a"]
+    assert options["advanced_parameters"].activations_range_estimator_params == ranges.MINMAX
+
+
+def test_fp32_patterns_keep_those_matmuls_unquantized(tiny, tmp_path):
+    folder, ir, int8 = tiny
+    default = _quantized_matmuls(int8 / "model.xml")
+    assert default and all(default.values()) == (not INT8_DEFAULT.fp32_patterns)
+    pattern = r".*encoder\.layer\.1\.output\.dense"
+    settings = Int8Settings(fp32_patterns=(pattern,))
+    quantize_ir_int8(
+        ir, tmp_path / "q", tokenizer_source=folder, calibration_texts=CALIBRATION, max_seq_length=64, settings=settings
+    )
+    kept = {name for name, quantized in _quantized_matmuls(tmp_path / "q" / "model.xml").items() if not quantized}
+    assert kept == {name for name in default if re.match(pattern, name)} and len(kept) == 1
+    vectors = OpenVinoEncoder(tmp_path / "q", tokenizer=folder).encode(TEXTS, role="document")
+    assert np.isfinite(vectors).all()
 
 
 # -- the shipped MiniLM ----------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -263,18 +263,25 @@ def library_versions() -> dict[str, str | None]:
     return found
 
 
-def export_key(source_fingerprint: str, variant: str, max_seq_length: int, calibration: str | None) -> str:
-    """sha256 of everything that decides an export's files."""
-    return hash_dict(
-        {
-            "format": FORMAT,
-            "source": source_fingerprint,
-            "variant": variant,
-            "max_seq_length": max_seq_length,
-            "calibration": calibration,
-            "versions": library_versions(),
-        }
-    )
+def export_key(
+    source_fingerprint: str,
+    variant: str,
+    max_seq_length: int,
+    calibration: str | None,
+    quantization: Mapping[str, Any] | None = None,
+) -> str:
+    """sha256 of everything that decides an export's files (``quantization``: the static quantizer's settings)."""
+    fields: dict[str, Any] = {
+        "format": FORMAT,
+        "source": source_fingerprint,
+        "variant": variant,
+        "max_seq_length": max_seq_length,
+        "calibration": calibration,
+        "versions": library_versions(),
+    }
+    if quantization is not None:  # absent otherwise: keys of the exports without it stay as they were
+        fields["quantization"] = dict(quantization)
+    return hash_dict(fields)
 
 
 def _file_hashes(folder: Path) -> dict[str, str]:
@@ -533,8 +540,11 @@ def fast_encoder(
             f"calibration applies to statically quantized backends ({', '.join(_STATIC)}) only, not {backend}"
         )
     given = read_calibration_file(calibration) if calibration is not None else None
+    quantization: dict[str, Any] | None = None
     if backend.startswith("onnx"):
         _import_onnx_tools(backend)
+    elif backend in _STATIC:
+        quantization = openvino_module(backend).INT8_DEFAULT.key()
     else:
         openvino_module(backend)
     src = export_source(path, backend)
@@ -550,12 +560,13 @@ def fast_encoder(
             raise ConfigError(
                 f"--backend {backend} calibrates on texts: give a calibration file (model option calibration)"
             )
-    key = export_key(src.fingerprint, variant, length, calibration_hash(texts))
+    key = export_key(src.fingerprint, variant, length, calibration_hash(texts), quantization)
     exports = Path(exports_dir or default_cache_dir()) / EXPORTS
     meta = {
         "variant": variant,
         "source": {"path": str(src.root), "fingerprint": src.fingerprint},
         "calibration": {"texts": len(texts), "sha256": calibration_hash(texts)} if texts is not None else None,
+        "quantization_settings": quantization,
         "versions": library_versions(),
         **src.meta(),
     }

@@ -20,6 +20,7 @@ Needs ``pip install 'embedscope[openvino]'`` (``openvino``, ``nncf``).
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -169,6 +170,69 @@ def calibration_batches(
     return out
 
 
+_RANGES = {"mean_minmax": "MEAN_MINMAX", "minmax": "MINMAX"}  # activation_range → NNCF's RangeEstimatorParametersSet
+
+
+@dataclasses.dataclass(frozen=True)
+class Int8Settings:
+    """NNCF post-training quantization settings of :func:`quantize_ir_int8` (they change the graph: an export's
+    key holds :meth:`key`).
+
+    Attributes:
+        preset: ``mixed`` (asymmetric activations, symmetric weights) or ``performance`` (both symmetric).
+        smooth_quant_alpha: SmoothQuant's migration strength for ``MatMul`` inputs (0 < alpha < 1); ``None`` turns
+            SmoothQuant off.
+        fast_bias_correction: NNCF's fast bias correction (False: the slower full bias correction).
+        fp32_patterns: regular expressions of node names kept unquantized (NNCF ignored scope; each matched from
+            the start of the name, as ``re.match``).
+        activation_range: how an activation's quantization range comes from the calibration batches:
+            ``mean_minmax`` (NNCF's default: the mean over batches of each batch's min and max) or ``minmax`` (the
+            smallest min and largest max over all batches: nothing seen in calibration is clipped).
+    """
+
+    preset: str = "mixed"
+    smooth_quant_alpha: float | None = None
+    fast_bias_correction: bool = True
+    fp32_patterns: tuple[str, ...] = ()
+    activation_range: str = "mean_minmax"
+
+    def __post_init__(self) -> None:
+        if self.preset not in ("mixed", "performance"):
+            raise ConfigError(f"int8 preset {self.preset!r}: use mixed or performance")
+        alpha = self.smooth_quant_alpha
+        if alpha is not None and not 0.0 < float(alpha) < 1.0:
+            raise ConfigError(f"smooth_quant_alpha {alpha!r}: use a number between 0 and 1, or None (off)")
+        if self.activation_range not in _RANGES:
+            raise ConfigError(f"activation_range {self.activation_range!r}: use {' or '.join(_RANGES)}")
+
+    def key(self) -> dict[str, Any]:
+        """The settings as plain JSON values."""
+        return {**dataclasses.asdict(self), "fp32_patterns": list(self.fp32_patterns)}
+
+    def nncf_options(self, nncf: Any) -> dict[str, Any]:
+        """Keyword arguments of ``nncf.quantize`` (``ModelType.TRANSFORMER``) for these settings."""
+        from nncf.quantization.range_estimator import RangeEstimatorParametersSet
+
+        alpha = -1.0 if self.smooth_quant_alpha is None else float(self.smooth_quant_alpha)  # NNCF: -1 is off
+        options: dict[str, Any] = {
+            "preset": nncf.QuantizationPreset.MIXED if self.preset == "mixed" else nncf.QuantizationPreset.PERFORMANCE,
+            "model_type": nncf.ModelType.TRANSFORMER,
+            "fast_bias_correction": self.fast_bias_correction,
+            "advanced_parameters": nncf.AdvancedQuantizationParameters(
+                smooth_quant_alphas=nncf.AdvancedSmoothQuantParameters(matmul=alpha),
+                activations_range_estimator_params=getattr(RangeEstimatorParametersSet, _RANGES[self.activation_range]),
+            ),
+        }
+        if self.fp32_patterns:
+            options["ignored_scope"] = nncf.IgnoredScope(patterns=list(self.fp32_patterns), validate=False)
+        return options
+
+
+INT8_DEFAULT = Int8Settings(smooth_quant_alpha=None, fast_bias_correction=False)
+"""The settings ``--backend openvino-int8`` quantizes with: SmoothQuant off and NNCF's full bias correction, the
+closest to torch fp32 of those measured on MiniLM's built-in suite (bench/bench_openvino_int8.py compares them)."""
+
+
 def quantize_ir_int8(
     ir_folder: Path,
     target: Path,
@@ -176,14 +240,13 @@ def quantize_ir_int8(
     tokenizer_source: Path,
     calibration_texts: Sequence[str],
     max_seq_length: int,
+    settings: Int8Settings = INT8_DEFAULT,
 ) -> None:
     """Static int8 quantization of the fp32 IR in ``ir_folder`` with NNCF, written to ``target/model.xml`` + ``.bin``.
 
     Calibrates on tokenized batches of ``calibration_texts`` (all of them: the subset size is their
-    number); ``ModelType.TRANSFORMER`` keeps softmax and layer norms in floating point (and applies
-    SmoothQuant). The ``MIXED`` preset (asymmetric activations, symmetric weights) ran as fast as
-    ``PERFORMANCE`` on MiniLM here and kept closer to fp32 (mean cosine 0.9965 against 0.9957 on
-    ~240-token passages: bench/bench_openvino.py).
+    number); ``ModelType.TRANSFORMER`` keeps softmax and layer norms in floating point. ``settings``
+    (:class:`Int8Settings`) chooses the preset, SmoothQuant, the bias correction and the nodes kept in fp32.
     """
     ov = _import_openvino()
     nncf = _import_nncf()
@@ -192,13 +255,7 @@ def quantize_ir_int8(
     batches = calibration_batches(
         _Tokenizer(tokenizer_source), calibration_texts, max_seq_length=max_seq_length, input_names=names
     )
-    quantized = nncf.quantize(
-        model,
-        nncf.Dataset(batches),
-        preset=nncf.QuantizationPreset.MIXED,
-        model_type=nncf.ModelType.TRANSFORMER,
-        subset_size=len(batches),
-    )
+    quantized = nncf.quantize(model, nncf.Dataset(batches), subset_size=len(batches), **settings.nncf_options(nncf))
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
     ov.save_model(quantized, str(target / "model.xml"), compress_to_fp16=False)
