@@ -20,29 +20,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _util import embedscope_process  # noqa: E402
 
 TASK = "BBCNewsRetrieval"
 TARGET = 0.05
 _RAN = re.compile(r"^sweep \[\d+/\d+, \d+s\] (.*): (?:ran in ([\d.]+)s|reused)$")
 _NOT_SEARCH = ("load_data", "metrics", "encode_corpus", "encode_queries")
-
-
-def cli(args: list[str], cache: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
-    """Wall time of one fresh ``embedscope`` process."""
-    env = {**os.environ, "EMBEDSCOPE_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "embedscope", *args], env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"embedscope {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return seconds, done
 
 
 def points(model: str) -> list[tuple[str, list[str]]]:
@@ -85,7 +74,7 @@ def main() -> None:
         # the sweep: two processes, one cold cache
         sweep_s, rows, ran = 0.0, [], {}
         for n, argv in enumerate(sweeps(args.model, root / "sweep-results")):
-            seconds, done = cli(argv, root / "sweep-cache")
+            seconds, done = embedscope_process(argv, root / "sweep-cache")
             sweep_s += seconds
             rows += json.loads(done.stdout)["rows"]
             for line in done.stderr.splitlines():
@@ -97,7 +86,9 @@ def main() -> None:
         runs_s, run_scores = 0.0, []
         for i, (label, flags) in enumerate(points(args.model)):
             out = root / f"run-{i}"
-            seconds, _ = cli(["run", *flags, "--tasks", TASK, "--output-folder", str(out)], root / "run-cache")
+            seconds, _ = embedscope_process(
+                ["run", *flags, "--tasks", TASK, "--output-folder", str(out)], root / "run-cache"
+            )
             runs_s += seconds
             (path,) = list(out.rglob(f"{TASK}.json"))
             run_scores.append(main_score(path))

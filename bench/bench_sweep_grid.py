@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from embedscope.evaluation.sweep import axis_path, with_value
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _util import embedscope_process  # noqa: E402
 
 TASK = "BBCNewsRetrieval"
 
@@ -63,16 +63,6 @@ def point_configs(grid: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def cli(args: list[str], cache: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
-    env = {**os.environ, "EMBEDSCOPE_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "embedscope", *args], env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"embedscope {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return seconds, done
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="static-64", help="the dense model (default static-64)")
@@ -87,7 +77,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-grid-") as tmp:
         root = Path(tmp)
         (root / "grid.yaml").write_text(yaml.safe_dump(grid, sort_keys=False), encoding="utf-8")
-        sweep_s, done = cli(
+        sweep_s, done = embedscope_process(
             [
                 "sweep",
                 "--grid",
@@ -107,7 +97,9 @@ def main() -> None:
             path = root / f"point-{i}.yaml"
             path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
             out = root / f"run-{i}"
-            seconds, _ = cli(["run", "--config", str(path), "--output-folder", str(out)], root / "run-cache")
+            seconds, _ = embedscope_process(
+                ["run", "--config", str(path), "--output-folder", str(out)], root / "run-cache"
+            )
             runs_s += seconds
             (result,) = list(out.rglob(f"{TASK}.json"))
             scores.append(float(json.loads(result.read_text())["scores"]["test"][0]["main_score"]))
