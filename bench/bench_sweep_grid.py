@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from embedscope.evaluation.sweep import axis_path, with_value
+from embedscope.sweep.grid import axis_path, with_value
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _util import embedscope_process  # noqa: E402

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from embedscope.compare.core import CompareOptions
-from embedscope.evaluation.sweep import SweepGrid, read_sweep_file, run_sweep
-from embedscope.evaluation.sweep_report import sweep_report
 from embedscope.settings import Layer
+from embedscope.sweep.grid import SweepGrid, read_sweep_file, run_sweep
+from embedscope.sweep.report import sweep_report
 from tests.support.qa import write_qa_folder
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from embedscope.cli.main import main
-from embedscope.evaluation.screen import FAST_PATHS
+from embedscope.screen.run import FAST_PATHS
 from embedscope.testing.tiny import write_tiny_beir
 
 

@@ -80,8 +80,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.html:
         from embedscope.compare.core import CompareOptions, check_options
         from embedscope.compare.html import build_html
-        from embedscope.evaluation.sweep_html import with_sweeps
         from embedscope.files import atomic_write_text
+        from embedscope.sweep.html import with_sweeps
 
         options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction)
         check_options(options)
@@ -94,9 +94,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _sweep_views(folders: list[str], options: Any) -> list[Any]:
     """Each sweep recorded in the folders (a ``sweeps/*.json`` manifest that ``embedscope sweep`` writes), with its
     report over the points done so far."""
-    from embedscope.evaluation.sweep_html import SweepView
-    from embedscope.evaluation.sweep_manifest import find_manifests, read_manifest
-    from embedscope.evaluation.sweep_report import sweep_report
+    from embedscope.sweep.html import SweepView
+    from embedscope.sweep.manifest import find_manifests, read_manifest
+    from embedscope.sweep.report import sweep_report
 
     views = []
     for folder in folders:

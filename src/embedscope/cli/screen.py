@@ -81,9 +81,9 @@ def _cmd_screen(args: argparse.Namespace) -> int:
     from embedscope.cli.run import flag_layer
     from embedscope.compare.core import CompareOptions
     from embedscope.errors import ConfigError
-    from embedscope.evaluation.screen import DEFAULT_CONFIRM, screen_settings
-    from embedscope.evaluation.screen_report import screen_csv
     from embedscope.files import atomic_write_text
+    from embedscope.screen.report import screen_csv
+    from embedscope.screen.run import DEFAULT_CONFIRM, screen_settings
     from embedscope.settings import build_settings
     from embedscope.settings.files import config_layer
 

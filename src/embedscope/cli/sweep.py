@@ -70,9 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _base_layers(
     args: argparse.Namespace,
 ) -> tuple[list[Any], list[tuple[str, list[Any]]], list[list[tuple[str, list[Any]]]]]:
-    from embedscope.evaluation.sweep import parse_axis_flag, parse_set_flag, read_sweep_file
     from embedscope.settings import Layer
     from embedscope.settings.files import config_layer
+    from embedscope.sweep.grid import parse_axis_flag, parse_set_flag, read_sweep_file
 
     layers = [config_layer(args.config)] if args.config else []
     axes: list[tuple[str, list[Any]]] = []
@@ -105,9 +105,9 @@ def _base_layers(
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from embedscope.compare.core import CompareOptions, check_options
-    from embedscope.evaluation.sweep import SweepGrid, run_sweep
-    from embedscope.evaluation.sweep_manifest import SweepManifest
-    from embedscope.evaluation.sweep_report import sweep_report
+    from embedscope.sweep.grid import SweepGrid, run_sweep
+    from embedscope.sweep.manifest import SweepManifest
+    from embedscope.sweep.report import sweep_report
 
     options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed)
     check_options(options)
@@ -127,8 +127,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
         atomic_write_text(args.csv, report.csv())
     if args.html:
-        from embedscope.evaluation.sweep_html import sweep_html
         from embedscope.files import atomic_write_text
+        from embedscope.sweep.html import sweep_html
 
         atomic_write_text(args.html, sweep_html(report))
         print(f"wrote {args.html}", file=sys.stderr)

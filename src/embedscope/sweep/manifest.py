@@ -12,8 +12,8 @@ interrupted sweep leaves a valid manifest of the points done so far (``complete`
                  "truncate_dim": null, "precision": "fp32"}, …]}
 
 Result paths are relative to the output folder (the manifest travels with it). :func:`read_manifest` gives the
-axes and the points back as :class:`~embedscope.evaluation.sweep.PointOutcome` for
-:func:`~embedscope.evaluation.sweep_report.sweep_report`.
+axes and the points back as :class:`~embedscope.sweep.grid.PointOutcome` for
+:func:`~embedscope.sweep.report.sweep_report`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.errors import DataFormatError
-from embedscope.evaluation.sweep import PointOutcome, SweepGrid, SweepPoint
 from embedscope.files import atomic_write_text
 from embedscope.settings import RunSettings, build_settings
 from embedscope.settings.sources import merge_layers
+from embedscope.sweep.grid import PointOutcome, SweepGrid, SweepPoint
 
 FORMAT, VERSION, FOLDER = "embedscope-sweep", 1, "sweeps"
 

@@ -1,6 +1,6 @@
 """``embedscope sweep --html FILE``: the sweep's answer as one self-contained, offline HTML page.
 
-Per task: the table of :class:`~embedscope.evaluation.sweep_report.SweepReport`; one quality-vs-cost scatter per
+Per task: the table of :class:`~embedscope.sweep.report.SweepReport`; one quality-vs-cost scatter per
 cost column that at least two points have, with the Pareto frontier (the points ``sweep_report`` marks on it,
 joined in cost order) drawn; and one line chart per numeric axis (an axis whose values are numbers, ``null`` for
 the setting's default): the score against the axis value with its CI as a band, one line per combination of the
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from embedscope.compare.html import STYLE
-from embedscope.evaluation.sweep_report import COSTS, SweepReport, SweepRow, _text
+from embedscope.sweep.report import COSTS, SweepReport, SweepRow, _text
 
 PALETTE = ("#4a7fb5", "#d9822b", "#3d9970", "#b03a48", "#7f5fa8", "#8c6d31", "#e377c2", "#555555")
 W, H, LEFT, RIGHT, TOP, BOTTOM = 460, 280, 62, 16, 14, 44

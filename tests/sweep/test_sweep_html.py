@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from embedscope.cli.main import main
-from embedscope.evaluation.sweep import SweepGrid, run_sweep
-from embedscope.evaluation.sweep_html import numeric_axes, sweep_html
-from embedscope.evaluation.sweep_report import sweep_report
+from embedscope.sweep.grid import SweepGrid, run_sweep
+from embedscope.sweep.html import numeric_axes, sweep_html
+from embedscope.sweep.report import sweep_report
 from embedscope.testing.fakes import KeywordEncoder
 from support.browser import headless_page
 
@@ -123,7 +123,7 @@ def test_a_line_and_a_ci_band_per_combination_of_the_other_axes(swept):
 
 
 def test_numeric_axes():
-    from embedscope.evaluation.sweep_report import SweepRow
+    from embedscope.sweep.report import SweepRow
 
     def row(**values):
         return SweepRow(0, "", values, "m", "t", "ndcg", 0.5, 0.4, 0.6, 10)

@@ -39,8 +39,8 @@ from embedscope.compare.items import TaskItems, task_items
 from embedscope.compare.selection import kfold_choice, pareto_front
 from embedscope.compare.stats import adjust
 from embedscope.errors import ConfigError
-from embedscope.evaluation.sweep import PointOutcome
 from embedscope.results.table import markdown_table
+from embedscope.sweep.grid import PointOutcome
 
 # (name, lower is better)
 COSTS = (

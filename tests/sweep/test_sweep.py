@@ -15,9 +15,9 @@ from embedscope.cli.main import main
 from embedscope.compare.core import CompareOptions
 from embedscope.errors import ConfigError
 from embedscope.evaluation.runner import run
-from embedscope.evaluation.sweep import SweepGrid, parse_axis_flag, read_sweep_file, run_sweep
-from embedscope.evaluation.sweep_report import sweep_report
 from embedscope.settings import Layer, build_settings
+from embedscope.sweep.grid import SweepGrid, parse_axis_flag, read_sweep_file, run_sweep
+from embedscope.sweep.report import sweep_report
 from embedscope.testing.fakes import KeywordEncoder
 
 WORDS = ("cat", "dog", "fish", "bird", "rain", "sun", "stock", "market", "tea", "boat")

@@ -226,12 +226,12 @@ class ScreenReport:
 
     def significance_line(self) -> str:
         """Whether the exact winner is significantly better than the runner-up, task by task."""
-        from embedscope.evaluation.screen_report import significance_line
+        from embedscope.screen.report import significance_line
 
         return significance_line(self)
 
     def text(self, digits: int = 4) -> str:
-        from embedscope.evaluation.screen_report import screen_text
+        from embedscope.screen.report import screen_text
 
         return screen_text(self, digits)
 

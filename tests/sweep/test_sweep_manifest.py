@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from embedscope.cli.main import main
-from embedscope.evaluation.sweep import SweepGrid, run_sweep
-from embedscope.evaluation.sweep_html import sweep_html
-from embedscope.evaluation.sweep_manifest import SweepManifest, find_manifests, read_manifest
-from embedscope.evaluation.sweep_report import sweep_report
+from embedscope.sweep.grid import SweepGrid, run_sweep
+from embedscope.sweep.html import sweep_html
+from embedscope.sweep.manifest import SweepManifest, find_manifests, read_manifest
+from embedscope.sweep.report import sweep_report
 from embedscope.testing.fakes import KeywordEncoder
 from support.browser import headless_page
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from embedscope.results.table import markdown_table
 
 if TYPE_CHECKING:
-    from embedscope.evaluation.screen import MeanScore, ScreenReport
+    from embedscope.screen.run import MeanScore, ScreenReport
 
 
 def _num(value: float | None, digits: int) -> str:

@@ -11,9 +11,9 @@ import pytest
 
 from embedscope.compare.core import CompareOptions
 from embedscope.evaluation.runner import evaluate
-from embedscope.evaluation.sweep import SweepGrid, run_sweep
-from embedscope.evaluation.sweep_report import sweep_report
 from embedscope.settings import Layer
+from embedscope.sweep.grid import SweepGrid, run_sweep
+from embedscope.sweep.report import sweep_report
 from embedscope.testing.fakes import KeywordEncoder
 from tests.support.qa import WORDS, write_qa_folder
 

@@ -19,8 +19,9 @@ from scipy.stats import kendalltau, rankdata
 from embedscope.compare.core import CompareOptions, compare_folders
 from embedscope.compare.items import TaskItems
 from embedscope.errors import ConfigError, EmbedscopeError
-from embedscope.evaluation import screen as screen_module
-from embedscope.evaluation.screen import (
+from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
+from embedscope.screen import run as screen_module
+from embedscope.screen.run import (
     FAST_PATHS,
     MeanScore,
     confirm_set,
@@ -29,7 +30,6 @@ from embedscope.evaluation.screen import (
     mean_score,
     screen,
 )
-from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
 from embedscope.testing.fakes import KeywordEncoder
 from embedscope.testing.tiny import tiny_retrieval_task, tiny_tasks_of_every_type
 

@@ -1,0 +1,1 @@
+"""Screening: many candidates ranked on a fast path, the leaders confirmed exactly."""
