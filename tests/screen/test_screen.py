@@ -44,6 +44,24 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return [str(build_tiny_sentence_transformer(root / f"m{seed}", seed=seed)) for seed in range(3)]
 
 
+@pytest.fixture(scope="module")
+def screened(tiny_models, tmp_path_factory):
+    """One screen of the three tiny models, every one confirmed, with fidelity (shared by the tests that read it),
+    its folder, and how many texts it encoded (counted at the encoder)."""
+    folder = tmp_path_factory.mktemp("screened")
+    encoded: list[int] = []
+    original = SentenceTransformerEncoder._encode
+
+    def counting(self, texts, role, batch_size, show_progress):
+        encoded.append(len(texts))
+        return original(self, texts, role, batch_size, show_progress)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SentenceTransformerEncoder, "_encode", counting)
+        report = _screen(tiny_models, folder, confirm=3)
+    return report, folder, sum(encoded)
+
+
 def _tasks() -> list:
     sts = next(t for t in tiny_tasks_of_every_type() if t.type == "STS")
     return [tiny_retrieval_task(), sts]
@@ -149,7 +167,9 @@ def test_screen_runs_fast_then_confirms_the_top_and_overlapping_models(tiny_mode
     assert exact == sorted(exact, reverse=True)
 
 
-def test_a_second_screen_encodes_nothing_and_reuses_every_result(tiny_models, tmp_path, monkeypatch) -> None:
+def test_a_second_screen_encodes_nothing_and_reuses_every_result(tiny_models, screened, monkeypatch) -> None:
+    first, folder, first_encoded = screened
+    assert first_encoded > 0
     encoded: list[int] = []
     original = SentenceTransformerEncoder._encode
 
@@ -158,10 +178,7 @@ def test_a_second_screen_encodes_nothing_and_reuses_every_result(tiny_models, tm
         return original(self, texts, role, batch_size, show_progress)
 
     monkeypatch.setattr(SentenceTransformerEncoder, "_encode", counting)
-    first = _screen(tiny_models, tmp_path, confirm=3)
-    assert sum(encoded) > 0
-    encoded.clear()
-    second = _screen(tiny_models, tmp_path, confirm=3)
+    second = _screen(tiny_models, folder, confirm=3)
     assert encoded == []
     assert second.to_dict()["models"] == [
         {**m, "fast_seconds": n["fast_seconds"], "exact_seconds": n["exact_seconds"]}
@@ -169,8 +186,8 @@ def test_a_second_screen_encodes_nothing_and_reuses_every_result(tiny_models, tm
     ]
 
 
-def test_kendall_tau_is_scipys_on_the_two_rankings(tiny_models, tmp_path) -> None:
-    report = _screen(tiny_models, tmp_path, confirm=3, fidelity=False)
+def test_kendall_tau_is_scipys_on_the_two_rankings(screened) -> None:
+    report = screened[0]
     assert len(report.confirmed) == 3
     fast_order = [m.model for m in report.models]
     fast_rank = [fast_order.index(k) for k in report.confirmed]
@@ -193,8 +210,8 @@ def _copy_results(folder: Path, target: Path) -> Path:
     return target
 
 
-def test_the_significance_line_agrees_with_compare_on_the_same_results(tiny_models, tmp_path) -> None:
-    report = _screen(tiny_models, tmp_path, confirm=3, fidelity=False)
+def test_the_significance_line_agrees_with_compare_on_the_same_results(screened, tmp_path) -> None:
+    report = screened[0]
     winner, runner_up = (report.model(k) for k in report.confirmed[:2])
     folders = [_copy_results(m.exact_folder, tmp_path / "copy" / str(i)) for i, m in enumerate((winner, runner_up))]
     reference = compare_folders(folders, OPTIONS)
@@ -210,10 +227,10 @@ def test_the_significance_line_agrees_with_compare_on_the_same_results(tiny_mode
     )
 
 
-def test_fidelity_is_compare_fidelity_and_cosines_of_fresh_vectors(tiny_models, tmp_path) -> None:
+def test_fidelity_is_compare_fidelity_and_cosines_of_fresh_vectors(tiny_models, screened, tmp_path) -> None:
     from embedscope.models.specs import load_encoder
 
-    report = _screen(tiny_models[:2], tmp_path, confirm=2)
+    report = screened[0]
     m = report.model(tiny_models[0])
     fast_copy = _copy_results(m.fast_folder, tmp_path / "copy" / "fast")
     exact_copy = _copy_results(m.exact_folder, tmp_path / "copy" / "exact")
