@@ -375,6 +375,7 @@ def builtin_scores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[s
     return scores
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["onnx", "openvino"])
 def test_minilm_fp32_fast_paths_keep_every_builtin_score(
@@ -388,6 +389,7 @@ def test_minilm_fp32_fast_paths_keep_every_builtin_score(
         assert abs(fast[task] - score) < 1e-4, (task, score, fast[task])
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_minilm_onnx_int8_score_shift(tmp_path: Path) -> None:
     """The int8 path moves LeeDocumentSimilarity's score a little (measured on the whole suite at full length:

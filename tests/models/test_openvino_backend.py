@@ -276,6 +276,7 @@ def test_minilm_f32_equals_sentence_transformers(minilm_ir, bbc_texts):
     assert np.abs(vectors - reference).max() < 1e-4
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_minilm_bf16_and_int8_cosines(minilm_ir, bbc_texts, tmp_path):
     folder, ir = minilm_ir

@@ -293,6 +293,7 @@ def test_what_a_screen_cannot_do_is_one_line(kwargs, message, tmp_path) -> None:
     assert not any(tmp_path.iterdir())  # refused before anything ran
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_screen_of_shipped_models_on_a_builtin_task(tmp_path) -> None:
     from embedscope.evaluation.runner import evaluate
