@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import embedscope
-from embedscope.results.settings import experiment_kwargs, experiment_name
+from embedscope.results.settings import experiment_name
 from embedscope.settings import RunSettings
 from embedscope.testing.fakes import KeywordEncoder
 
@@ -207,15 +207,7 @@ def test_records_and_experiment_folder_are_pinned(case, model, options, path, kw
 
 def _experiment_kwargs(settings: RunSettings) -> dict:
     (entry,) = settings.model_runs()
-    return experiment_kwargs(
-        entry.options,
-        settings.dtype,
-        settings.top_k,
-        settings.limits,
-        settings.corpus_chunk_size,
-        settings.filter_field,
-        settings.retrieval_settings(),
-    )
+    return settings.experiment_key(entry.options)
 
 
 @pytest.mark.parametrize(("given", "kwargs", "folder"), PINNED_KWARGS)
@@ -223,3 +215,21 @@ def test_experiment_kwargs_of_model_options_are_pinned(given, kwargs, folder):
     computed = _experiment_kwargs(RunSettings.model_validate(given))
     assert json.dumps(computed) == kwargs
     assert experiment_name(computed) == folder
+
+
+def test_a_qa_task_s_own_chunking_is_the_run_settings_default():
+    from embedscope.data.documents import STUDY_REFERENCE
+    from embedscope.settings.run import ChunkingSettings
+
+    assert ChunkingSettings().options() == STUDY_REFERENCE
+
+
+def test_every_search_option_is_a_run_setting_of_the_same_name():
+    """SearchOptions is computed from RunSettings by field name: a field without a setting would have no source."""
+    import dataclasses
+
+    from embedscope.retrieval.base import SearchOptions
+
+    assert {f.name for f in dataclasses.fields(SearchOptions)} <= set(RunSettings.model_fields)
+    options = RunSettings(top_k=3, precision="int8").search_options(batch_size=4, show_progress=False)
+    assert (options.top_k, options.precision, options.batch_size, options.corpus_chunk_size) == (3, "int8", 4, 50_000)

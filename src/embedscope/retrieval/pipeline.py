@@ -16,12 +16,13 @@ embedding model (bi-encoder). Every stage's time and peak memory are recorded
 (:class:`StageRun`); :meth:`Pipeline.stage_runs` returns the runs after each numbered stage
 (``stage1`` = first stage, fused if several retrievers; ``stage2`` = after the first reranker …).
 
+>>> from embedscope.settings import RunSettings
 >>> from embedscope.types import Corpus, Queries
 >>> p = Pipeline.build(["bm25", "fts5"], fusion={"method": "rrf"})
 >>> p.name
 'bm25-lucene+fts5_rrf-k60'
 >>> corpus = Corpus(("d1", "d2"), ("cats purr", "dogs bark"))
->>> run = p.retrieve(Queries(("q",), ("dogs",)), corpus, SearchOptions(top_k=10))
+>>> run = p.retrieve(Queries(("q",), ("dogs",)), corpus, RunSettings(top_k=10).search_options())
 >>> corpus.ids[run.doc_index[0, 0]]
 'd2'
 """

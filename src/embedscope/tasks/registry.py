@@ -118,7 +118,7 @@ def custom_retrieval_task(
     EvalScope's custom tasks use MTEB's defaults: main score ``ndcg_at_10``, identical ids kept.
     """
     from embedscope.data.detect import load_retrieval
-    from embedscope.data.documents import ChunkOptions
+    from embedscope.data.documents import STUDY_REFERENCE
     from embedscope.data.qa import is_qa_folder
 
     folder = Path(path)
@@ -129,7 +129,7 @@ def custom_retrieval_task(
         return load_retrieval(folder, split=split, columns=columns)
 
     if "chunking" not in spec and folder.is_dir() and is_qa_folder(folder):
-        spec["chunking"] = ChunkOptions()  # QA over whole documents: passages unless the run chunks otherwise
+        spec["chunking"] = STUDY_REFERENCE  # QA over whole documents: passages unless the run chunks otherwise
     task_name = name or folder.name or "CustomRetrieval"
     return RetrievalTask(name=task_name, load_split=load, eval_splits=eval_splits, source=str(folder), **spec)
 
