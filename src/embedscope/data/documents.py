@@ -204,7 +204,7 @@ def _token_counter(tokenizer: str) -> Callable[[str], list]:
 def chunk_tokens(text: str, chunk_size: int = 500, overlap: int = 64, tokenizer: str = "cl100k_base") -> list[str]:
     """Sentence-aware token windows (llama-index ``SentenceSplitter``)."""
     if overlap >= chunk_size:
-        raise DataFormatError(f"chunk overlap (--overlap {overlap}) must be smaller than the chunk size ({chunk_size})")
+        raise DataFormatError(f"chunk overlap {overlap} must be smaller than the chunk size ({chunk_size})")
     try:
         from llama_index.core.node_parser import SentenceSplitter
     except ImportError as e:
@@ -314,14 +314,17 @@ class ChunkOptions:
         if self.paragraphs < 1:
             raise SettingError("chunking.paragraphs", f"must be at least 1 (got {self.paragraphs})")
         if self.method not in CHUNK_METHODS:
-            raise SettingError("chunking.method", f"{self.method!r}: use one of {', '.join(CHUNK_METHODS)}")
+            raise SettingError(
+                "chunking.method",
+                f"{{chunking.method}}: chunking method {self.method!r}: use one of {', '.join(CHUNK_METHODS)}",
+            )
         if self.method == "fastbook-reference":
             self._check_reference()
         if self.method == "tokens" and self.window_overlap >= self.chunk_size:
             raise SettingError(
                 "chunking.overlap" if self.overlap is not None else "chunking.chunk_size",
-                f"{{chunking.overlap}} {self.window_overlap} must be smaller than {{chunking.chunk_size}} "
-                f"{self.chunk_size} (the overlap is 64 tokens unless set: set a smaller one)",
+                f"{{chunking.overlap}} {self.window_overlap} must be smaller than the chunk size "
+                f"({{chunking.chunk_size}} {self.chunk_size}; the overlap is 64 tokens unless set: set a smaller one)",
             )
         if self.method in PARAGRAPH_STRATEGIES:
             self._check_strategy()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from embedscope.data.tables import normalize_columns, read_rows, suffix_of, table_suffixes
 from embedscope.data.tabular import Rows, _qrels_tsv_rows, build_split, qrels_from_rows, texts_from_rows
 from embedscope.data.validate import unknown_split
-from embedscope.errors import DataFormatError, EmbedscopeError, MissingDependencyError
+from embedscope.errors import DataFormatError, EmbedscopeError, MissingDependencyError, SettingError
 from embedscope.types import RetrievalData
 
 if TYPE_CHECKING:
@@ -464,9 +464,10 @@ def _load_split_table(location: str, entry: CatalogEntry, subset: str, split: st
         else:
             ds = datasets.load_dataset(location, config, split=split, revision=entry.dataset_revision)
     except (ConnectionError, OSError) as e:
-        raise DataFormatError(
-            f"{entry.name}: cannot load {location} ({e}). Offline, download the dataset "
-            "and pass its folder with --data-dir."
+        raise SettingError(
+            "data_dir",
+            f"{entry.name}: cannot load {location} ({e}). Offline, download the dataset and pass its folder as "
+            "{data_dir}.",
         ) from e
     for old, new in entry.rename_columns.items():
         if old in ds.column_names and new not in ds.column_names:

@@ -130,7 +130,7 @@ def _is_mapping_of_runs(value: Any) -> bool:
 
 
 def unwrap_predictions(path: Path, data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The run inside ``run --save-predictions``' ``{hf_subset: {split: {qid: {doc: score}}}}`` file
+    """The run inside the ``save_predictions`` ``{hf_subset: {split: {qid: {doc: score}}}}`` file
     (when it holds one subset and one split), else ``data`` as it is (a plain ``{qid: {doc: score}}`` run)."""
     if not data or not all(_is_mapping_of_runs(splits) for splits in data.values()):
         return data
