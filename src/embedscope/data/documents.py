@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.data.jsonl import reading
+from embedscope.data.markdown import Cell, header_lines
 from embedscope.errors import ConfigError, DataFormatError, MissingDependencyError, SettingError
 from embedscope.types import Corpus
 
@@ -62,15 +63,6 @@ def chapter_from_name(name: str) -> int | None:
     """The first number in a file name, or None."""
     match = re.search(r"\d+", Path(name).stem)
     return int(match.group()) if match else None
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A notebook cell: ``kind`` markdown or code, its source, and (code cells) its text outputs."""
-
-    kind: str
-    source: str
-    outputs: str = ""
 
 
 def _text(value: Any, path: Path, what: str) -> str:
@@ -220,33 +212,6 @@ def halves(text: str) -> list[str]:
     if size == 0:
         return [text] if text else []
     return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-_HEADER = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
-
-
-def header_lines(text: str) -> list[bool]:
-    """For each line of ``text`` (``str.split("\\n")``), whether it is a Markdown ATX header: up to three
-    spaces, one to six ``#``, then a space, a tab or the end of the line. Lines inside a fenced code block
-    (between lines opening with three backticks or tildes) are never headers. (A ``# comment`` line of a
-    notebook's code cell, which is not fenced, reads as a header.)
-
-    >>> header_lines("# T\\nbody\\n```\\n# code\\n```\\n#tag")
-    [True, False, False, False, False, False]
-    """
-    flags, fence = [], None
-    for line in text.split("\n"):
-        opened = _FENCE.match(line)
-        if fence is None and opened:
-            fence = opened.group(1)
-        elif fence is not None and line.lstrip(" ").startswith(fence):
-            fence = None
-        elif fence is None:
-            flags.append(bool(_HEADER.match(line)))
-            continue
-        flags.append(False)
-    return flags
 
 
 def without_headers(text: str) -> str:

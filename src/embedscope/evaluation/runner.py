@@ -274,8 +274,8 @@ def _evaluate_model(
     if settings.latency_sample is not None and not encodes:
         raise SettingError(
             "latency_sample",
-            f"per-query latency is measured for a dense encoder's search, and {model.name} is a pipeline; "
-            "drop {latency_sample} for it",
+            f"{{latency_sample}}: per-query latency is measured for a dense encoder's search, and {model.name} is a "
+            "pipeline; drop it for this model",
         )
     record = settings.result_record(model, pipeline=not encodes)
     experiment = {"experiment_kwargs": kwargs} if kwargs else {}
