@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 
 
 class EmbedscopeError(Exception):
@@ -16,6 +17,38 @@ class DataFormatError(EmbedscopeError, ValueError):
 
 class ConfigError(EmbedscopeError, ValueError):
     """A configuration (file, CLI flags or API arguments) is invalid."""
+
+
+class SettingError(ConfigError):
+    """A setting's value cannot work, raised below the entry layer, which speaks in setting keys only.
+
+    ``message`` names settings by key in braces (``{chunking.overlap}``); the entry layer that knows how the user gave
+    each setting renames them (:meth:`named`: the flag, the config file and key path, or the ``evaluate()`` keyword).
+    ``key`` is the setting at fault (named first when the message does not name it).
+
+    >>> e = SettingError("chunking.overlap", "{chunking.overlap} 80 must be smaller than {chunking.chunk_size} 50")
+    >>> str(e)
+    'chunking.overlap 80 must be smaller than chunking.chunk_size 50'
+    >>> e.named({"chunking.overlap": "--chunk-overlap", "chunking.chunk_size": "--chunk-size"}.get)
+    '--chunk-overlap 80 must be smaller than --chunk-size 50'
+    >>> SettingError("top_k", "must be positive").named(lambda key: f"c.yaml: {key}")
+    'c.yaml: top_k: must be positive'
+    """
+
+    _NAME = re.compile(r"\{([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\}")
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message if f"{{{key}}}" in message else f"{{{key}}}: {message}"
+        super().__init__(self.named(lambda name: name))
+
+    def keys(self) -> list[str]:
+        """The settings the message names, in order."""
+        return self._NAME.findall(self.message)
+
+    def named(self, name: Callable[[str], str | None]) -> str:
+        """The message with each setting as ``name(key)`` calls it (the key itself where that is None)."""
+        return self._NAME.sub(lambda m: name(m.group(1)) or m.group(1), self.message)
 
 
 KNOWN_SHOWN = 20

@@ -104,7 +104,7 @@ def test_score_with_a_cutoff_below_one(tmp_path, capsys, k):
     err = _error(
         capsys, ["score", "--qrels", str(tmp_path / "qrels.trec"), "--run", str(tmp_path / "run.trec"), "--k", k]
     )
-    assert "cutoffs (k, --k) must be positive integers" in err
+    assert "cutoffs (k) must be positive integers" in err
 
 
 def test_chunk_a_binary_notebook(tmp_path, capsys):

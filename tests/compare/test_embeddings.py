@@ -8,7 +8,7 @@ import pytest
 from embedscope.cli.main import main
 from embedscope.compare.embeddings import embedding_agreement, row_cosines, task_texts
 from embedscope.errors import ConfigError
-from embedscope.tasks.base import SearchOptions
+from embedscope.settings import RunSettings
 from embedscope.testing.fakes import HashEncoder
 from embedscope.testing.tiny import TINY_CORPUS, TINY_QUERIES, tiny_retrieval_task, tiny_tasks_of_every_type
 
@@ -23,11 +23,13 @@ class HalfZeroed(HashEncoder):
 
 
 def test_task_texts_cover_roles_and_splits():
-    texts = task_texts(tiny_retrieval_task(), SearchOptions())
+    texts = task_texts(tiny_retrieval_task(), RunSettings().search_options(show_progress=False))
     assert set(texts) == {("query", q) for q in TINY_QUERIES.values()} | {("document", d) for d in TINY_CORPUS.values()}
     sts = next(t for t in tiny_tasks_of_every_type() if t.name == "TinySTS")
     data = sts.load_split("test")
-    assert {t for _, t in task_texts(sts, SearchOptions())} == set(data.sentence1) | set(data.sentence2)
+    assert {t for _, t in task_texts(sts, RunSettings().search_options(show_progress=False))} == set(
+        data.sentence1
+    ) | set(data.sentence2)
 
 
 def test_cosines_by_hand():
@@ -41,15 +43,19 @@ def test_cosines_by_hand():
 def test_agreement_of_a_degraded_model():
     ref, cand = HashEncoder(dim=16), HalfZeroed(dim=16)
     task = tiny_retrieval_task()
-    got = embedding_agreement(ref, cand, [task], SearchOptions())["TinyRetrieval"]
-    texts = task_texts(task, SearchOptions())
+    got = embedding_agreement(ref, cand, [task], RunSettings().search_options(show_progress=False))["TinyRetrieval"]
+    texts = task_texts(task, RunSettings().search_options(show_progress=False))
     v = np.array([ref.encode([t], role=r)[0] for r, t in texts])
     expected = np.linalg.norm(v[:, :8], axis=1)  # unit vectors: cos = ‖first half‖
     assert got["texts"] == 7 and got["embedding_cosine_mean"] == pytest.approx(expected.mean())
     assert got["embedding_cosine_min"] == pytest.approx(expected.min())
-    same = embedding_agreement(ref, HashEncoder(dim=16), [task], SearchOptions())["TinyRetrieval"]
+    same = embedding_agreement(ref, HashEncoder(dim=16), [task], RunSettings().search_options(show_progress=False))[
+        "TinyRetrieval"
+    ]
     assert same["embedding_cosine_min"] == pytest.approx(1.0) and same["share_below_0.99"] == 0.0
-    other = embedding_agreement(ref, HashEncoder(dim=32), [task], SearchOptions())["TinyRetrieval"]
+    other = embedding_agreement(ref, HashEncoder(dim=32), [task], RunSettings().search_options(show_progress=False))[
+        "TinyRetrieval"
+    ]
     assert other == {"embedding_agreement": "dimensions differ (16 vs 32)"}
 
 

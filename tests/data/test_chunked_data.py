@@ -8,9 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embedscope.data.chunked import NO_PASSAGE, ChunkedData, chunk_retrieval_data, context_qrels
-from embedscope.data.documents import ChunkOptions, chunk_documents
+from embedscope.data.documents import chunk_documents
 from embedscope.data.qa import load_qa_folder
 from embedscope.retrieval.passages import best_passage_per_document
+from embedscope.settings.run import ChunkingSettings
 from embedscope.studies.fastbook.corpus import relevant_passages
 from embedscope.studies.fastbook.data import load_benchmark
 from embedscope.types import Corpus, Queries, RankedRun, RetrievalData
@@ -21,7 +22,7 @@ def test_every_paragraph_reaches_a_passage_with_its_documents_metadata():
     texts = ("One a.\n\nTwo b.\n\nThree c.", "Four d.", "Five e.\n\nSix f.")
     corpus = Corpus(("x", "y", "z"), texts, {"lang": ("en", "de", "fr")})
     data = RetrievalData(corpus, Queries(("q",), ("a",)), {"q": {"y": 1}})
-    chunked = chunk_retrieval_data(data, ChunkOptions("paragraphs"))
+    chunked = chunk_retrieval_data(data, ChunkingSettings(method="paragraphs").options())
     assert chunked.data.corpus.ids == ("x#0", "x#1", "x#2", "y#0", "z#0", "z#1")
     assert chunked.parents == ("x", "x", "x", "y", "z", "z")
     assert chunked.data.corpus.metadata["lang"] == ("en", "en", "en", "de", "fr", "fr")
@@ -36,7 +37,10 @@ def test_qa_relevance_is_recomputed_per_passage_as_the_fastbook_study_marks_it(t
     folder = write_qa_folder(tmp_path / "qa")
     data = load_qa_folder(folder)
     benchmark = load_benchmark(folder / "questions.json")
-    for options in (ChunkOptions("paragraphs"), ChunkOptions("paragraphs", paragraphs=3)):
+    for options in (
+        ChunkingSettings(method="paragraphs").options(),
+        ChunkingSettings(method="paragraphs", paragraphs=3).options(),
+    ):
         chunked = chunk_retrieval_data(data, options)
         passages = chunk_documents([folder / "documents"], options)
         assert chunked.data.corpus.ids == tuple(p.id for p in passages)  # the study's passage ids
@@ -45,7 +49,7 @@ def test_qa_relevance_is_recomputed_per_passage_as_the_fastbook_study_marks_it(t
         for question in benchmark.questions:
             expected = set(relevant_passages(question, passages)) or {NO_PASSAGE}
             assert set(chunked.data.qrels[question.qid]) == expected
-    cut = chunk_retrieval_data(data, ChunkOptions("paragraphs")).data.qrels
+    cut = chunk_retrieval_data(data, ChunkingSettings(method="paragraphs").options()).data.qrels
     assert any(set(v) == {NO_PASSAGE} for v in cut.values())  # a two-paragraph context cut by one-paragraph chunks
 
 

@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from embedscope.cli.main import main
-from embedscope.data.documents import ChunkOptions, chunk_documents, chunk_paragraphs, read_passages
+from embedscope.data.documents import chunk_documents, chunk_paragraphs, read_passages
 from embedscope.errors import DataFormatError
+from embedscope.settings.run import ChunkingSettings
 
 WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFXYZ0123456789.,;:!?()'\"-_*`é", min_size=1, max_size=12)
 WORDS = st.lists(WORD, min_size=1, max_size=12).map(" ".join)
@@ -95,7 +96,7 @@ def test_a_notebook_without_blank_lines_keeps_its_chapter(tmp_path):
     """Cells are joined by one newline: a chapter whose first line is its title was one 'header paragraph'."""
     cells = [{"cell_type": "markdown", "source": "# Chapter 4\nIntro line."}, {"cell_type": "code", "source": "x = 1"}]
     (tmp_path / "04_ch.ipynb").write_text(json.dumps({"cells": cells}))
-    passages = chunk_documents([tmp_path], ChunkOptions(method="paragraphs", keep_headers=False))
+    passages = chunk_documents([tmp_path], ChunkingSettings(method="paragraphs", keep_headers=False).options())
     assert [p.text for p in passages] == ["Intro line.\nx = 1"]
 
 
@@ -103,7 +104,7 @@ def test_a_notebook_without_blank_lines_keeps_its_chapter(tmp_path):
 @given(markdown(), st.integers(12, 60), st.integers(0, 10))
 def test_token_windows_cover_the_document_in_order(doc, size, overlap):
     text, _ = doc
-    passages = ChunkOptions(method="tokens", chunk_size=size, overlap=min(overlap, size - 1)).split(text)
+    passages = ChunkingSettings(method="tokens", chunk_size=size, overlap=min(overlap, size - 1)).options().split(text)
     _assert_covers_in_order(text, passages)
 
 
@@ -111,7 +112,7 @@ def test_token_windows_cover_the_document_in_order(doc, size, overlap):
 @given(st.lists(markdown(), min_size=1, max_size=12))
 def test_fastbook_reference_covers_the_document_in_order(docs):
     text = "\n\n".join(t for t, _ in docs) * 3  # long enough for several 500-token windows
-    _assert_covers_in_order(text, ChunkOptions(method="fastbook-reference").split(text))
+    _assert_covers_in_order(text, ChunkingSettings(method="fastbook-reference").options().split(text))
 
 
 NAMES = st.sampled_from(["03_doc", "03_doc", "04_x", "a", "a-0000", "b.c"])
@@ -134,7 +135,7 @@ def test_ids_are_unique_across_inputs_and_passages_follow_their_documents(tmp_pa
         path.write_text(text)
         written[path] = text
     inputs = sorted({str(p.parent) for p in written})
-    passages = chunk_documents(inputs, ChunkOptions(method="paragraphs", stop_at=None))
+    passages = chunk_documents(inputs, ChunkingSettings(method="paragraphs", stop_at=None).options())
     ids = [p.id for p in passages]
     assert len(ids) == len(set(ids))
     groups: dict[str, list] = {}  # passages by document name (the id without its number), in order
@@ -216,7 +217,7 @@ def test_paragraph_strategies_keep_every_character_in_order(method, doc):
     """Without each chunk's header line, the chunks are the document's non-header lines, in order; with
     headers (a, b, e, f) every chunk under a header starts with it, and c, d have none."""
     text, kept = doc
-    chunks = ChunkOptions(method=method, stop_at=None).split(text)
+    chunks = ChunkingSettings(method=method, stop_at=None).options().split(text)
     bodies = []
     for chunk in chunks:
         first, _, rest = chunk.partition("\n")
@@ -233,7 +234,7 @@ def test_paragraph_strategies_keep_every_character_in_order(method, doc):
 @given(docs=st.lists(markdown(), min_size=1, max_size=12))
 def test_fastbook_reference_at_other_sizes_covers_the_document_in_order(size, docs):
     text = "\n\n".join(t for t, _ in docs) * 3
-    _assert_covers_in_order(text, ChunkOptions(method="fastbook-reference", chunk_size=size).split(text))
+    _assert_covers_in_order(text, ChunkingSettings(method="fastbook-reference", chunk_size=size).options().split(text))
 
 
 @FAST
@@ -251,6 +252,8 @@ def test_ids_are_unique_for_every_paragraph_method(tmp_path_factory, method, fil
         path = root / folder / f"{name}{suffix}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    passages = chunk_documents(sorted({str(p.parent) for p in root.rglob("*.*")}), ChunkOptions(method, stop_at=None))
+    passages = chunk_documents(
+        sorted({str(p.parent) for p in root.rglob("*.*")}), ChunkingSettings(method=method, stop_at=None).options()
+    )
     ids = [p.id for p in passages]
     assert len(ids) == len(set(ids))

@@ -353,19 +353,19 @@ def test_not_a_dataset_folder(tmp_path):
 
 
 def test_hub_copy_keeps_empty_documents_with_a_warning(tmp_path, caplog):
-    from embedscope.data.hf import load_hub_retrieval
-
     pd = pytest.importorskip("pandas")
     repo = hub_copy(tmp_path / "r")
     pd.DataFrame([{"_id": "d1", "title": "", "text": ""}, {"_id": "d2", "title": "", "text": "y"}]).to_parquet(
         repo / "corpus" / "test-00000-of-00001.parquet"
     )
-    data = load_hub_retrieval(str(repo))
+    data = load_retrieval(str(repo))
     assert "1 documents with empty text ('d1')" in caplog.text
     assert data.corpus.texts == ("", "y")
 
 
-def test_hub_loader_accepts_a_beir_folder(tmp_path):
+def test_one_loader_reads_any_layout_and_the_hub_loader_sends_a_folder_there(tmp_path):
     from embedscope.data.hf import load_hub_retrieval
 
-    assert load_hub_retrieval(str(beir(tmp_path / "b"))).qrels == QRELS
+    assert load_retrieval(str(beir(tmp_path / "b"))).qrels == QRELS
+    with pytest.raises(DataFormatError, match="local folder: load it with embedscope.data.detect.load_retrieval"):
+        load_hub_retrieval(str(tmp_path / "b"))

@@ -4,13 +4,15 @@ studies"), not computed by the code under test."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from embedscope.cli.main import main
-from embedscope.data.documents import ChunkOptions, chunk_documents, halves, read_notebook, read_passages
+from embedscope.data.documents import STUDY_REFERENCE, chunk_documents, halves, read_notebook, read_passages
 from embedscope.errors import ConfigError
+from embedscope.settings.run import ChunkingSettings
 
 
 def _notebook(path, cells):
@@ -74,17 +76,21 @@ EXPECTED = {
 @pytest.mark.parametrize("variant", list(EXPECTED))
 def test_each_strategy_on_a_hand_written_notebook(tmp_path, variant):
     path = _notebook(tmp_path / "01_intro.ipynb", CELLS)
-    passages = chunk_documents([path], ChunkOptions(f"fastbook-paragraphs-{variant}", stop_at=None))
+    passages = chunk_documents(
+        [path], ChunkingSettings(method=f"fastbook-paragraphs-{variant}", stop_at=None).options()
+    )
     assert [p.text for p in passages] == EXPECTED[variant]
     assert [p.id for p in passages] == [f"01_intro-{n:04d}" for n in range(len(EXPECTED[variant]))]
     assert {p.chapter for p in passages} == {1}
-    default = chunk_documents([path], ChunkOptions(f"fastbook-paragraphs-{variant}"))  # stops at the Questionnaire
+    default = chunk_documents(
+        [path], ChunkingSettings(method=f"fastbook-paragraphs-{variant}").options()
+    )  # stops at the Questionnaire
     assert [p.text for p in default] == EXPECTED[variant][:-1]
 
 
 def test_a_markdown_file_is_one_markdown_cell(tmp_path):
     (tmp_path / "02_notes.md").write_text("Before any header.\n\n# Part\ntext under\n\nmore\n\nthird\n\nfourth\n")
-    passages = chunk_documents([tmp_path], ChunkOptions("fastbook-paragraphs-b"))
+    passages = chunk_documents([tmp_path], ChunkingSettings(method="fastbook-paragraphs-b").options())
     assert [p.text for p in passages] == [
         "Before any header.",
         "# Part\n\ntext under\n\nmore\n\nthird",
@@ -94,7 +100,7 @@ def test_a_markdown_file_is_one_markdown_cell(tmp_path):
 
 def test_strategies_refuse_options_they_cannot_use(tmp_path, capsys):
     with pytest.raises(ConfigError, match="fixes its paragraphs and headers"):
-        ChunkOptions("fastbook-paragraphs-a", paragraphs=3)
+        dataclasses.replace(STUDY_REFERENCE, method="fastbook-paragraphs-a", paragraphs=3)
     path = _notebook(tmp_path / "01_intro.ipynb", CELLS)
     out = tmp_path / "c.jsonl"
     assert main(["chunk", str(path), "-o", str(out), "--method", "fastbook-paragraphs-c", "--chunk-size", "100"]) == 2
@@ -120,7 +126,7 @@ def test_window_sizes_follow_the_study(tmp_path, size, overlap):
     path = _long_notebook(tmp_path / "04_long.ipynb")
     splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=get_tokenizer())
     expected = [c for piece in halves(read_notebook(path)) for c in splitter.split_text(piece) if c.strip()]
-    passages = chunk_documents([path], ChunkOptions("fastbook-reference", chunk_size=size))
+    passages = chunk_documents([path], ChunkingSettings(method="fastbook-reference", chunk_size=size).options())
     assert [p.text for p in passages] == expected
     count = get_tokenizer()
     assert max(len(count(p.text)) for p in passages) <= size
@@ -128,10 +134,13 @@ def test_window_sizes_follow_the_study(tmp_path, size, overlap):
 
 def test_chunk_counts_fall_with_the_window_size_and_500_is_the_default(tmp_path, capsys):
     path = _long_notebook(tmp_path / "04_long.ipynb")
-    counts = [len(chunk_documents([path], ChunkOptions("fastbook-reference", chunk_size=n))) for n in (100, 500, 2000)]
+    counts = [
+        len(chunk_documents([path], ChunkingSettings(method="fastbook-reference", chunk_size=n).options()))
+        for n in (100, 500, 2000)
+    ]
     assert counts[0] > counts[1] > counts[2] >= 2  # two halves at least
     out = tmp_path / "c.jsonl"
     assert main(["chunk", str(path), "-o", str(out), "--method", "fastbook-reference", "--chunk-size", "500"]) == 0
-    assert read_passages(out) == chunk_documents([path], ChunkOptions("fastbook-reference"))
+    assert read_passages(out) == chunk_documents([path], ChunkingSettings(method="fastbook-reference").options())
     assert main(["chunk", str(path), "-o", str(out), "--method", "fastbook-reference", "--chunk-size", "100"]) == 0
     assert len(read_passages(out)) == counts[0]

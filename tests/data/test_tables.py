@@ -8,7 +8,8 @@ import json
 import pytest
 
 from embedscope.data import hf, hub_files
-from embedscope.data.tables import read_rows, split_rows, table_suffixes
+from embedscope.data.tables import read_rows, table_suffixes
+from embedscope.data.tabular import split_rows
 from embedscope.errors import DataFormatError
 from embedscope.tasks.classification import load_labelled_file
 from embedscope.tasks.registry import looks_like_path

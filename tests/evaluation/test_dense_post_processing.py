@@ -12,9 +12,9 @@ import embedscope
 from embedscope.cli.main import main
 from embedscope.errors import ConfigError
 from embedscope.models.cache import EmbeddingCache
-from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.compression import compressed_search
 from embedscope.retrieval.dense import dense_search, top_k_search
+from embedscope.settings import RunSettings
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.testing.fakes import HashEncoder
 from embedscope.types import Corpus, Queries, RetrievalData
@@ -47,7 +47,13 @@ class TruncatedHashEncoder(HashEncoder):
 def _search(encoder, **options):
     data = _data()
     timings: dict[str, float] = {}
-    run = dense_search(encoder, data.queries, data.corpus, SearchOptions(top_k=10, **options), timings)
+    run = dense_search(
+        encoder,
+        data.queries,
+        data.corpus,
+        RunSettings(top_k=10, **options).search_options(show_progress=False),
+        timings,
+    )
     return run, timings
 
 
@@ -58,7 +64,7 @@ def test_the_default_path_is_mteb_s_exact_search_bit_for_bit() -> None:
     d = encoder.encode(list(data.corpus.texts), role="document")
     index, scores = top_k_search(q, [d], top_k=10, similarity="cosine")
     assert np.array_equal(run.doc_index, index) and np.array_equal(run.scores, scores)
-    assert not SearchOptions(precision="fp32", index=None).post_processes
+    assert not RunSettings(precision="fp32", index=None).search_options(show_progress=False).post_processes
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot"])

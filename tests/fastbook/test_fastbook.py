@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from embedscope.cli.main import main
 from embedscope.data.documents import (
-    ChunkOptions,
+    STUDY_REFERENCE,
     chunk_documents,
     chunk_tokens,
     read_notebook,
@@ -21,6 +22,7 @@ from embedscope.errors import ConfigError, DataFormatError, ResultExistsError
 from embedscope.retrieval.dense import DenseRetriever
 from embedscope.retrieval.late_interaction import LateInteraction
 from embedscope.retrieval.pipeline import Pipeline
+from embedscope.settings.run import ChunkingSettings
 from embedscope.studies.fastbook.data import benchmark_stats, load_benchmark, parse_benchmark, read_keyword_queries
 from embedscope.studies.fastbook.metrics import modified_mrr, modified_recall
 from embedscope.studies.fastbook.run import run_fastbook
@@ -141,7 +143,7 @@ def study(tmp_path):
     return docs, bench, queries
 
 
-PARAGRAPHS = ChunkOptions(method="paragraphs", paragraphs=1)
+PARAGRAPHS = ChunkingSettings(method="paragraphs", paragraphs=1).options()
 
 
 def test_notebook_reading_drops_outputs_and_stops_at_the_questionnaire(study):
@@ -155,7 +157,9 @@ def test_notebook_reading_drops_outputs_and_stops_at_the_questionnaire(study):
     passages = chunk_documents([docs], PARAGRAPHS)
     assert [p.id for p in passages][:3] == ["01_pets-0000", "01_pets-0001", "01_pets-0002"]
     assert {p.chapter for p in passages} == {1, 2} and passages[0].source == "01_pets.ipynb"
-    no_headers = chunk_documents([docs], ChunkOptions(method="paragraphs", paragraphs=2, keep_headers=False))
+    no_headers = chunk_documents(
+        [docs], ChunkingSettings(method="paragraphs", paragraphs=2, keep_headers=False).options()
+    )
     assert (
         no_headers[0].text
         == "Cats purr when they are happy.\n\nDogs bark at strangers.\nprint('hello')\nFish swim in schools for safety."
@@ -479,7 +483,7 @@ def test_fastbook_reference_chunks_each_half_separately(tmp_path, code_suffix, o
     assert pieces == [text[:half], text[half : 2 * half]] + ([text[-1]] if odd else [])  # odd: a 1-character third
     splitter = SentenceSplitter(chunk_size=500, chunk_overlap=64, tokenizer=get_tokenizer())
     expected = [c for piece in pieces for c in splitter.split_text(piece) if c.strip()]
-    passages = chunk_documents([path], ChunkOptions(method="fastbook-reference"))
+    passages = chunk_documents([path], ChunkingSettings(method="fastbook-reference").options())
     assert [p.text for p in passages] == expected
     assert [p.text for p in passages] != [c for c in splitter.split_text(text) if c.strip()]  # the cut matters
     assert passages[-1].id == f"01_intro-{len(expected) - 1:04d}" and {p.chapter for p in passages} == {1}
@@ -495,17 +499,20 @@ def test_halves_rule():
 
 def test_fastbook_reference_keeps_the_study_overlap_and_is_the_default_of_fastbook_run(study, tmp_path, capsys):
     docs, bench, _ = study
-    with pytest.raises(ConfigError, match="min.size/4, size/2, 64. = 25 at --chunk-size 100, not --overlap 64"):
-        ChunkOptions(method="fastbook-reference", chunk_size=100, overlap=64)
+    reference = dataclasses.replace(STUDY_REFERENCE, method="fastbook-reference")
+    with pytest.raises(
+        ConfigError, match="min.size/4, size/2, 64. = 25 at chunking.chunk_size 100, not chunking.overlap 64"
+    ):
+        dataclasses.replace(reference, chunk_size=100, overlap=64)
     with pytest.raises(ConfigError, match="counts tokens with cl100k_base"):
-        ChunkOptions(method="fastbook-reference", tokenizer="bert.json")
-    assert ChunkOptions(method="fastbook-reference", chunk_size=100, overlap=25).split("x") == ["x"]
+        dataclasses.replace(reference, tokenizer="bert.json")
+    assert ChunkingSettings(method="fastbook-reference", chunk_size=100, overlap=25).options().split("x") == ["x"]
     path = _long_notebook(docs / "03_long.ipynb")
     corpus = tmp_path / "c.jsonl"
     assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference"]) == 0
     reference = read_passages(corpus)
-    assert reference == chunk_documents([path], ChunkOptions(method="fastbook-reference"))
-    assert reference != chunk_documents([path], ChunkOptions())
+    assert reference == chunk_documents([path], ChunkingSettings(method="fastbook-reference").options())
+    assert reference != chunk_documents([path], ChunkingSettings().options())
     assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference", "--overlap", "10"]) == 2
     assert "the study's overlap min(size/4, size/2, 64) = 64 at --chunk-size 500, not --overlap 10" in (
         capsys.readouterr().err
@@ -712,6 +719,8 @@ def test_fastbook_run_takes_a_study_point(study, capsys, method):
     args = ["fastbook", "run", "--benchmark", str(bench), "--notebooks", str(docs), "--retriever", "bm25"]
     assert main([*args, *method]) == 0
     options = (
-        ChunkOptions("fastbook-reference", chunk_size=100) if "--chunk-size" in method else ChunkOptions(method[1])
+        ChunkingSettings(method="fastbook-reference", chunk_size=100).options()
+        if "--chunk-size" in method
+        else ChunkingSettings(method=method[1]).options()
     )
     assert f"{len(chunk_documents([docs], options))} passages from" in capsys.readouterr().err

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from embedscope.errors import EmbedscopeError
+from embedscope.settings.run import ChunkingSettings
 
 DEFAULT_TOTAL = 10_000
 _SHARES = {
@@ -693,7 +694,7 @@ cell = st.one_of(
     notebook={"cells": [{"cell_type": "markdown", "source": [None]}]}, markdown="", suffix=".ipynb", paragraphs=1
 )  # found by this fuzzer: was a TypeError
 def test_notebook(box, notebook, markdown, suffix, paragraphs):
-    from embedscope.data.documents import ChunkOptions, chunk_documents
+    from embedscope.data.documents import chunk_documents
 
     path = box.write(f"01_intro{suffix}", dumps(notebook) if suffix == ".ipynb" else markdown)
-    box.run(lambda: chunk_documents([path], ChunkOptions(method="paragraphs", paragraphs=paragraphs)))
+    box.run(lambda: chunk_documents([path], ChunkingSettings(method="paragraphs", paragraphs=paragraphs).options()))

@@ -69,8 +69,10 @@ def test_cache_list_of_a_file_is_an_error(tmp_path, capsys):
     for command in ("list", "verify", "clear"):
         assert main(["cache", command, "--cache-dir", str(path)]) == 2
         err = capsys.readouterr().err.strip()
-        assert err == f"embedscope: error: {path}: is a file, not an embedding cache folder (--cache-dir or " + (
-            "$EMBEDSCOPE_CACHE)"
+        assert (
+            err
+            == f"embedscope: error: {path}: is a file, not an embedding cache folder (the cache folder setting or "
+            + ("$EMBEDSCOPE_CACHE)")
         )
     assert path.read_text() == "x"
 

@@ -12,8 +12,8 @@ import rank_bm25
 
 from embedscope.data.builtin import bbc_news_retrieval
 from embedscope.errors import UnknownNameError
-from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.bm25 import BM25Retriever
+from embedscope.settings import RunSettings
 from embedscope.types import Corpus, Queries
 
 
@@ -77,7 +77,7 @@ def test_scores_and_rankings_match_reference(bbc, method, stemmer, stopwords):
     corpus, queries = bbc
     k1, b, delta = 1.2, 0.6, 0.7
     retriever = BM25Retriever(method=method, k1=k1, b=b, delta=delta, stemmer=stemmer, stopwords=stopwords)
-    run = retriever.retrieve(queries, corpus, SearchOptions(top_k=20))
+    run = retriever.retrieve(queries, corpus, RunSettings(top_k=20).search_options(show_progress=False))
     docs, qs = _tokens(retriever, corpus, queries)
     for i, query in enumerate(qs):
         expected = _reference(method, docs, query, k1, b, delta)
@@ -99,7 +99,9 @@ def test_scores_and_rankings_match_reference(bbc, method, stemmer, stopwords):
 
 def test_documents_without_a_query_term_are_not_returned():
     corpus = Corpus(("d1", "d2", "d3"), ("red apples", "green pears", "apple pie"))
-    run = BM25Retriever().retrieve(Queries(("q", "none"), ("apples", "zebra")), corpus, SearchOptions(top_k=10))
+    run = BM25Retriever().retrieve(
+        Queries(("q", "none"), ("apples", "zebra")), corpus, RunSettings(top_k=10).search_options(show_progress=False)
+    )
     assert [corpus.ids[i] for i in run.doc_index[0] if i >= 0] in (["d1", "d3"], ["d3", "d1"])
     assert (run.doc_index[1] == -1).all()  # nothing matched: an empty row, still present for scoring
 
@@ -107,8 +109,12 @@ def test_documents_without_a_query_term_are_not_returned():
 @pytest.mark.slow
 def test_numba_and_numpy_backends_agree(bbc):
     corpus, queries = bbc
-    a = BM25Retriever(backend="numba").retrieve(queries, corpus, SearchOptions(top_k=10))
-    b = BM25Retriever(backend="numpy").retrieve(queries, corpus, SearchOptions(top_k=10))
+    a = BM25Retriever(backend="numba").retrieve(
+        queries, corpus, RunSettings(top_k=10).search_options(show_progress=False)
+    )
+    b = BM25Retriever(backend="numpy").retrieve(
+        queries, corpus, RunSettings(top_k=10).search_options(show_progress=False)
+    )
     np.testing.assert_allclose(a.scores, b.scores, rtol=1e-6)
 
 

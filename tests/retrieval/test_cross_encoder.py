@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from embedscope.errors import ConfigError
-from embedscope.retrieval.base import SearchOptions, rerank
+from embedscope.retrieval.base import rerank
 from embedscope.retrieval.cross_encoder import CrossEncoderReranker, is_cross_encoder_checkpoint
+from embedscope.settings import RunSettings
 from embedscope.types import Corpus, Queries, RankedRun
 from support.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
 
@@ -39,7 +40,7 @@ def test_rerank_reorders_candidates_by_pair_scores(tiny_ce):
     corpus = Corpus(("d1", "d2", "d3"), ("cats", "dogs barking", "fish in the sea"))
     queries = Queries(("q1", "q2"), ("cat", "sea"))
     candidates = RankedRun(queries.ids, corpus.ids, np.array([[0, 1, 2], [2, 0, -1]]), np.zeros((2, 3)))
-    run = rerank(reranker, queries, corpus, candidates, SearchOptions(top_k=3))
+    run = rerank(reranker, queries, corpus, candidates, RunSettings(top_k=3).search_options(show_progress=False))
     for i, q in enumerate(queries.texts):
         idx = [d for d in candidates.doc_index[i] if d >= 0]
         expected = reranker.score_pairs([(q, corpus.texts[d]) for d in idx])

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from embedscope.data.detect import load_retrieval
-from embedscope.data.documents import ChunkOptions, chunk_documents, passages_corpus
+from embedscope.data.documents import chunk_documents, passages_corpus
 from embedscope.errors import ConfigError, DataFormatError
-from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.bm25 import BM25Retriever
 from embedscope.retrieval.dense import DenseRetriever
 from embedscope.retrieval.fts5 import FTS5Retriever, text_expression
 from embedscope.retrieval.late_interaction import LateInteraction
+from embedscope.settings import RunSettings
+from embedscope.settings.run import ChunkingSettings
 from embedscope.testing.fakes import HashEncoder, WordTokenEncoder
 from embedscope.types import Corpus, Queries
 
@@ -39,7 +40,7 @@ def _notebooks(tmp_path):
             cells.append({"cell_type": "markdown", "source": " ".join(rng.choices(vocabulary, k=rng.randint(5, 30)))})
             cells.append({"cell_type": "markdown", "source": "\n"})
         (folder / f"{chapter:02d}_chapter.ipynb").write_text(json.dumps({"cells": cells}))
-    passages = chunk_documents([folder], ChunkOptions(method="paragraphs", stop_at=None))
+    passages = chunk_documents([folder], ChunkingSettings(method="paragraphs", stop_at=None).options())
     corpus = passages_corpus(passages)
     texts = [" ".join(rng.choices(COMMON + own[c] + own[c % 3 + 1], k=4)) for c in (1, 2, 3) for _ in range(6)]
     chapters = tuple(c for c in (1, 2, 3) for _ in range(6))
@@ -53,7 +54,9 @@ def _ranked(run, corpus, row):
 
 def test_fts5_filtered_equals_a_direct_sqlite_single_table_query(tmp_path):
     queries, corpus = _notebooks(tmp_path)
-    run = FTS5Retriever().retrieve(queries, corpus, SearchOptions(top_k=10, filter_field="chapter"))
+    run = FTS5Retriever().retrieve(
+        queries, corpus, RunSettings(top_k=10, filter_field="chapter").search_options(show_progress=False)
+    )
     con = sqlite3.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE book USING fts5(chapter, text)")
     con.executemany(
@@ -75,13 +78,17 @@ def test_one_filtered_index_differs_from_per_chapter_indexes(tmp_path):
     """The old ``--scope chapter``: one index per chapter, so each chapter's statistics alone."""
     queries, corpus = _notebooks(tmp_path)
     for retriever in (FTS5Retriever(), BM25Retriever(backend="numpy")):
-        filtered = retriever.retrieve(queries, corpus, SearchOptions(top_k=10, filter_field="chapter"))
+        filtered = retriever.retrieve(
+            queries, corpus, RunSettings(top_k=10, filter_field="chapter").search_options(show_progress=False)
+        )
         differ = 0
         for chapter in (1, 2, 3):
             q_rows = [i for i, c in enumerate(queries.metadata["chapter"]) if c == chapter]
             d_rows = [i for i, c in enumerate(corpus.metadata["chapter"]) if c == chapter]
             sub_corpus = corpus.select(d_rows)
-            alone = retriever.retrieve(queries.select(q_rows), sub_corpus, SearchOptions(top_k=10))
+            alone = retriever.retrieve(
+                queries.select(q_rows), sub_corpus, RunSettings(top_k=10).search_options(show_progress=False)
+            )
             for r, q in enumerate(q_rows):
                 got = _ranked(filtered, corpus, q)
                 assert {d for d, _ in got} <= set(sub_corpus.ids)  # the filter keeps the chapter
@@ -95,7 +102,9 @@ def test_bm25_filtered_equals_whole_corpus_scores_with_the_others_removed(tmp_pa
 
     queries, corpus = _notebooks(tmp_path)
     retriever = BM25Retriever(method=method, backend="numpy")
-    run = retriever.retrieve(queries, corpus, SearchOptions(top_k=len(corpus), filter_field="chapter"))
+    run = retriever.retrieve(
+        queries, corpus, RunSettings(top_k=len(corpus), filter_field="chapter").search_options(show_progress=False)
+    )
     tokenizer = retriever.tokenizer()
     model = bm25s.BM25(method=method, k1=retriever.k1, b=retriever.b, delta=retriever.delta)
     model.index(tokenizer.tokenize(list(corpus.texts), return_as="tuple", show_progress=False), show_progress=False)
@@ -123,12 +132,16 @@ def test_bm25_filtered_equals_whole_corpus_scores_with_the_others_removed(tmp_pa
 )
 def test_dense_and_late_interaction_filtered_equal_search_over_the_subset(tmp_path, retriever):
     queries, corpus = _notebooks(tmp_path)
-    run = retriever.retrieve(queries, corpus, SearchOptions(top_k=5, filter_field="chapter"))
+    run = retriever.retrieve(
+        queries, corpus, RunSettings(top_k=5, filter_field="chapter").search_options(show_progress=False)
+    )
     for chapter in (1, 2, 3):
         q_rows = [i for i, c in enumerate(queries.metadata["chapter"]) if c == chapter]
         d_rows = [i for i, c in enumerate(corpus.metadata["chapter"]) if c == chapter]
         sub = corpus.select(d_rows)
-        alone = retriever.retrieve(queries.select(q_rows), sub, SearchOptions(top_k=5))
+        alone = retriever.retrieve(
+            queries.select(q_rows), sub, RunSettings(top_k=5).search_options(show_progress=False)
+        )
         for r, q in enumerate(q_rows):
             assert _ranked(run, corpus, q) == _ranked(alone, sub, r)
 
@@ -137,7 +150,9 @@ def test_dense_filtered_matches_numpy_cosine_over_the_subset():
     corpus = Corpus(("a", "b", "c", "d"), ("cats purr", "dogs bark", "cats and dogs", "fish swim"), {"g": (1, 2, 1, 2)})
     queries = Queries(("q1", "q2"), ("cats", "dogs"), {"g": ("1", 2)})  # values compare as text
     encoder = HashEncoder()
-    run = DenseRetriever(encoder).retrieve(queries, corpus, SearchOptions(top_k=10, filter_field="g"))
+    run = DenseRetriever(encoder).retrieve(
+        queries, corpus, RunSettings(top_k=10, filter_field="g").search_options(show_progress=False)
+    )
     q = encoder.encode(list(queries.texts), role="query")
     d = encoder.encode(list(corpus.texts), role="document")
     q = q / np.linalg.norm(q, axis=1, keepdims=True)
@@ -153,17 +168,23 @@ def test_dense_filtered_matches_numpy_cosine_over_the_subset():
 def test_filter_errors_are_one_line():
     corpus = Corpus(("a",), ("cats",), {"chapter": (1,)})
     with pytest.raises(ConfigError, match=r"filter field 'topic': the queries have no metadata field of that name"):
-        FTS5Retriever().retrieve(Queries(("q",), ("cats",)), corpus, SearchOptions(filter_field="topic"))
+        FTS5Retriever().retrieve(
+            Queries(("q",), ("cats",)), corpus, RunSettings(filter_field="topic").search_options(show_progress=False)
+        )
     queries = Queries(("q1", "q2"), ("cats", "cats"), {"chapter": (1, None)})
     with pytest.raises(DataFormatError, match=r"query 'q2' has no value"):
-        BM25Retriever(backend="numpy").retrieve(queries, corpus, SearchOptions(filter_field="chapter"))
+        BM25Retriever(backend="numpy").retrieve(
+            queries, corpus, RunSettings(filter_field="chapter").search_options(show_progress=False)
+        )
 
 
 def test_a_query_whose_value_no_document_has_gets_no_documents():
     corpus = Corpus(("a", "b"), ("cats purr", "cats sleep"), {"chapter": (1, 1)})
     queries = Queries(("q1", "q2"), ("cats", "cats"), {"chapter": (1, 9)})
     for retriever in (FTS5Retriever(), BM25Retriever(backend="numpy"), DenseRetriever(HashEncoder())):
-        run = retriever.retrieve(queries, corpus, SearchOptions(top_k=5, filter_field="chapter"))
+        run = retriever.retrieve(
+            queries, corpus, RunSettings(top_k=5, filter_field="chapter").search_options(show_progress=False)
+        )
         assert len(_ranked(run, corpus, 0)) == 2 and _ranked(run, corpus, 1) == []
 
 
@@ -179,7 +200,9 @@ def test_beir_metadata_objects_and_columns_are_read(tmp_path):
     data = load_retrieval(tmp_path, split="test")
     assert dict(data.corpus.metadata) == {"chapter": (1, 2), "source": (None, "02.md")}
     assert dict(data.queries.metadata) == {"chapter": (1,)}
-    run = FTS5Retriever().retrieve(data.queries, data.corpus, SearchOptions(filter_field="chapter"))
+    run = FTS5Retriever().retrieve(
+        data.queries, data.corpus, RunSettings(filter_field="chapter").search_options(show_progress=False)
+    )
     assert _ranked(run, data.corpus, 0)[0][0] == "d1"
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.metrics import evaluate_ranking
-from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.fts5 import FTS5Retriever, keyword_terms, match_expression
+from embedscope.settings import RunSettings
 from embedscope.types import Corpus, Queries
 
 TEXTS = {
@@ -43,7 +43,7 @@ def _fts5_bm25(query_terms: list[str], k1: float = 1.2, b: float = 0.75) -> np.n
 
 def test_scores_are_fts5_bm25_and_any_term_matches():
     queries = Queries(("q1", "q2"), ("happy cat", "fish SEA postman"))
-    run = FTS5Retriever().retrieve(queries, CORPUS, SearchOptions(top_k=10))
+    run = FTS5Retriever().retrieve(queries, CORPUS, RunSettings(top_k=10).search_options(show_progress=False))
     for i, text in enumerate(queries.texts):
         expected = _fts5_bm25(text.lower().split())
         idx = run.doc_index[i][run.doc_index[i] >= 0]
@@ -54,15 +54,19 @@ def test_scores_are_fts5_bm25_and_any_term_matches():
 
 def test_match_all_requires_every_term_and_top_k_cuts():
     queries = Queries(("q",), ("happy cat",))
-    run = FTS5Retriever(match="all").retrieve(queries, CORPUS, SearchOptions(top_k=10))
+    run = FTS5Retriever(match="all").retrieve(
+        queries, CORPUS, RunSettings(top_k=10).search_options(show_progress=False)
+    )
     assert sorted(CORPUS.ids[i] for i in run.doc_index[0] if i >= 0) == ["d1", "d5"]
-    run = FTS5Retriever().retrieve(queries, CORPUS, SearchOptions(top_k=1))
+    run = FTS5Retriever().retrieve(queries, CORPUS, RunSettings(top_k=1).search_options(show_progress=False))
     assert run.depth == 1
 
 
 @pytest.mark.parametrize("text", ['cat" OR "dog', "NEAR(cat dog)", "cat*", "-cat", "cat:mat", "^cat", "AND", "(", '"'])
 def test_user_text_with_fts5_syntax_is_inert(text):
-    run = FTS5Retriever().retrieve(Queries(("q",), (text,)), CORPUS, SearchOptions(top_k=10))
+    run = FTS5Retriever().retrieve(
+        Queries(("q",), (text,)), CORPUS, RunSettings(top_k=10).search_options(show_progress=False)
+    )
     words = set(re.findall(r"\w+", text.lower()))
     found = {CORPUS.ids[i] for i in run.doc_index[0] if i >= 0}
     expected = {d for d, t in TEXTS.items() if words & set(re.findall(r"\w+", t.lower()))}
@@ -72,7 +76,7 @@ def test_user_text_with_fts5_syntax_is_inert(text):
 def test_keyword_queries_replace_the_text_and_empty_queries_score_zero():
     queries = Queries(("q1", "q2"), ("this text is ignored", "zebra"))
     retriever = FTS5Retriever(keywords={"q1": '"postman, weather"'})
-    run = retriever.retrieve(queries, CORPUS, SearchOptions(top_k=10))
+    run = retriever.retrieve(queries, CORPUS, RunSettings(top_k=10).search_options(show_progress=False))
     assert sorted(CORPUS.ids[i] for i in run.doc_index[0] if i >= 0) == ["d2", "d4"]
     assert (run.doc_index[1] == -1).all()
     scores = evaluate_ranking({"q1": {"d4": 1}, "q2": {"d1": 1}}, run, (10,))
@@ -81,7 +85,9 @@ def test_keyword_queries_replace_the_text_and_empty_queries_score_zero():
 
 
 def test_porter_tokenizer_stems():
-    run = FTS5Retriever(tokenize="porter unicode61").retrieve(Queries(("q",), ("run",)), CORPUS, SearchOptions())
+    run = FTS5Retriever(tokenize="porter unicode61").retrieve(
+        Queries(("q",), ("run",)), CORPUS, RunSettings().search_options(show_progress=False)
+    )
     assert [CORPUS.ids[i] for i in run.doc_index[0] if i >= 0] == ["d3"]
 
 
@@ -93,4 +99,6 @@ def test_helpers_and_validation():
     with pytest.raises(ConfigError, match="tokenize"):
         FTS5Retriever(tokenize="unicode61'); DROP")
     with pytest.raises(ConfigError, match="cannot build"):
-        FTS5Retriever(tokenize="nosuchtokenizer").retrieve(Queries(("q",), ("x",)), CORPUS, SearchOptions())
+        FTS5Retriever(tokenize="nosuchtokenizer").retrieve(
+            Queries(("q",), ("x",)), CORPUS, RunSettings().search_options(show_progress=False)
+        )

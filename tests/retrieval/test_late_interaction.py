@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.late_interaction import (
     LateInteraction,
     MultiVectorTokens,
@@ -16,6 +15,7 @@ from embedscope.retrieval.late_interaction import (
     maxsim_candidates,
     maxsim_top_k,
 )
+from embedscope.settings import RunSettings
 from embedscope.testing.fakes import WordTokenEncoder
 from embedscope.testing.tiny import tiny_retrieval_data
 from embedscope.types import Corpus, Queries
@@ -65,11 +65,11 @@ def test_retrieve_and_rerank_agree_with_word_counting():
     corpus = Corpus(data.corpus.ids + ("d5",), data.corpus.texts + ("cat and dog and fish",))
     queries = Queries(("q1", "q2"), ("cat dog", "fish market"))
     model = LateInteraction(WordTokenEncoder(dim=4096), doc_chunk_size=2, max_documents=2)
-    run = model.retrieve(queries, corpus, SearchOptions(top_k=3))
+    run = model.retrieve(queries, corpus, RunSettings(top_k=3).search_options(show_progress=False))
     # MaxSim with one-hot words = number of query words found in the document
     assert corpus.ids[run.doc_index[0, 0]] == "d5" and run.scores[0, 0] == pytest.approx(2.0)
     assert corpus.ids[run.doc_index[1, 0]] == "d3" and run.scores[1, 0] == pytest.approx(2.0)
-    rescored = model.score_candidates(queries, corpus, run, SearchOptions(top_k=3))
+    rescored = model.score_candidates(queries, corpus, run, RunSettings(top_k=3).search_options(show_progress=False))
     np.testing.assert_allclose(rescored, run.scores, rtol=1e-6)
 
 
@@ -96,7 +96,7 @@ def test_maxsim_on_checkpoint_equals_sentence_transformers_similarity(tiny_colbe
     queries = Queries(("a", "b"), ("what is a cat?", "dogs barking"))
     corpus = Corpus(("x", "y", "z"), ("The cat sat on the mat.", "A dog barked!", "Rain tomorrow."))
     model = LateInteraction(encoder)
-    run = model.retrieve(queries, corpus, SearchOptions(top_k=3))
+    run = model.retrieve(queries, corpus, RunSettings(top_k=3).search_options(show_progress=False))
     reference = encoder.model.similarity(
         encoder.model.encode_query(list(queries.texts)), encoder.model.encode_document(list(corpus.texts))
     ).numpy()
@@ -135,6 +135,6 @@ def test_minilm_stand_in_ranks_the_relevant_document_first():
             "who won the championship match",
         ),
     )
-    run = LateInteraction(encoder).retrieve(queries, corpus, SearchOptions(top_k=5))
+    run = LateInteraction(encoder).retrieve(queries, corpus, RunSettings(top_k=5).search_options(show_progress=False))
     assert [corpus.ids[i] for i in run.doc_index[:, 0]] == ["bank", "river", "python", "cooking", "football"]
     assert len(encoder.encode_tokens(["two words"], role="query")[0]) == 4  # [CLS] two words [SEP]

@@ -13,9 +13,9 @@ import embedscope
 from embedscope.cli.main import main
 from embedscope.errors import ConfigError
 from embedscope.models.cache import CachedEncoder, EmbeddingCache
-from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.dense import top_k_search
 from embedscope.retrieval.latency import measure_latency, sample_positions, uncached
+from embedscope.settings import RunSettings
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.testing.fakes import HashEncoder
 from embedscope.types import Corpus, Queries, RetrievalData
@@ -57,7 +57,10 @@ def test_the_sample_is_seeded_without_replacement_and_in_query_order() -> None:
 def test_percentiles_are_numpy_s_of_the_recorded_samples_and_qps_their_rate() -> None:
     data = _data()
     latency = measure_latency(
-        HashEncoder(dim=32), data.queries, data.corpus, SearchOptions(top_k=10, latency_sample=25)
+        HashEncoder(dim=32),
+        data.queries,
+        data.corpus,
+        RunSettings(top_k=10, latency_sample=25).search_options(show_progress=False),
     )
     assert latency is not None
     total, encode = np.array(latency["total_ms"]), np.array(latency["encode_ms"])
@@ -75,7 +78,9 @@ def test_each_timed_query_is_encoded_by_the_model_alone_never_served_by_the_cach
     data = _data()
     cached.encode(list(data.queries.texts), role="query")  # every query vector now in the cache
     model.query_calls.clear()
-    latency = measure_latency(cached, data.queries, data.corpus, SearchOptions(top_k=10, latency_sample=12))
+    latency = measure_latency(
+        cached, data.queries, data.corpus, RunSettings(top_k=10, latency_sample=12).search_options(show_progress=False)
+    )
     assert uncached(cached) is model
     assert latency is not None and model.query_calls == [1] * 13  # a warm-up and the 12 timed queries, one each
 
@@ -85,7 +90,7 @@ def test_the_timed_search_is_the_exact_search_of_the_batch_run() -> None:
     from embedscope.retrieval.latency import _Prepared
 
     encoder, data = HashEncoder(dim=32), _data()
-    options = SearchOptions(top_k=10, truncate_dim=16)
+    options = RunSettings(top_k=10, truncate_dim=16).search_options(show_progress=False)
     prepared = _Prepared(encoder, data.corpus, options)
     q = encoder.encode(list(data.queries.texts), role="query")
     d = encoder.encode(list(data.corpus.texts), role="document")

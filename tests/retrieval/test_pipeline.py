@@ -7,7 +7,6 @@ import pytest
 
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.metrics import evaluate_ranking
-from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.bm25 import BM25Retriever
 from embedscope.retrieval.cross_encoder import CrossEncoderReranker
 from embedscope.retrieval.dense import DenseRetriever
@@ -15,6 +14,7 @@ from embedscope.retrieval.fts5 import FTS5Retriever
 from embedscope.retrieval.fusion import reciprocal_rank_fusion
 from embedscope.retrieval.late_interaction import LateInteraction
 from embedscope.retrieval.pipeline import Pipeline, RerankStep, build_stage, is_pipeline_spec, parse_fusion, parse_stage
+from embedscope.settings import RunSettings
 from embedscope.testing.fakes import OverlapReranker
 from embedscope.types import Corpus, Queries
 from support.tiny_models import build_tiny_cross_encoder, build_tiny_pylate_colbert
@@ -52,7 +52,7 @@ def test_reranker_kind_is_detected_from_the_folder(tmp_path):
 
 def test_stage_runs_names_costs_and_fusion():
     p = Pipeline.build(["bm25:stemmer=none", "fts5"], fusion={"method": "rrf", "k": 10})
-    stages = p.stage_runs(QUERIES, CORPUS, SearchOptions(top_k=3))
+    stages = p.stage_runs(QUERIES, CORPUS, RunSettings(top_k=3).search_options(show_progress=False))
     assert [s.stage for s in stages] == ["stage1.bm25-lucene", "stage1.fts5", "stage1"]
     assert [s.kind for s in stages] == ["retriever", "retriever", "fusion"]
     assert all(s.stats.seconds >= 0 and s.stats.peak_rss_mb > 0 for s in stages)
@@ -66,7 +66,7 @@ def test_two_stage_reranks_only_the_candidates_and_misses_stay_misses():
     # stage 1 (BM25, top 2): q1 gets d2, d1 (d4 ranked 3rd falls out); q2 gets d3, d4
     reranker = OverlapReranker(bonus={"d4": 5.0, "d1": -1.0})
     p = Pipeline([BM25Retriever(stemmer="none", stopwords="none")], rerankers=[RerankStep(reranker)])
-    stages = p.stage_runs(QUERIES, CORPUS, SearchOptions(top_k=2))
+    stages = p.stage_runs(QUERIES, CORPUS, RunSettings(top_k=2).search_options(show_progress=False))
     first, second = stages[0].run, stages[1].run
     ids = lambda run, i: [CORPUS.ids[d] for d in run.doc_index[i] if d >= 0]  # noqa: E731
     assert set(ids(second, 0)) == set(ids(first, 0)) and "d4" not in ids(first, 0)
@@ -82,7 +82,7 @@ def test_two_stage_reranks_only_the_candidates_and_misses_stay_misses():
 def test_reranker_depth_limits_what_it_reads():
     reranker = OverlapReranker()
     p = Pipeline([FTS5Retriever()], rerankers=[RerankStep(reranker, depth=1)])
-    final = p.retrieve(QUERIES, CORPUS, SearchOptions(top_k=3))
+    final = p.retrieve(QUERIES, CORPUS, RunSettings(top_k=3).search_options(show_progress=False))
     assert final.depth == 1 and reranker.pairs_scored == 2
     assert p.name == "fts5__rerank-fake/overlap-reranker@1"
 
@@ -91,7 +91,7 @@ def test_reranker_alone_cannot_retrieve():
     p = Pipeline([], rerankers=[RerankStep(OverlapReranker())])
     assert p.candidate_scorer() is p.rerankers[0].reranker
     with pytest.raises(ConfigError, match="reranking tasks only"):
-        p.retrieve(QUERIES, CORPUS, SearchOptions())
+        p.retrieve(QUERIES, CORPUS, RunSettings().search_options(show_progress=False))
     with pytest.raises(ConfigError, match="fusion needs two"):
         Pipeline([FTS5Retriever()], fusion=parse_fusion("rrf"))
 
@@ -103,7 +103,9 @@ def test_bi_encoder_as_reranker_scores_its_similarity():
 
     encoder = KeywordEncoder(["cat", "food", "dog"], similarity="cosine")
     candidates = RankedRun(QUERIES.ids, CORPUS.ids, np.array([[0, 1, 3], [2, -1, -1]]), np.zeros((2, 3)))
-    run = rerank(DenseRetriever(encoder), QUERIES, CORPUS, candidates, SearchOptions(top_k=3))
+    run = rerank(
+        DenseRetriever(encoder), QUERIES, CORPUS, candidates, RunSettings(top_k=3).search_options(show_progress=False)
+    )
     q = encoder.encode(list(QUERIES.texts), role="query")
     d = encoder.encode(list(CORPUS.texts), role="document")
     cos = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (d / np.linalg.norm(d, axis=1, keepdims=True)).T

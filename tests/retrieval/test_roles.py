@@ -13,6 +13,7 @@ from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.dense import dense_search
 from embedscope.retrieval.pipeline import Pipeline, RerankStep
 from embedscope.retrieval.roles import EncoderSearcher, Search, Searcher, as_searcher, scores_candidates
+from embedscope.settings import RunSettings
 from embedscope.tasks.reranking import RerankingData, RerankingTask
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.testing.fakes import KeywordEncoder, OverlapReranker
@@ -38,8 +39,12 @@ def test_an_encoder_becomes_mtebs_dense_search():
     encoder = KeywordEncoder(KEYWORDS)
     searcher = as_searcher(encoder)
     assert isinstance(searcher, EncoderSearcher) and searcher.name == encoder.name
-    search = searcher.search_stages(data.queries, data.corpus, SearchOptions(top_k=10))
-    reference = dense_search(encoder, data.queries, data.corpus, SearchOptions(top_k=10))
+    search = searcher.search_stages(
+        data.queries, data.corpus, RunSettings(top_k=10).search_options(show_progress=False)
+    )
+    reference = dense_search(
+        encoder, data.queries, data.corpus, RunSettings(top_k=10).search_options(show_progress=False)
+    )
     assert np.array_equal(search.run.doc_index, reference.doc_index) and search.stages == ()
     assert np.array_equal(search.run.scores, reference.scores)
 
@@ -48,7 +53,7 @@ def test_a_retrieval_task_takes_any_searcher():
     data = bbc_news_retrieval(20)
     task = RetrievalTask("bbc", lambda split: data)
     assert isinstance(FirstDocuments(), Searcher) and as_searcher(FirstDocuments()).name == "first-documents"
-    outcome = task.evaluate_split("test", FirstDocuments(), SearchOptions(top_k=10))
+    outcome = task.evaluate_split("test", FirstDocuments(), RunSettings(top_k=10).search_options(show_progress=False))
     assert outcome.stages == () and set(outcome.timings) == {"load_data", "search", "metrics"}
     assert 0 < outcome.scores["recall_at_3"] < 1  # the first three documents are relevant to three queries
 
@@ -59,10 +64,14 @@ def test_a_pipeline_is_a_searcher_and_a_candidate_scorer_without_a_similarity():
     assert not scores_candidates(KeywordEncoder(KEYWORDS)) and not hasattr(pipeline, "similarity")
     corpus = Corpus(("d1", "d2"), ("cat food", "dog walk"))
     data = RerankingData(Queries(("q1",), ("cat",)), corpus, {"q1": {"d1": 1}}, {"q1": ("d2", "d1")})
-    outcome = RerankingTask("rr", lambda split: data).evaluate_split("test", pipeline, SearchOptions())
+    outcome = RerankingTask("rr", lambda split: data).evaluate_split(
+        "test", pipeline, RunSettings().search_options(show_progress=False)
+    )
     assert outcome.scores["map_at_1000"] == 1.0
     with pytest.raises(ConfigError, match="v1 reranking protocol scores embeddings only"):
-        RerankingTask("rr", lambda split: data, protocol="v1").evaluate_split("test", pipeline, SearchOptions())
+        RerankingTask("rr", lambda split: data, protocol="v1").evaluate_split(
+            "test", pipeline, RunSettings().search_options(show_progress=False)
+        )
 
 
 def test_no_task_module_asks_for_a_models_class():

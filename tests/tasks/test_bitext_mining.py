@@ -7,7 +7,7 @@ import pytest
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.bitext import bitext_scores
-from embedscope.tasks.base import SearchOptions
+from embedscope.settings import RunSettings
 from embedscope.tasks.bitext_mining import (
     BitextData,
     BitextMiningTask,
@@ -55,7 +55,9 @@ def test_same_scores_as_mteb(encoder):
     from support.mteb_reference_tasks import mteb_bitext_task
 
     data = _bitext()
-    ours = BitextMiningTask("LocalBitextMining", lambda split: data).evaluate_split("test", encoder, SearchOptions())
+    ours = BitextMiningTask("LocalBitextMining", lambda split: data).evaluate_split(
+        "test", encoder, RunSettings().search_options(show_progress=False)
+    )
     theirs = mteb_split_scores(encoder, mteb_bitext_task(data))
     assert_same_scores(ours.scores, theirs, "f1", tol=0)
     assert list(ours.scores) == [k for k in theirs if k in ours.scores]
@@ -79,12 +81,19 @@ def test_parallel_subsets_score_each_language_pair_as_mteb():
     for pair in pairs:
         a, b = pair.split("-")
         task = BitextMiningTask("P", lambda split, a=a, b=b: BitextData(columns[a], columns[b]), hf_subset=pair)
-        assert_same_scores(task.evaluate_split("test", encoder, SearchOptions()).scores, theirs[pair], "f1", tol=0)
+        assert_same_scores(
+            task.evaluate_split("test", encoder, RunSettings().search_options(show_progress=False)).scores,
+            theirs[pair],
+            "f1",
+            tol=0,
+        )
 
 
 def test_gold_pairs_and_limits():
     data = BitextData(("a", "b"), ("b", "x", "a"), gold=((0, 2), (1, 0)))
-    out = BitextMiningTask("G", lambda split: data).evaluate_split("test", KeywordEncoder(["a", "b"]), SearchOptions())
+    out = BitextMiningTask("G", lambda split: data).evaluate_split(
+        "test", KeywordEncoder(["a", "b"]), RunSettings().search_options(show_progress=False)
+    )
     assert out.scores["accuracy"] == 1.0 and out.per_item["predicted"] == [2, 0]
     assert len(_bitext(10).head(4)) == 4
 
@@ -107,7 +116,9 @@ def test_minilm_through_mteb_wrapper_matches(minilm, mteb_minilm):
     from support.mteb_reference_tasks import mteb_bitext_task
 
     data = _bitext(120)
-    ours = BitextMiningTask("B", lambda split: data).evaluate_split("test", minilm, SearchOptions())
+    ours = BitextMiningTask("B", lambda split: data).evaluate_split(
+        "test", minilm, RunSettings().search_options(show_progress=False)
+    )
     theirs = mteb_split_scores(mteb_minilm, mteb_bitext_task(data))
     assert_same_scores(ours.scores, theirs, "f1", tol=0)
     assert 1 / 120 < ours.scores["f1"] < 1.0  # better than chance, not trivial

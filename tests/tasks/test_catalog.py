@@ -97,7 +97,7 @@ def test_missing_local_data_offline_says_how_to_get_it(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as err:
         locate_data(catalog_entry("SciFact"), data_dir=tmp_path)
     message = str(err.value)
-    assert "mteb/scifact" in message and "huggingface-cli download" in message and "--data-dir" in message
+    assert "mteb/scifact" in message and "huggingface-cli download" in message and "data_dir" in message
 
 
 def test_local_copy_is_found_under_data_dir(tmp_path):

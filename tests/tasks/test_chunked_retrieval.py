@@ -13,8 +13,9 @@ import pytrec_eval
 
 from embedscope.cli.main import main
 from embedscope.data.chunked import NO_PASSAGE
-from embedscope.data.documents import ChunkOptions, chunk_documents
+from embedscope.data.documents import chunk_documents
 from embedscope.evaluation.runner import evaluate
+from embedscope.settings.run import ChunkingSettings
 from embedscope.studies.fastbook.corpus import export_beir, relevant_passages
 from embedscope.studies.fastbook.data import load_benchmark
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
@@ -35,7 +36,7 @@ def qa(tmp_path):
 
 
 def test_a_qa_run_equals_the_separate_run_of_the_studys_beir_export(qa, tmp_path):
-    options = ChunkOptions("paragraphs", paragraphs=12)  # whole chapters: no context is cut
+    options = ChunkingSettings(method="paragraphs", paragraphs=12).options()  # whole chapters: no context is cut
     chunking = {"method": "paragraphs", "paragraphs": 12}
     ours = evaluate(KeywordEncoder(WORDS), [str(qa)], chunking=chunking, **settings(tmp_path, "a"))
     beir = export_beir(
@@ -49,7 +50,7 @@ def test_a_qa_run_equals_the_separate_run_of_the_studys_beir_export(qa, tmp_path
 
 
 def test_a_cut_context_counts_as_a_miss_as_pytrec_eval_scores_it(qa, tmp_path):
-    options = ChunkOptions("paragraphs")
+    options = ChunkingSettings(method="paragraphs").options()
     report = evaluate(KeywordEncoder(WORDS), [str(qa)], chunking={"method": "paragraphs"}, **settings(tmp_path, "a"))
     passages = chunk_documents([qa / "documents"], options)
     benchmark = load_benchmark(qa / "questions.json")
@@ -191,7 +192,7 @@ def test_a_chunk_size_flag_overrides_a_config_files_chunking(qa, tmp_path):
 def test_modified_mrr_and_recall_equal_the_fastbook_studys_run(qa, tmp_path, scope):
     from embedscope.studies.fastbook.run import run_fastbook
 
-    options = ChunkOptions("paragraphs", paragraphs=2)
+    options = ChunkingSettings(method="paragraphs", paragraphs=2).options()
     extra = {"filter_field": "chapter"} if scope == "chapter" else {}
     ours = scores_of(
         evaluate(

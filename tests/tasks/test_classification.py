@@ -13,7 +13,8 @@ from sklearn.metrics import accuracy_score, average_precision_score, f1_score, p
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.classification import average_experiments
-from embedscope.tasks.base import SearchOptions, Task
+from embedscope.settings import RunSettings
+from embedscope.tasks.base import Task
 from embedscope.tasks.classification import (
     ClassificationTask,
     LabelledTexts,
@@ -189,7 +190,7 @@ def test_matches_mteb_exactly(case, subsample, spl):
             encoder, mteb_classification_task(splits, samples_per_label=spl, test_subsample_size=subsample)
         )["test"][0]
         task = ClassificationTask("T", splits.__getitem__, samples_per_label=spl, test_subsample_size=subsample)
-        ours = task.evaluate_split("test", encoder, SearchOptions()).scores
+        ours = task.evaluate_split("test", encoder, RunSettings().search_options(show_progress=False)).scores
     assert_same_scores(ours, theirs, "accuracy")
     assert len(ours["scores_per_experiment"]) == 10
     assert math.isnan(ours["ap"]) != case.startswith("binary")
@@ -218,6 +219,10 @@ def test_minilm_matches_mteb_sentence_transformers_wrapper(minilm, mteb_minilm):
         warnings.simplefilter("ignore")
         model = mteb_minilm
         theirs = mteb_label_scores(model, mteb_classification_task(splits))["test"][0]
-        ours = ClassificationTask("T", splits.__getitem__).evaluate_split("test", minilm, SearchOptions()).scores
+        ours = (
+            ClassificationTask("T", splits.__getitem__)
+            .evaluate_split("test", minilm, RunSettings().search_options(show_progress=False))
+            .scores
+        )
     assert_same_scores(ours, theirs, "accuracy")
     assert ours["accuracy"] > 0.8  # five news topics from 8 examples each

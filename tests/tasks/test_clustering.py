@@ -11,7 +11,8 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.metrics.cluster import v_measure_score
 
 from embedscope.errors import ConfigError, DataFormatError
-from embedscope.tasks.base import SearchOptions, Task
+from embedscope.settings import RunSettings
+from embedscope.tasks.base import Task
 from embedscope.tasks.classification import LabelledTexts, bbc_news_classification_split
 from embedscope.tasks.clustering import (
     ClusteringTask,
@@ -120,7 +121,7 @@ def test_v2_matches_mteb_exactly_across_two_eval_splits(case):
         theirs = mteb_label_scores(encoder, mteb_clustering_task(splits, eval_splits=("dev", "test"), **params))
         task = ClusteringTask("C", splits.__getitem__, eval_splits=("dev", "test"), **params)
         for split in ("dev", "test"):
-            ours = task.evaluate_split(split, encoder, SearchOptions()).scores
+            ours = task.evaluate_split(split, encoder, RunSettings().search_options(show_progress=False)).scores
             assert_same_scores(ours, theirs[split][0], "v_measure")
 
 
@@ -142,7 +143,7 @@ def test_legacy_matches_mteb_exactly():
         theirs = mteb_label_scores(encoder, mteb_legacy_clustering_task({"test": sets}))["test"][0]
         ours = (
             ClusteringTask("L", {"test": sets}.__getitem__, protocol="legacy")
-            .evaluate_split("test", encoder, SearchOptions())
+            .evaluate_split("test", encoder, RunSettings().search_options(show_progress=False))
             .scores
         )
     assert_same_scores(ours, theirs, "v_measure")
@@ -162,6 +163,6 @@ def test_minilm_v2_matches_mteb_sentence_transformers_wrapper(minilm, mteb_minil
         model = mteb_minilm
         theirs = mteb_label_scores(model, mteb_clustering_task(splits, **params))["test"][0]
         task = ClusteringTask("C", splits.__getitem__, **params)
-        ours = task.evaluate_split("test", minilm, SearchOptions()).scores
+        ours = task.evaluate_split("test", minilm, RunSettings().search_options(show_progress=False)).scores
     assert_same_scores(ours, theirs, "v_measure")
     assert ours["v_measure"] > 0.5  # topics are recoverable from MiniLM vectors

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from embedscope.metrics.instructions import p_mrr, rank_score
-from embedscope.tasks.base import SearchOptions
+from embedscope.settings import RunSettings
 from embedscope.tasks.instructions import (
     InstructionData,
     InstructionRerankingTask,
@@ -84,7 +84,7 @@ def test_followir_reranking_same_scores_as_mteb(encoder):
     given = _followir()
     ours = (
         InstructionRerankingTask("Core17InstructionRetrieval", lambda split: given)
-        .evaluate_split("test", encoder, SearchOptions())
+        .evaluate_split("test", encoder, RunSettings().search_options(show_progress=False))
         .scores
     )
     theirs = mteb_split_scores(encoder, mteb_followir_task(given))
@@ -103,7 +103,7 @@ def test_ifir_level_scores_same_as_mteb():
     encoder = KeywordEncoder(WORDS, similarity="cosine")
     ours = (
         InstructionRetrievalTask("IFIRAila", lambda split: given)
-        .evaluate_split("test", encoder, SearchOptions())
+        .evaluate_split("test", encoder, RunSettings().search_options(show_progress=False))
         .scores
     )
     assert_same_scores(ours, mteb_split_scores(encoder, mteb_ifir_task(given)), "ndcg_at_20", tol=0)
@@ -120,7 +120,7 @@ def test_instruct_ir_robustness_same_as_mteb():
     task = InstructionRetrievalTask(
         "InstructIR", lambda split: given, main_score="robustness_at_10", task_scores="robustness_at_10"
     )
-    ours = task.evaluate_split("test", encoder, SearchOptions()).scores
+    ours = task.evaluate_split("test", encoder, RunSettings().search_options(show_progress=False)).scores
     assert_same_scores(ours, mteb_split_scores(encoder, mteb_instruct_ir_task(given)), "robustness_at_10", tol=0)
 
 
@@ -133,6 +133,10 @@ def test_minilm_followir_through_mteb_wrapper_matches(minilm, mteb_minilm):
     from support.mteb_reference_tasks import mteb_followir_task
 
     given = _followir()
-    ours = InstructionRerankingTask("F", lambda split: given).evaluate_split("test", minilm, SearchOptions()).scores
+    ours = (
+        InstructionRerankingTask("F", lambda split: given)
+        .evaluate_split("test", minilm, RunSettings().search_options(show_progress=False))
+        .scores
+    )
     theirs = mteb_split_scores(mteb_minilm, mteb_followir_task(given))
     assert_same_scores(ours, theirs, "p-MRR", tol=0)

@@ -11,7 +11,8 @@ from sklearn.neighbors import KNeighborsClassifier
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.classification import hamming_score
-from embedscope.tasks.base import SearchOptions, Task
+from embedscope.settings import RunSettings
+from embedscope.tasks.base import Task
 from embedscope.tasks.classification import bbc_news_classification_split
 from embedscope.tasks.multilabel import (
     MultilabelTask,
@@ -110,5 +111,5 @@ def test_matches_mteb_exactly_across_two_eval_splits(max_eval, spl):
             "M", splits.__getitem__, eval_splits=evals, max_eval_samples=max_eval, samples_per_label=spl
         )
         for split in evals:
-            ours = task.evaluate_split(split, encoder, SearchOptions()).scores
+            ours = task.evaluate_split(split, encoder, RunSettings().search_options(show_progress=False)).scores
             assert_same_scores(ours, theirs[split][0], "accuracy")

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from embedscope.evaluation.runner import evaluate
+from embedscope.settings import RunSettings
 from embedscope.tasks import from_catalog
-from embedscope.tasks.base import SearchOptions
 from embedscope.tasks.catalog import CatalogEntry, catalog_entry
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
@@ -194,7 +194,10 @@ def test_bitext_and_summarization_routes_from_files(tmp_path):
 
     (tmp_path / "b.csv").write_text("sentence1,sentence2\nhello,bonjour\ncat,chat\nstorm,orage\n")
     task = resolve_task(f"bitextmining:{tmp_path / 'b.csv'}")
-    assert task.type == "BitextMining" and task.evaluate_split("test", HashEncoder(), SearchOptions()).scores
+    assert (
+        task.type == "BitextMining"
+        and task.evaluate_split("test", HashEncoder(), RunSettings().search_options(show_progress=False)).scores
+    )
     _jsonl(
         tmp_path / "s.jsonl",
         [
@@ -209,7 +212,8 @@ def test_bitext_and_summarization_routes_from_files(tmp_path):
     task = resolve_task(f"summarization:{tmp_path / 's.jsonl'}")
     assert (
         task.type == "Summarization"
-        and "cosine_spearman" in task.evaluate_split("test", HashEncoder(), SearchOptions()).scores
+        and "cosine_spearman"
+        in task.evaluate_split("test", HashEncoder(), RunSettings().search_options(show_progress=False)).scores
     )
 
 
@@ -223,4 +227,9 @@ def test_instruction_retrieval_route_from_a_folder(tmp_path):
 
     given = task.load_split("test")
     assert with_instructions(given.data.queries, given.instructions).texts[0] == "case on flood about court"
-    assert task.evaluate_split("test", HashEncoder(), SearchOptions()).scores["ndcg_at_10"] >= 0
+    assert (
+        task.evaluate_split("test", HashEncoder(), RunSettings().search_options(show_progress=False)).scores[
+            "ndcg_at_10"
+        ]
+        >= 0
+    )

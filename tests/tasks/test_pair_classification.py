@@ -11,7 +11,7 @@ from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_d
 
 from embedscope.errors import DataFormatError
 from embedscope.metrics.pairs import best_accuracy_threshold, best_f1_threshold, pair_classification_scores, pair_scores
-from embedscope.tasks.base import SearchOptions
+from embedscope.settings import RunSettings
 from embedscope.tasks.pair_classification import PairClassificationTask, PairData, load_pair_file
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
@@ -94,7 +94,7 @@ def test_same_scores_as_mteb(encoder):
     data = _pairs_with_duplicates_and_ties()
     ours = (
         PairClassificationTask("LocalPairClassification", lambda split: data)
-        .evaluate_split("test", encoder, SearchOptions())
+        .evaluate_split("test", encoder, RunSettings().search_options(show_progress=False))
         .scores
     )
     theirs = mteb_split_scores(encoder, mteb_pair_classification_task(data))
@@ -105,7 +105,9 @@ def test_same_scores_as_mteb(encoder):
 def test_encodes_first_then_second_sentences_with_document_role():
     encoder = KeywordEncoder(["cat"])
     data = PairData(("cat a", "cat b"), ("x", "cat a"), (1, 0))
-    PairClassificationTask("P", lambda split: data).evaluate_split("test", encoder, SearchOptions())
+    PairClassificationTask("P", lambda split: data).evaluate_split(
+        "test", encoder, RunSettings().search_options(show_progress=False)
+    )
     assert encoder.calls == [("document", ["cat a", "cat b"]), ("document", ["x", "cat a"])]
 
 
@@ -131,7 +133,11 @@ def test_minilm_on_lee_pairs_matches_mteb(minilm, mteb_minilm):
     lee = lee_similarity()
     n = 100  # keeps the test fast; label = "rated similar" (mean human rating above 0.5)
     data = PairData(lee.sentence1[:n], lee.sentence2[:n], tuple(int(s > 0.5) for s in lee.scores[:n]))
-    ours = PairClassificationTask("Lee", lambda split: data).evaluate_split("test", minilm, SearchOptions()).scores
+    ours = (
+        PairClassificationTask("Lee", lambda split: data)
+        .evaluate_split("test", minilm, RunSettings().search_options(show_progress=False))
+        .scores
+    )
     theirs = mteb_split_scores(mteb_minilm, mteb_pair_classification_task(data))
     assert_same_scores(ours, theirs, "max_ap")
 
@@ -155,11 +161,13 @@ def test_a_cache_warm_from_the_first_column_gives_the_uncached_and_mteb_numbers(
 
     data = _pairs_sharing_texts()
     task = PairClassificationTask("LocalPairClassification", lambda split: data)
-    uncached = task.evaluate_split("test", PaddedHashEncoder(), SearchOptions()).scores
+    uncached = task.evaluate_split(
+        "test", PaddedHashEncoder(), RunSettings().search_options(show_progress=False)
+    ).scores
     store = EmbeddingCache(tmp_path)
     CachedEncoder(PaddedHashEncoder(), store).encode(list(data.sentence1), role="document", batch_size=32)
     cached = CachedEncoder(PaddedHashEncoder(), store)
-    warm = task.evaluate_split("test", cached, SearchOptions()).scores
+    warm = task.evaluate_split("test", cached, RunSettings().search_options(show_progress=False)).scores
     assert cached.stats.hits == len(data)  # the first column is served, the second encoded as its own call
     assert json.dumps(warm) == json.dumps(uncached)  # bit for bit
     assert_same_scores(
@@ -187,9 +195,9 @@ def test_minilm_with_a_cache_warm_from_the_first_column_is_exact(minilm, tmp_pat
     )
     task = PairClassificationTask("Lee", lambda split: data)
     encoder = minilm
-    uncached = task.evaluate_split("test", encoder, SearchOptions())
+    uncached = task.evaluate_split("test", encoder, RunSettings().search_options(show_progress=False))
     store = EmbeddingCache(tmp_path)
     CachedEncoder(encoder, store).encode(sorted(set(data.sentence1)), role="document")  # another task's call
-    warm = task.evaluate_split("test", CachedEncoder(encoder, store), SearchOptions())
+    warm = task.evaluate_split("test", CachedEncoder(encoder, store), RunSettings().search_options(show_progress=False))
     assert json.dumps(warm.scores) == json.dumps(uncached.scores)
     assert json.dumps(warm.per_item) == json.dumps(uncached.per_item)  # every pair's similarities, bit for bit

@@ -9,7 +9,7 @@ from sklearn.metrics import average_precision_score
 from embedscope.errors import DataFormatError
 from embedscope.metrics.nauc import legacy_nauc
 from embedscope.metrics.reranking import reranking_v1_scores
-from embedscope.tasks.base import SearchOptions
+from embedscope.settings import RunSettings
 from embedscope.tasks.reranking import RerankingData, RerankingTask, load_reranking_file, reranking_data_from_rows
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 from embedscope.types import Corpus, Queries
@@ -63,7 +63,9 @@ def test_v2_same_scores_as_mteb_old_format_path(encoder):
 
     rows = _rows()
     data = reranking_data_from_rows(rows)
-    outcome = RerankingTask("LocalRerankingRows", lambda split: data).evaluate_split("test", encoder, SearchOptions())
+    outcome = RerankingTask("LocalRerankingRows", lambda split: data).evaluate_split(
+        "test", encoder, RunSettings().search_options(show_progress=False)
+    )
     theirs = mteb_split_scores(encoder, mteb_reranking_task_from_rows(rows))
     assert_same_scores(outcome.scores, theirs, "map_at_1000")
     assert outcome.run is not None and outcome.run.query_ids == data.queries.ids
@@ -91,7 +93,11 @@ def test_v2_same_scores_as_mteb_top_ranked_path(encoder):
     k_values = (1, 3, 5, 7)  # top_k = 7 < 9 candidates: the cut matters
     ours = RerankingTask("LocalReranking", lambda split: data, k_values=k_values, main_score="map_at_7")
     theirs = mteb_split_scores(encoder, mteb_reranking_task(data, k_values=k_values, main_score="map_at_7"))
-    assert_same_scores(ours.evaluate_split("test", encoder, SearchOptions()).scores, theirs, "map_at_7")
+    assert_same_scores(
+        ours.evaluate_split("test", encoder, RunSettings().search_options(show_progress=False)).scores,
+        theirs,
+        "map_at_7",
+    )
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -104,7 +110,7 @@ def test_v1_map_and_mrr_against_sklearn_and_brute_force():
     data = reranking_data_from_rows(rows)
     encoder = HashEncoder(dim=8)
     task = RerankingTask("R", lambda split: data, protocol="v1")
-    scores = task.evaluate_split("test", encoder, SearchOptions()).scores
+    scores = task.evaluate_split("test", encoder, RunSettings().search_options(show_progress=False)).scores
     aps, rrs = [], []
     for row in rows:
         if not row["positive"] or not row["negative"]:
@@ -141,7 +147,7 @@ def test_v1_encodes_each_distinct_document_once_and_skips_one_sided_queries():
         {"query": "fish", "positive": ["fish"], "negative": ["cat dog"]},
     ]
     RerankingTask("R", lambda split: reranking_data_from_rows(rows), protocol="v1").evaluate_split(
-        "test", encoder, SearchOptions()
+        "test", encoder, RunSettings().search_options(show_progress=False)
     )
     assert encoder.calls == [("query", ["cat", "fish"]), ("document", ["cat dog", "sun", "fish"])]
 
@@ -149,7 +155,9 @@ def test_v1_encodes_each_distinct_document_once_and_skips_one_sided_queries():
 def test_v2_encodes_queries_then_the_stripped_corpus():
     encoder = KeywordEncoder(WORDS)
     rows = [{"query": " cat ", "positive": [" cat dog"], "negative": ["sun "]}]
-    RerankingTask("R", lambda split: reranking_data_from_rows(rows)).evaluate_split("test", encoder, SearchOptions())
+    RerankingTask("R", lambda split: reranking_data_from_rows(rows)).evaluate_split(
+        "test", encoder, RunSettings().search_options(show_progress=False)
+    )
     assert encoder.calls == [("query", [" cat "]), ("document", ["cat dog", "sun"])]
 
 
@@ -224,6 +232,8 @@ def test_minilm_v2_on_lee_documents_matches_mteb(minilm, mteb_minilm):
             }
         )
     data = reranking_data_from_rows(rows)
-    ours = RerankingTask("Lee", lambda split: data).evaluate_split("test", minilm, SearchOptions())
+    ours = RerankingTask("Lee", lambda split: data).evaluate_split(
+        "test", minilm, RunSettings().search_options(show_progress=False)
+    )
     theirs = mteb_split_scores(mteb_minilm, mteb_reranking_task_from_rows(rows))
     assert_same_scores(ours.scores, theirs, "map_at_1000")

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 from embedscope.metrics.sts import sts_scores
-from embedscope.tasks.base import SearchOptions
+from embedscope.settings import RunSettings
 from embedscope.tasks.sts import STSData, STSTask, load_sts_file
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
@@ -48,7 +48,7 @@ def test_same_scores_as_mteb(encoder, bounds):
     data = _pairs_with_duplicates_and_ties()
     ours = (
         STSTask("LocalSTS", lambda split: data, min_score=bounds[0], max_score=bounds[1])
-        .evaluate_split("test", encoder, SearchOptions())
+        .evaluate_split("test", encoder, RunSettings().search_options(show_progress=False))
         .scores
     )
     theirs = mteb_split_scores(encoder, mteb_sts_task(data, min_score=bounds[0], max_score=bounds[1]))
@@ -59,7 +59,9 @@ def test_same_scores_as_mteb(encoder, bounds):
 def test_encodes_first_then_second_sentences_with_document_role():
     encoder = KeywordEncoder(["cat"])
     data = STSData(("cat a", "cat b", "cat a"), ("x", "cat a", "y"), (1.0, 2.0, 3.0))
-    STSTask("S", lambda split: data).evaluate_split("test", encoder, SearchOptions(limits=2))
+    STSTask("S", lambda split: data).evaluate_split(
+        "test", encoder, RunSettings(limits=2).search_options(show_progress=False)
+    )
     assert encoder.calls == [("document", ["cat a", "cat b"]), ("document", ["x", "cat a"])]
 
 
@@ -85,7 +87,7 @@ def test_builtin_lee_similarity_with_minilm_matches_mteb(minilm, mteb_minilm):
     data = STSData(full.sentence1[:60], full.sentence2[:60], full.scores[:60])  # 60 pairs keep CI fast
     ours = (
         STSTask("Lee", lambda split: data, min_score=0, max_score=1)
-        .evaluate_split("test", minilm, SearchOptions())
+        .evaluate_split("test", minilm, RunSettings().search_options(show_progress=False))
         .scores
     )
     theirs = mteb_split_scores(mteb_minilm, mteb_sts_task(data, min_score=0, max_score=1))

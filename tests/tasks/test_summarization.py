@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from embedscope.errors import DataFormatError
-from embedscope.tasks.base import SearchOptions
+from embedscope.settings import RunSettings
 from embedscope.tasks.summarization import SummarizationData, SummarizationTask, load_summarization_file
 from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 
@@ -38,7 +38,7 @@ def test_same_scores_as_mteb(encoder, protocol):
 
     data = _summaries()
     task = SummarizationTask("LocalSummarization", lambda split: data, protocol=protocol)
-    ours = task.evaluate_split("test", encoder, SearchOptions())
+    ours = task.evaluate_split("test", encoder, RunSettings().search_options(show_progress=False))
     theirs = mteb_split_scores(encoder, mteb_summarization_task(data, deprecated=protocol == "v1"))
     assert_same_scores(ours.scores, theirs, "cosine_spearman", tol=0)
     assert list(ours.scores) == [k for k in theirs if k in ours.scores]
@@ -50,7 +50,9 @@ def test_cosine_spearman_is_the_mean_per_row_correlation_of_the_best_cosine():
 
     data = _summaries()
     encoder = HashEncoder(dim=8)
-    ours = SummarizationTask("S", lambda split: data).evaluate_split("test", encoder, SearchOptions())
+    ours = SummarizationTask("S", lambda split: data).evaluate_split(
+        "test", encoder, RunSettings().search_options(show_progress=False)
+    )
     per_row = []
     for i in range(1, len(data)):
         h = encoder.encode(list(data.human_summaries[i]), role="document")
@@ -83,6 +85,8 @@ def test_minilm_through_mteb_wrapper_matches(minilm, mteb_minilm):
     from support.mteb_reference_tasks import mteb_summarization_task
 
     data = _summaries(8)
-    ours = SummarizationTask("S", lambda split: data).evaluate_split("test", minilm, SearchOptions())
+    ours = SummarizationTask("S", lambda split: data).evaluate_split(
+        "test", minilm, RunSettings().search_options(show_progress=False)
+    )
     theirs = mteb_split_scores(mteb_minilm, mteb_summarization_task(data))
     assert_same_scores(ours.scores, theirs, "cosine_spearman", tol=0)

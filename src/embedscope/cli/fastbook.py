@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from embedscope.cli.options import add_pipeline_options, pipeline_spec
+from embedscope.errors import ConfigError, SettingError
 
 
 def _add_chunk_options(p: argparse.ArgumentParser, method: str = "tokens") -> None:
@@ -42,15 +43,22 @@ def _chunk_options(args: argparse.Namespace):
     from embedscope.data.documents import ChunkOptions
     from embedscope.models.specs import tokenizer_location
 
-    return ChunkOptions(
-        method=args.method,
-        chunk_size=args.chunk_size,
-        overlap=args.overlap,
-        tokenizer=tokenizer_location(args.tokenizer),
-        paragraphs=args.paragraphs,
-        keep_headers=not args.no_headers,
-        stop_at=args.stop_at or None,
-    )
+    try:
+        return ChunkOptions(
+            method=args.method,
+            chunk_size=args.chunk_size,
+            overlap=args.overlap,
+            tokenizer=tokenizer_location(args.tokenizer),
+            paragraphs=args.paragraphs,
+            keep_headers=not args.no_headers,
+            stop_at=args.stop_at or None,
+        )
+    except SettingError as e:  # it names the chunking settings by key: name this command's flags
+        raise ConfigError(e.named(lambda key: _CHUNK_FLAGS.get(key.removeprefix("chunking.")))) from None
+
+
+_CHUNK_FLAGS = {"method": "--method", "overlap": "--overlap", "keep_headers": "--no-headers"}
+_CHUNK_FLAGS.update({k: f"--{k.replace('_', '-')}" for k in ("chunk_size", "tokenizer", "paragraphs", "stop_at")})
 
 
 def _add_chunk(sub: argparse._SubParsersAction) -> None:

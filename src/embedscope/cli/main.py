@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from embedscope.cli import cache, catalog, fastbook, report, run, screen, sweep
-from embedscope.errors import EmbedscopeError
+from embedscope.errors import EmbedscopeError, SettingError
 from embedscope.version import __version__
 
 
@@ -63,8 +63,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+_FLAGS = {"task_params": "--task-param", "chunking.method": "--chunking", "chunking.overlap": "--chunk-overlap"}
+
+
+def _flag(key: str) -> str:
+    """The flag of settings key ``key`` (a model option's is its own name: ``model_options.backend`` → ``--backend``)."""
+    return _FLAGS.get(key) or f"--{key.rpartition('.')[2].replace('_', '-')}"
+
+
 def _one_line(error: BaseException) -> str:
     """What went wrong, in one line: embedscope's own message, or the file an OS error names and why."""
+    if isinstance(error, SettingError):  # raised outside a run (which names settings itself): as flags
+        return error.named(_flag)
     if isinstance(error, EmbedscopeError):
         return str(error)
     if isinstance(error, MemoryError):

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from embedscope.cli.options import add_pipeline_options, pipeline_spec
-from embedscope.errors import ConfigError
+from embedscope.errors import ConfigError, SettingError
 from embedscope.settings.sources import Layer
 
 _RUN_DESCRIPTION = (
@@ -257,7 +257,10 @@ def flag_layer(args: argparse.Namespace, spellings: dict[str, str]) -> Layer:
         names["chunking"] = "/".join(names[flag] for flag in _CHUNK_FLAGS if flag in names)
         names.update({f"chunking.{key}": names[flag] for flag, key in _CHUNK_FLAGS.items() if flag in names})
     if "task_param" in given:
-        values["task_params"] = parse_task_params(given.pop("task_param"))
+        try:
+            values["task_params"] = parse_task_params(given.pop("task_param"))
+        except SettingError as e:  # it names the setting by key
+            raise ConfigError(e.named({"task_params": "--task-param"}.get)) from None
         names["task_params"] = "--task-param"
     values.update(given)
     return Layer("command line", values, "flag", names)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.compare.items import ModelResults, TaskItems, load_model_results, pair_statistic
+from embedscope.compare.items import ModelResults, TaskItems, load_model_results, pair_statistic, paired_items
 from embedscope.compare.stats import (
     PairedOutcome,
     adjust,
@@ -109,13 +109,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list):
         return [json_safe(v) for v in value]
     return value
-
-
-def paired_items(a: TaskItems, b: TaskItems) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices into ``a`` and ``b`` of the items both scored, in ``a``'s order."""
-    where = {k: i for i, k in enumerate(b.keys)}
-    ia = [i for i, k in enumerate(a.keys) if k in where]
-    return np.array(ia, dtype=np.int64), np.array([where[a.keys[i]] for i in ia], dtype=np.int64)
 
 
 def paired_test(a: TaskItems, b: TaskItems, options: CompareOptions) -> PairedOutcome | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.compare.items import TaskItems
+from embedscope.compare.items import TaskItems, paired_items
 
 RBO_P = 0.9
 BLOCK_ELEMENTS = 1 << 22
@@ -81,8 +81,6 @@ def similarity_column(items: TaskItems) -> str:
 def agreement(reference: TaskItems, candidate: TaskItems) -> dict[str, Any]:
     """Agreement of ``candidate`` with ``reference`` on one task, over the items both have ({} if none apply)."""
     from scipy.stats import spearmanr
-
-    from embedscope.compare.core import paired_items
 
     ia, ib = paired_items(reference, candidate)
     if not len(ia):

@@ -304,3 +304,10 @@ def experiment_values(scores: dict[str, list[dict[str, Any]]], metric: str) -> t
                 keys.append((split, subset, name))
                 values.append(float(value))
     return tuple(keys), values
+
+
+def paired_items(a: TaskItems, b: TaskItems) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices into ``a`` and ``b`` of the items both scored, in ``a``'s order."""
+    where = {k: i for i, k in enumerate(b.keys)}
+    ia = [i for i, k in enumerate(a.keys) if k in where]
+    return np.array(ia, dtype=np.int64), np.array([where[a.keys[i]] for i in ia], dtype=np.int64)

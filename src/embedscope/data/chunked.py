@@ -15,7 +15,8 @@ keeps its document's metadata, so filtered search still works. Relevance:
 
 >>> from embedscope.types import Corpus, Queries
 >>> data = RetrievalData(Corpus(("d1",), ("One. Two. Three.",)), Queries(("q",), ("two?",)), {"q": {"d1": 1}})
->>> chunked = chunk_retrieval_data(data, ChunkOptions("paragraphs"))
+>>> from embedscope.settings.run import ChunkingSettings
+>>> chunked = chunk_retrieval_data(data, ChunkingSettings(method="paragraphs").options())
 >>> chunked.data.corpus.ids, chunked.parents, chunked.by_document
 (('d1#0',), ('d1',), True)
 """

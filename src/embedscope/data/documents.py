@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.data.jsonl import reading
-from embedscope.errors import ConfigError, DataFormatError, MissingDependencyError
+from embedscope.data.markdown import Cell, header_lines
+from embedscope.errors import ConfigError, DataFormatError, MissingDependencyError, SettingError
 from embedscope.types import Corpus
 
 DOCUMENT_SUFFIXES = (".ipynb", ".md", ".markdown", ".txt")
@@ -62,15 +63,6 @@ def chapter_from_name(name: str) -> int | None:
     """The first number in a file name, or None."""
     match = re.search(r"\d+", Path(name).stem)
     return int(match.group()) if match else None
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A notebook cell: ``kind`` markdown or code, its source, and (code cells) its text outputs."""
-
-    kind: str
-    source: str
-    outputs: str = ""
 
 
 def _text(value: Any, path: Path, what: str) -> str:
@@ -204,7 +196,7 @@ def _token_counter(tokenizer: str) -> Callable[[str], list]:
 def chunk_tokens(text: str, chunk_size: int = 500, overlap: int = 64, tokenizer: str = "cl100k_base") -> list[str]:
     """Sentence-aware token windows (llama-index ``SentenceSplitter``)."""
     if overlap >= chunk_size:
-        raise DataFormatError(f"chunk overlap (--overlap {overlap}) must be smaller than the chunk size ({chunk_size})")
+        raise DataFormatError(f"chunk overlap {overlap} must be smaller than the chunk size ({chunk_size})")
     try:
         from llama_index.core.node_parser import SentenceSplitter
     except ImportError as e:
@@ -220,33 +212,6 @@ def halves(text: str) -> list[str]:
     if size == 0:
         return [text] if text else []
     return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-_HEADER = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
-
-
-def header_lines(text: str) -> list[bool]:
-    """For each line of ``text`` (``str.split("\\n")``), whether it is a Markdown ATX header: up to three
-    spaces, one to six ``#``, then a space, a tab or the end of the line. Lines inside a fenced code block
-    (between lines opening with three backticks or tildes) are never headers. (A ``# comment`` line of a
-    notebook's code cell, which is not fenced, reads as a header.)
-
-    >>> header_lines("# T\\nbody\\n```\\n# code\\n```\\n#tag")
-    [True, False, False, False, False, False]
-    """
-    flags, fence = [], None
-    for line in text.split("\n"):
-        opened = _FENCE.match(line)
-        if fence is None and opened:
-            fence = opened.group(1)
-        elif fence is not None and line.lstrip(" ").startswith(fence):
-            fence = None
-        elif fence is None:
-            flags.append(bool(_HEADER.match(line)))
-            continue
-        flags.append(False)
-    return flags
 
 
 def without_headers(text: str) -> str:
@@ -294,51 +259,67 @@ class ChunkOptions:
     ``tokens``); an overlap other than the rule's is refused for ``fastbook-reference``.
     ``fastbook-paragraphs-a`` … ``-f`` are the study's six paragraph strategies
     (:mod:`embedscope.data.paragraph_strategies`), fixed by their name.
+
+    Built from the run settings (:meth:`embedscope.settings.run.ChunkingSettings.options`), where each option's
+    default lives.
     """
 
-    method: str = "tokens"
-    chunk_size: int = 500
-    overlap: int | None = None
-    tokenizer: str = "cl100k_base"
-    paragraphs: int = 1
-    keep_headers: bool = True
-    stop_at: str | None = "## Questionnaire"
+    method: str
+    chunk_size: int
+    overlap: int | None
+    tokenizer: str
+    paragraphs: int
+    keep_headers: bool
+    stop_at: str | None
 
     def __post_init__(self) -> None:
-        if self.chunk_size < 1 or (self.overlap is not None and self.overlap < 0) or self.paragraphs < 1:
-            raise ConfigError(
-                f"chunking needs --chunk-size >= 1, --overlap >= 0 and --paragraphs >= 1 (got {self.chunk_size}, "
-                f"{self.overlap}, {self.paragraphs})"
-            )
+        for key, value, least in (("chunk_size", self.chunk_size, 1), ("overlap", self.overlap, 0)):
+            if value is not None and value < least:
+                raise SettingError(f"chunking.{key}", f"{{chunking.{key}}} must be at least {least} (got {value})")
+        if self.paragraphs < 1:
+            raise SettingError("chunking.paragraphs", f"must be at least 1 (got {self.paragraphs})")
         if self.method not in CHUNK_METHODS:
-            raise ConfigError(f"chunking method {self.method!r}: use one of {', '.join(CHUNK_METHODS)}")
+            raise SettingError(
+                "chunking.method",
+                f"{{chunking.method}}: chunking method {self.method!r}: use one of {', '.join(CHUNK_METHODS)}",
+            )
         if self.method == "fastbook-reference":
             self._check_reference()
         if self.method == "tokens" and self.window_overlap >= self.chunk_size:
-            raise ConfigError(
-                f"chunk overlap {self.window_overlap} must be smaller than the chunk size {self.chunk_size} "
-                "(the overlap is 64 tokens unless set: set a smaller one)"
+            raise SettingError(
+                "chunking.overlap" if self.overlap is not None else "chunking.chunk_size",
+                f"{{chunking.overlap}} {self.window_overlap} must be smaller than the chunk size "
+                f"({{chunking.chunk_size}} {self.chunk_size}; the overlap is 64 tokens unless set: set a smaller one)",
             )
-        if self.method in PARAGRAPH_STRATEGIES and (
-            (self.chunk_size, self.overlap, self.tokenizer, self.paragraphs, self.keep_headers)
-            != (500, None, "cl100k_base", 1, True)
-        ):
-            raise ConfigError(
-                f"chunking method {self.method} fixes its paragraphs and headers and uses no token windows: "
-                "drop --chunk-size, --overlap, --tokenizer, --paragraphs and --no-headers"
+        if self.method in PARAGRAPH_STRATEGIES:
+            self._check_strategy()
+
+    def _check_strategy(self) -> None:
+        """A paragraph strategy fixes its paragraphs and headers and uses no token windows: those options stay the
+        study's (:data:`STUDY_REFERENCE`)."""
+        fixed = ("chunk_size", "overlap", "tokenizer", "paragraphs", "keep_headers")
+        changed = [k for k in fixed if getattr(self, k) != getattr(STUDY_REFERENCE, k)]
+        if changed:
+            raise SettingError(
+                f"chunking.{changed[0]}",
+                f"chunking method {self.method} fixes its paragraphs and headers and uses no token windows: drop "
+                + ", ".join(f"{{chunking.{k}}}" for k in changed),
             )
 
     def _check_reference(self) -> None:
         rule = study_overlap(self.chunk_size)
         if self.tokenizer != "cl100k_base":
-            raise ConfigError(
+            raise SettingError(
+                "chunking.tokenizer",
                 "chunking method fastbook-reference counts tokens with cl100k_base (the study's); "
-                "use --method tokens for another --tokenizer"
+                "use {chunking.method} tokens for another {chunking.tokenizer}",
             )
         if self.overlap is not None and self.overlap != rule:
-            raise ConfigError(
+            raise SettingError(
+                "chunking.overlap",
                 f"chunking method fastbook-reference uses the study's overlap min(size/4, size/2, 64) = {rule} "
-                f"at --chunk-size {self.chunk_size}, not --overlap {self.overlap}; use --method tokens for another"
+                f"at {{chunking.chunk_size}} {self.chunk_size}, not {{chunking.overlap}} {self.overlap}; "
+                "use {chunking.method} tokens for another",
             )
 
     @property
@@ -372,7 +353,12 @@ class ChunkOptions:
         return self.split("".join(cell.source + "\n" for cell in cells))
 
 
-def chunk_documents(paths: Sequence[str | Path], options: ChunkOptions = ChunkOptions()) -> list[Passage]:
+STUDY_REFERENCE = ChunkOptions("tokens", 500, None, "cl100k_base", 1, True, "## Questionnaire")
+"""The fastbook study's reference configuration: a QA task's own chunking when the run sets none (it equals the
+run settings' default chunking, which a test checks)."""
+
+
+def chunk_documents(paths: Sequence[str | Path], options: ChunkOptions) -> list[Passage]:
     """Passages of every document under ``paths``, in order; ids ``<name>-<n>`` (n from 0), where the name
     is the file stem, qualified by the relative path when two documents share one (:func:`document_names`).
     The source is the file name, or that relative path (with suffix) when names clash."""

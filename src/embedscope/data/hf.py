@@ -18,21 +18,19 @@ document text is ``title + " " + text`` stripped.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embedscope.data.hub_files import local_subsets
 from embedscope.data.tables import normalize_columns, read_rows, suffix_of, table_suffixes
 from embedscope.data.tabular import Rows, _qrels_tsv_rows, build_split, qrels_from_rows, texts_from_rows
 from embedscope.data.validate import unknown_split
-from embedscope.errors import DataFormatError, EmbedscopeError, MissingDependencyError
+from embedscope.errors import DataFormatError, EmbedscopeError, MissingDependencyError, SettingError
 from embedscope.types import RetrievalData
 
 if TYPE_CHECKING:
     from embedscope.tasks.catalog import CatalogEntry
-
-_SHARD = re.compile(r"(-\d{5}-of-\d{5}|-\d+)$")
 
 
 def hub_offline() -> bool:
@@ -141,80 +139,6 @@ def load_saved_retrieval(
 
 
 # ------------------------------------------------------------------------------------ local hub repository copy
-
-
-def _readme_configs(folder: Path) -> list[dict[str, Any]] | None:
-    """The ``configs:`` list of the README's YAML header, or None."""
-    readme = folder / "README.md"
-    if not readme.is_file():
-        return None
-    text = readme.read_text(encoding="utf-8", errors="replace")
-    match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", text, flags=re.S)
-    if not match or "configs:" not in match.group(1):
-        return None
-    import yaml
-
-    try:
-        meta = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as e:
-        raise DataFormatError(f"{readme}: the YAML header does not parse ({e}); fix it or remove the README") from None
-    configs = meta.get("configs") if isinstance(meta, dict) else None
-    return configs if isinstance(configs, list) else None
-
-
-def _split_of(path: Path, config_dir: Path) -> str:
-    stem = path.name[: -len(suffix_of(path))]
-    stem = _SHARD.sub("", stem)
-    if path.parent != config_dir and (not stem or stem.isdigit() or stem in ("data", "part")):
-        return path.parent.name
-    return stem or "train"
-
-
-def _data_files(directory: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in directory.rglob("*")
-        if p.is_file()
-        and suffix_of(p) in table_suffixes()
-        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-    )
-
-
-def local_subsets(folder: Path) -> dict[str, dict[str, list[Path]]]:
-    """Subset name → split → data files of a local hub repository copy (README configs or subfolders)."""
-    folder = Path(folder)
-    configs = _readme_configs(folder)
-    out: dict[str, dict[str, list[Path]]] = {}
-    if configs is not None:
-        for cfg in configs:
-            if not isinstance(cfg, Mapping) or "config_name" not in cfg:
-                continue
-            files = cfg.get("data_files")
-            entries: list[tuple[str, Any]]
-            if files is None:
-                entries = [("train", f"{cfg['config_name']}/**")]
-            elif isinstance(files, (str, list)) and (isinstance(files, str) or all(isinstance(f, str) for f in files)):
-                entries = [("train", files)]
-            elif isinstance(files, Mapping):
-                entries = list(files.items())
-            else:
-                entries = [(str(f.get("split", "train")), f.get("path")) for f in files if isinstance(f, Mapping)]
-            splits: dict[str, list[Path]] = {}
-            for split, patterns in entries:
-                for pattern in [patterns] if isinstance(patterns, str) else list(patterns or []):
-                    matches = sorted(
-                        p for p in folder.glob(pattern) if p.is_file() and suffix_of(p) in table_suffixes()
-                    )
-                    splits.setdefault(str(split), []).extend(matches)
-            out[str(cfg["config_name"])] = splits
-        return out
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        splits = {}
-        for path in _data_files(sub):
-            splits.setdefault(_split_of(path, sub), []).append(path)
-        if splits:
-            out[sub.name] = splits
-    return out
 
 
 def is_hub_layout(folder: Path) -> bool:
@@ -339,14 +263,13 @@ def load_hub_retrieval(
     subset: str | None = None,
     columns: Mapping[str, str] | None = None,
 ) -> RetrievalData:
-    """Corpus, queries and qrels of ``repo`` (hub id, or any local layout), as mteb loads them.
+    """Corpus, queries and qrels of the hub dataset ``repo``, as mteb loads them (any local layout, a hub id too:
+    :func:`embedscope.data.detect.load_retrieval`).
 
     Published datasets may hold empty texts; they are kept with a warning (MTEB encodes them as they are).
     """
     if Path(repo).is_dir():
-        from embedscope.data.detect import load_retrieval
-
-        return load_retrieval(repo, split=split, subset=subset, columns=columns)
+        raise DataFormatError(f"{repo} is a local folder: load it with embedscope.data.detect.load_retrieval")
     columns = normalize_columns(columns)
     if looks_like_missing_path(repo):
         raise DataFormatError(f"{repo}: no such file or folder")
@@ -390,29 +313,38 @@ def load_hub_retrieval(
     )
 
 
+def config_rows(
+    repo: str, config: str, split: str, revision: str | None = None
+) -> list[tuple[str, Mapping[str, Any]]] | None:
+    """Rows ``(where, row)`` of one subset (config) of a dataset repository, local copy or hub id; None when it has
+    none. The split is ``split`` or, when the subset has one split only (``qrel_diff``, ``instruction``), that one."""
+    where = f"{repo} (subset {config!r})"
+    if Path(repo).is_dir():
+        subsets = local_subsets(Path(repo))
+        if config not in subsets:
+            return None
+        return list(_file_rows(_pick_split(subsets[config], split, where, strict=False)))
+    datasets = _datasets()
+    try:
+        if config not in datasets.get_dataset_config_names(repo, revision=revision):
+            return None
+        splits = list(datasets.get_dataset_split_names(repo, config_name=config, revision=revision))
+        chosen = _pick_split({s: s for s in splits}, split, where, strict=False)
+        return list(_dataset_rows(datasets.load_dataset(repo, config, split=chosen, revision=revision), repo))
+    except EmbedscopeError:
+        raise
+    except Exception as e:  # network, offline mode, missing repository, …
+        raise _hub_failure(repo, e) from e
+
+
 def load_top_ranked(
     repo: str, *, split: str = "test", revision: str | None = None, subset: str | None = None
 ) -> dict[str, list[str]] | None:
     """The ``top_ranked`` candidates of a reranking dataset (local copy or hub id), or None when it has none."""
     prefix = f"{subset}-" if subset and subset != "default" else ""
-    config = f"{prefix}top_ranked"
-    if Path(repo).is_dir():
-        subsets = local_subsets(Path(repo))
-        if config not in subsets:
-            return None
-        rows = _file_rows(_pick_split(subsets[config], split, f"{repo} (subset {config!r})", strict=False))
-    else:
-        datasets = _datasets()
-        try:
-            if config not in datasets.get_dataset_config_names(repo, revision=revision):
-                return None
-            splits = list(datasets.get_dataset_split_names(repo, config_name=config, revision=revision))
-            chosen = _pick_split({s: s for s in splits}, split, f"{repo} (subset {config!r})", strict=False)
-            rows = _dataset_rows(datasets.load_dataset(repo, config, split=chosen, revision=revision), repo)
-        except EmbedscopeError:
-            raise
-        except Exception as e:
-            raise _hub_failure(repo, e) from e
+    rows = config_rows(repo, f"{prefix}top_ranked", split, revision)
+    if rows is None:
+        return None
     out: dict[str, list[str]] = {}
     for where, row in rows:
         ids = row.get("corpus-ids")
@@ -464,9 +396,10 @@ def _load_split_table(location: str, entry: CatalogEntry, subset: str, split: st
         else:
             ds = datasets.load_dataset(location, config, split=split, revision=entry.dataset_revision)
     except (ConnectionError, OSError) as e:
-        raise DataFormatError(
-            f"{entry.name}: cannot load {location} ({e}). Offline, download the dataset "
-            "and pass its folder with --data-dir."
+        raise SettingError(
+            "data_dir",
+            f"{entry.name}: cannot load {location} ({e}). Offline, download the dataset and pass its folder as "
+            "{data_dir}.",
         ) from e
     for old, new in entry.rename_columns.items():
         if old in ds.column_names and new not in ds.column_names:

@@ -16,7 +16,9 @@ Parquet, JSONL (optionally gzipped), JSON, CSV and TSV files are read; ``.gitatt
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from embedscope.data.tables import suffix_of, table_suffixes
 from embedscope.errors import DataFormatError
@@ -46,9 +48,81 @@ def _key(folder: Path, path: Path) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def _from_readme(folder: Path, split: str, subset: str | None) -> list[Path] | None:
-    from embedscope.data.hf import _readme_configs, local_subsets
+def _readme_configs(folder: Path) -> list[dict[str, Any]] | None:
+    """The ``configs:`` list of the README's YAML header, or None."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return None
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", text, flags=re.S)
+    if not match or "configs:" not in match.group(1):
+        return None
+    import yaml
 
+    try:
+        meta = yaml.safe_load(match.group(1)) or {}
+    except yaml.YAMLError as e:
+        raise DataFormatError(f"{readme}: the YAML header does not parse ({e}); fix it or remove the README") from None
+    configs = meta.get("configs") if isinstance(meta, dict) else None
+    return configs if isinstance(configs, list) else None
+
+
+def _split_of(path: Path, config_dir: Path) -> str:
+    stem = path.name[: -len(suffix_of(path))]
+    stem = _SHARD.sub("", stem)
+    if path.parent != config_dir and (not stem or stem.isdigit() or stem in ("data", "part")):
+        return path.parent.name
+    return stem or "train"
+
+
+def _data_files(directory: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in directory.rglob("*")
+        if p.is_file()
+        and suffix_of(p) in table_suffixes()
+        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
+    )
+
+
+def local_subsets(folder: Path) -> dict[str, dict[str, list[Path]]]:
+    """Subset name → split → data files of a local hub repository copy (README configs or subfolders)."""
+    folder = Path(folder)
+    configs = _readme_configs(folder)
+    out: dict[str, dict[str, list[Path]]] = {}
+    if configs is not None:
+        for cfg in configs:
+            if not isinstance(cfg, Mapping) or "config_name" not in cfg:
+                continue
+            files = cfg.get("data_files")
+            entries: list[tuple[str, Any]]
+            if files is None:
+                entries = [("train", f"{cfg['config_name']}/**")]
+            elif isinstance(files, (str, list)) and (isinstance(files, str) or all(isinstance(f, str) for f in files)):
+                entries = [("train", files)]
+            elif isinstance(files, Mapping):
+                entries = list(files.items())
+            else:
+                entries = [(str(f.get("split", "train")), f.get("path")) for f in files if isinstance(f, Mapping)]
+            splits: dict[str, list[Path]] = {}
+            for split, patterns in entries:
+                for pattern in [patterns] if isinstance(patterns, str) else list(patterns or []):
+                    matches = sorted(
+                        p for p in folder.glob(pattern) if p.is_file() and suffix_of(p) in table_suffixes()
+                    )
+                    splits.setdefault(str(split), []).extend(matches)
+            out[str(cfg["config_name"])] = splits
+        return out
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        splits = {}
+        for path in _data_files(sub):
+            splits.setdefault(_split_of(path, sub), []).append(path)
+        if splits:
+            out[sub.name] = splits
+    return out
+
+
+def _from_readme(folder: Path, split: str, subset: str | None) -> list[Path] | None:
     if not _readme_configs(folder):
         return None
     configs = local_subsets(folder)

@@ -2,7 +2,7 @@
 method note ``fastbook-method.md`` states them): no halving, no token windows.
 
 Every markdown cell is split on blank lines into paragraphs, each tagged with the most recent Markdown
-header line above it (:func:`~embedscope.data.documents.header_lines`; a header line is a tag, not a
+header line above it (:func:`~embedscope.data.markdown.header_lines`; a header line is a tag, not a
 paragraph). A code cell is one paragraph, ``"```python\\n<source>\\n```"``, followed by
 ``"\\n\\nOutput:\\n<text outputs>"`` when it has text outputs. Paragraphs under a ``Questionnaire`` or
 ``Further Research`` header are dropped. Paragraphs are grouped ``n`` at a time within a run of the same
@@ -32,7 +32,7 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from embedscope.data.documents import Cell, header_lines
+from embedscope.data.markdown import Cell, header_lines
 
 DROPPED_SECTIONS = ("Questionnaire", "Further Research")
 _TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.DOTALL)

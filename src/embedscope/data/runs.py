@@ -130,7 +130,7 @@ def _is_mapping_of_runs(value: Any) -> bool:
 
 
 def unwrap_predictions(path: Path, data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The run inside ``run --save-predictions``' ``{hf_subset: {split: {qid: {doc: score}}}}`` file
+    """The run inside the ``save_predictions`` ``{hf_subset: {split: {qid: {doc: score}}}}`` file
     (when it holds one subset and one split), else ``data`` as it is (a plain ``{qid: {doc: score}}`` run)."""
     if not data or not all(_is_mapping_of_runs(splits) for splits in data.values()):
         return data
@@ -143,7 +143,7 @@ def unwrap_predictions(path: Path, data: Mapping[str, Any]) -> Mapping[str, Any]
     return runs[0][2]
 
 
-def _json_run_or_none(path: Path) -> dict[str, dict[str, float]] | None:
+def json_run_or_none(path: Path) -> dict[str, dict[str, float]] | None:
     """The run when the file is one JSON document ``{qid: {docid: score}}``, else None (TREC)."""
     if not path.is_file():
         raise DataFormatError(f"{path}: no such run file")
@@ -159,14 +159,14 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
     """A run from a TREC run file (``qid Q0 docid rank score tag``, whitespace-separated) or JSON
     ``{qid: {docid: score}}``. A document listed twice for one query is an error."""
     path = Path(path)
-    data = _json_run_or_none(path)
+    data = json_run_or_none(path)
     return data if data is not None else read_trec_run(path).to_dict()
 
 
 def read_ranked_run(path: str | Path) -> RankedRun:
     """:func:`read_run` in array form, without building per-query dicts for TREC files."""
     path = Path(path)
-    data = _json_run_or_none(path)
+    data = json_run_or_none(path)
     return RankedRun.from_dict(data) if data is not None else read_trec_run(path)
 
 

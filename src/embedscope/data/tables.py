@@ -37,7 +37,7 @@ A per-file key (``corpus.text``) names the only column used for that file. A gen
 accepted as spellings of the qrels keys. Unknown keys are a :class:`~embedscope.errors.ConfigError`.
 
 Task files of the other types (classification, clustering, STS …) map their own roles (``text``, ``label``,
-``title``, ``split`` …) and are read one split at a time by :func:`split_rows`: ``<folder>/<split>.<ext>``, a hub
+``title``, ``split`` …) and are read one split at a time by :func:`embedscope.data.tabular.split_rows`: ``<folder>/<split>.<ext>``, a hub
 download's split files, or the rows of one file whose ``split`` column matches.
 
 >>> column_names({"text": "body"}, "corpus", "text")
@@ -261,38 +261,6 @@ def find_table(folder: Path, stem: str) -> Path | None:
     if len(found) > 1:
         raise DataFormatError(f"{folder}: both {found[0].name} and {found[1].name}; keep only one {stem} file")
     return found[0] if found else None
-
-
-def split_rows(path: str | Path, split: str | None, split_column: str) -> list[tuple[str, dict[str, Any]]]:
-    """Rows of ``split``: from ``<dir>/<split>.<ext>`` for a folder, else the file's rows whose split column matches.
-
-    A file without the split column is taken whole, whatever split is asked for.
-    """
-    path = Path(path)
-    if path.is_dir():
-        table = find_table(path, str(split))
-        if table is None:  # a hub download: data/<split>-*.parquet, <split>/<subset>.parquet, README configs …
-            from embedscope.data.hub_files import split_files
-
-            try:
-                found = split_files(path, str(split))
-            except DataFormatError as e:
-                raise DataFormatError(
-                    f"{e}; or add {split}.csv, {split}.jsonl or {split}.parquet (one file per split), or pass one "
-                    "file with a 'split' column"
-                ) from None
-            return [row for file in found for row in read_rows(file)]
-        return list(read_rows(table))
-    if not path.is_file():
-        raise DataFormatError(f"{path}: no such file or folder")
-    rows = list(read_rows(path))
-    if split is None or not rows or split_column not in rows[0][1]:
-        return rows
-    kept = [(loc, row) for loc, row in rows if str(row.get(split_column)) == split]
-    if not kept:
-        present = sorted({str(row.get(split_column)) for _, row in rows})
-        raise DataFormatError(f"{path}: no rows with {split_column}={split!r}; the file has splits {present}")
-    return kept
 
 
 def field_value(loc: str, row: dict[str, Any], column: str, role: str) -> Any:

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from embedscope.data.hub_files import split_files
 from embedscope.data.jsonl import reading
-from embedscope.data.tables import column_names, normalize_columns, read_rows
+from embedscope.data.tables import column_names, find_table, normalize_columns, read_rows
 from embedscope.data.validate import (
     add_judgment,
     as_id,
@@ -331,3 +332,33 @@ def load_pairs_file(path: Path, *, columns: Mapping[str, str] | None = None, spl
         split=split,
         source=str(path),
     )
+
+
+def split_rows(path: str | Path, split: str | None, split_column: str) -> list[tuple[str, dict[str, Any]]]:
+    """Rows of ``split``: from ``<dir>/<split>.<ext>`` for a folder, else the file's rows whose split column matches.
+
+    A file without the split column is taken whole, whatever split is asked for.
+    """
+    path = Path(path)
+    if path.is_dir():
+        table = find_table(path, str(split))
+        if table is None:  # a hub download: data/<split>-*.parquet, <split>/<subset>.parquet, README configs …
+            try:
+                found = split_files(path, str(split))
+            except DataFormatError as e:
+                raise DataFormatError(
+                    f"{e}; or add {split}.csv, {split}.jsonl or {split}.parquet (one file per split), or pass one "
+                    "file with a 'split' column"
+                ) from None
+            return [row for file in found for row in read_rows(file)]
+        return list(read_rows(table))
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such file or folder")
+    rows = list(read_rows(path))
+    if split is None or not rows or split_column not in rows[0][1]:
+        return rows
+    kept = [(loc, row) for loc, row in rows if str(row.get(split_column)) == split]
+    if not kept:
+        present = sorted({str(row.get(split_column)) for _, row in rows})
+        raise DataFormatError(f"{path}: no rows with {split_column}={split!r}; the file has splits {present}")
+    return kept

@@ -13,7 +13,7 @@ from embedscope.compare.core import CompareOptions, Comparison, check_options, c
 from embedscope.compare.embeddings import embedding_agreement
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
-from embedscope.tasks.base import SearchOptions
+from embedscope.settings import RunSettings
 
 
 def compare_model_runs(
@@ -61,7 +61,7 @@ def compare_model_runs(
     if folders[0] == folders[1]:
         raise ConfigError(f"{models[0]} and {models[1]} are the same model (results in {folders[0]})")
     comparison = compare_folders(folders, options, [t.name for t in resolved], fidelity=True)
-    search = SearchOptions(batch_size=batch_size, show_progress=show_progress, limits=limits)
+    search = RunSettings(limits=limits).search_options(batch_size=batch_size, show_progress=show_progress)
     agreement = embedding_agreement(encoders[0], encoders[1], resolved, search)
     for row in comparison.rows:
         row.extra.update(agreement.get(row.task, {}))

@@ -31,9 +31,8 @@ class TaskCalibration:
     def __call__(self) -> list[str]:
         if self._sample is None:
             from embedscope.compare.embeddings import task_texts
-            from embedscope.retrieval.base import SearchOptions
 
-            texts = [text for task in self.tasks() for _, text in task_texts(task, SearchOptions())]
+            texts = [text for task in self.tasks() for _, text in task_texts(task, RunSettings().search_options())]
             self._sample = calibration_sample(texts)
         return self._sample
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embedscope.errors import ConfigError
+from embedscope.errors import ConfigError, SettingError
 from embedscope.evaluation.models import build_model, model_meta, run_placement
 from embedscope.evaluation.plan import model_tasks, resolve_tasks
 from embedscope.evaluation.scoring import rank_run
@@ -31,14 +31,7 @@ from embedscope.models.cache import CacheStats, EmbeddingCache, cache_stats
 from embedscope.progress import progress_wanted, task_progress
 from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
-from embedscope.results.settings import (
-    data_fingerprint,
-    experiment_kwargs,
-    experiment_name,
-    run_settings,
-    settings_difference,
-    task_settings,
-)
+from embedscope.results.settings import data_fingerprint, experiment_name, settings_difference, task_settings
 from embedscope.results.store import OverwriteStrategy, ResultStore, splits_to_run
 from embedscope.retrieval.roles import model_roles
 from embedscope.settings import Layer, RunSettings, build_settings
@@ -255,9 +248,12 @@ def run(settings: RunSettings) -> list[EvaluationReport]:
     """Evaluate every model of ``settings`` on its tasks (tasks are resolved and checked before any model loads)."""
     if settings.verbosity is not None:
         logging.getLogger("embedscope").setLevel(_VERBOSITY[settings.verbosity])
-    tasks = resolve_tasks(settings)
-    cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
-    return [_evaluate_model(entry, tasks, settings, cache) for entry in settings.model_runs()]
+    try:
+        tasks = resolve_tasks(settings)
+        cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
+        return [_evaluate_model(entry, tasks, settings, cache) for entry in settings.model_runs()]
+    except SettingError as e:  # the layers below name settings by key: name them as the user gave them
+        raise ConfigError(e.named(getattr(settings, "display_name", str))) from None
 
 
 def _evaluate_model(
@@ -268,51 +264,25 @@ def _evaluate_model(
     roles = model_roles(model)
     chosen = model_tasks(tasks, entry, roles, settings, getattr(model, "name", "the model"))
     encodes = "encoder" in roles  # else a pipeline: its fingerprint covers every stage, rerank depth included
-    kwargs = experiment_kwargs(  # top_k too for a pipeline: its first stage's candidates (not in its fingerprint)
-        entry.options if isinstance(entry.model, (str, Mapping)) else None,
-        settings.dtype,
-        settings.top_k,
-        settings.limits,
-        settings.corpus_chunk_size,
-        settings.filter_field,
-        settings.retrieval_settings(),
-    )
-    if settings.task_params:
-        kwargs["task_params"] = dict(settings.task_params)  # another protocol: its own folder, as mteb's
+    # top_k too for a pipeline: its first stage's candidates (not in its fingerprint)
+    kwargs = settings.experiment_key(entry.options if isinstance(entry.model, (str, Mapping)) else None)
     store = ResultStore(settings.output_folder, model.name, model.revision, experiment_name(kwargs))
     placement = run_placement(model)
     dense = settings.dense_post_processing()
     if dense and not encodes:
         _check_dense_stage(model, settings, dense)
     if settings.latency_sample is not None and not encodes:
-        raise ConfigError(
-            f"latency_sample: per-query latency is measured for a dense encoder's search, and {model.name} is a "
-            "pipeline; drop latency_sample for it"
+        raise SettingError(
+            "latency_sample",
+            f"{{latency_sample}}: per-query latency is measured for a dense encoder's search, and {model.name} is a "
+            "pipeline; drop it for this model",
         )
-    record = run_settings(
-        model,
-        settings.top_k,
-        settings.limits,
-        settings.corpus_chunk_size,
-        not encodes,
-        settings.filter_field,
-        settings.retrieval_settings(),
-    )
+    record = settings.result_record(model, pipeline=not encodes)
     experiment = {"experiment_kwargs": kwargs} if kwargs else {}
     store.save_model_meta({**model_meta(model), **placement, **experiment, "run_settings": record})
-    options = SearchOptions(
-        settings.top_k,
-        entry.batch_size or settings.batch_size or _default_batch_size(placement),
-        settings.corpus_chunk_size,
-        progress_wanted(settings.show_progress),  # never into piped output or log files, as the CLI
-        settings.limits,
-        settings.filter_field,
-        settings.truncate_dim,
-        settings.precision,
-        settings.rescore_multiplier,
-        settings.index,
-        settings.chunking.options() if settings.chunking is not None else None,
-        latency_sample=settings.latency_sample,
+    options = settings.search_options(
+        batch_size=entry.batch_size or settings.batch_size or _default_batch_size(placement),
+        show_progress=progress_wanted(settings.show_progress),  # never into piped output or log files, as the CLI
     )
     index = cache.directory if cache is not None else None  # the data fingerprints' index lives in the cache folder
     outcomes = [
@@ -325,10 +295,10 @@ def _evaluate_model(
 def _check_dense_stage(model: Any, settings: RunSettings, dense: dict[str, Any]) -> None:
     """Dense post-processing acts on a pipeline's dense retrievers; a pipeline without one is refused."""
     if not getattr(model, "dense_stages", ()):
-        named = getattr(settings, "display_name", lambda k: k)
-        raise ConfigError(
-            f"{named(next(iter(dense)))} acts on dense retrieval, and {getattr(model, 'name', 'the pipeline')} has "
-            "no dense retriever (BM25, FTS5, ColBERT and rerankers keep their own scores): drop it"
+        raise SettingError(
+            next(iter(dense)),
+            f"acts on dense retrieval, and {getattr(model, 'name', 'the pipeline')} has "
+            "no dense retriever (BM25, FTS5, ColBERT and rerankers keep their own scores): drop it",
         )
 
 

@@ -20,7 +20,7 @@ def rank_run(
     vocabulary or dicts; a JSON run, ``ignore_identical_ids``, a document listed twice or two ids sharing a
     key take :func:`~embedscope.data.runs.read_trec_run` instead (which names the lines of a duplicate).
     """
-    from embedscope.data.runs import _json_run_or_none, read_keyed_run, read_qrels, read_trec_run
+    from embedscope.data.runs import json_run_or_none, read_keyed_run, read_qrels, read_trec_run
     from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
     from embedscope.metrics.ranking import KeyClash
     from embedscope.types import RankedRun
@@ -32,7 +32,7 @@ def rank_run(
     qrels_dict = read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
     if not isinstance(run, (str, Path)):
         return evaluate_ranking(qrels_dict, run, ks, ignore_identical_ids=ignore_identical_ids)
-    data = _json_run_or_none(Path(run))
+    data = json_run_or_none(Path(run))
     if data is not None:
         return evaluate_ranking(qrels_dict, RankedRun.from_dict(data), ks, ignore_identical_ids=ignore_identical_ids)
     if not ignore_identical_ids:

@@ -150,7 +150,7 @@ def evaluate_ranking(
     """
     ks = tuple(int(k) for k in k_values)
     if not ks or min(ks) < 1:
-        raise ConfigError(f"cutoffs (k, --k) must be positive integers, got {', '.join(map(str, k_values)) or 'none'}")
+        raise ConfigError(f"cutoffs (k) must be positive integers, got {', '.join(map(str, k_values)) or 'none'}")
     keyed = isinstance(run, KeyedRun)
     if keyed and ignore_identical_ids:
         raise ValueError("ignore_identical_ids needs a RankedRun")

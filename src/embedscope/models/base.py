@@ -87,7 +87,7 @@ def check_finite(vectors: np.ndarray, texts: Sequence[str], model: str, source: 
         + (
             "Check the model's weights and dtype (fp16 can overflow)"
             if source == "the model"
-            else "Delete that cache (or run with --no-cache) to encode the texts again"
+            else "Delete that cache (or run without the cache) to encode the texts again"
         )
     )
 

@@ -171,7 +171,7 @@ def quarantine(path: Path, reason: BaseException | str) -> Path | None:
 
 
 class EmbeddingCache:
-    """A cache folder (``directory``: ``--cache-dir``, ``$EMBEDSCOPE_CACHE`` or ``~/.cache/embedscope``, the same
+    """A cache folder (``directory``: the ``cache_dir`` setting, ``$EMBEDSCOPE_CACHE`` or ``~/.cache/embedscope``, the same
     rule for each) whose ``embeddings/`` folder holds SQLite vector stores, one per encoder fingerprint; a store
     directly in the folder (where ``--cache-dir`` put them before) is still read and written.
 

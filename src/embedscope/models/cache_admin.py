@@ -78,7 +78,9 @@ def cache_folder(directory: str | Path | None = None) -> Path:
     file is a :class:`ConfigError`."""
     root = EmbeddingCache(directory).directory
     if root.exists() and not root.is_dir():
-        raise ConfigError(f"{root}: is a file, not an embedding cache folder (--cache-dir or $EMBEDSCOPE_CACHE)")
+        raise ConfigError(
+            f"{root}: is a file, not an embedding cache folder (the cache folder setting or $EMBEDSCOPE_CACHE)"
+        )
     return root
 
 

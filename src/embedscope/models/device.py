@@ -1,4 +1,4 @@
-"""Devices and precisions: what ``--device`` and ``--dtype`` mean, checked before any model loads.
+"""Devices and precisions: what the ``device`` and ``dtype`` settings mean, checked before any model loads.
 
 >>> parse_dtype("bf16"), parse_dtype(None)
 ('bfloat16', 'float32')

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embedscope.errors import ConfigError, DataFormatError, MissingDependencyError
+from embedscope.errors import ConfigError, DataFormatError, MissingDependencyError, SettingError
 from embedscope.files import current_umask
 from embedscope.models.fingerprint import hash_dict, hash_file, hash_folder, short
 from embedscope.models.folder import (
@@ -94,7 +94,7 @@ class MissingExtraError(MissingDependencyError):
 
     def __init__(self, extra: str, backend: str) -> None:
         ImportError.__init__(
-            self, f"--backend {backend} needs the extra embedscope[{extra}]: pip install 'embedscope[{extra}]'"
+            self, f"backend {backend} needs the extra embedscope[{extra}]: pip install 'embedscope[{extra}]'"
         )
 
 
@@ -162,26 +162,29 @@ def export_source(path: str | Path, backend: str) -> ExportSource:
     """The :class:`ExportSource` of a torch model folder, or a one-line ConfigError saying why it cannot be exported."""
     root = Path(path)
     if root.is_file() or not root.is_dir():
-        raise ConfigError(f"{path}: --backend {backend} exports a torch model folder; this is not one")
+        raise SettingError(
+            "model_options.backend",
+            f"{path}: {{model_options.backend}} {backend} exports a torch model folder; this is not one",
+        )
     modules = st_modules(root)
     if modules:
         kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
         other = [k for k in kinds if k not in _KEPT_MODULES]
         if other:
             raise ConfigError(
-                f"{path}: cannot be exported for --backend {backend}: its modules {', '.join(other)} are not a "
+                f"{path}: cannot be exported for backend {backend}: its modules {', '.join(other)} are not a "
                 "transformer, pooling or normalisation (only those are exported)"
             )
         first = next((m for m in modules if str(m.get("type", "")).endswith("Transformer")), None)
         if first is None:
-            raise ConfigError(f"{path}: cannot be exported for --backend {backend}: modules.json has no Transformer")
+            raise ConfigError(f"{path}: cannot be exported for backend {backend}: modules.json has no Transformer")
         transformer = root / str(first.get("path", ""))
     else:
         transformer = root
     config = _read_json(transformer / "config.json")
     if not config.get("architectures") and not config.get("model_type") or not _has_weights(transformer):
         raise ConfigError(
-            f"{path}: cannot be exported for --backend {backend}: no transformers config.json with torch weights "
+            f"{path}: cannot be exported for backend {backend}: no transformers config.json with torch weights "
             "(model.safetensors or pytorch_model.bin); a model2vec or ONNX model has no graph to export"
         )
     st_config = _read_json(root / "config_sentence_transformers.json")
@@ -534,7 +537,11 @@ def fast_encoder(
     from embedscope.models.device import parse_dtype
 
     if parse_dtype(dtype) != "float32":
-        raise ConfigError(f"--backend {backend} sets its own precision; dtype {dtype!r} cannot apply (leave it fp32)")
+        raise SettingError(
+            "model_options.dtype",
+            f"{{model_options.backend}} {backend} sets its own precision; {{model_options.dtype}} {dtype!r} cannot "
+            "apply (leave it fp32)",
+        )
     if calibration is not None and backend not in _STATIC:
         raise ConfigError(
             f"calibration applies to statically quantized backends ({', '.join(_STATIC)}) only, not {backend}"
@@ -557,8 +564,10 @@ def fast_encoder(
     if backend in _STATIC:
         texts = calibration_sample(given if given is not None else (calibration_texts() if calibration_texts else []))
         if not texts:
-            raise ConfigError(
-                f"--backend {backend} calibrates on texts: give a calibration file (model option calibration)"
+            raise SettingError(
+                "model_options.calibration",
+                f"{{model_options.backend}} {backend} calibrates on texts: give a calibration file "
+                "({model_options.calibration})",
             )
     key = export_key(src.fingerprint, variant, length, calibration_hash(texts), quantization)
     exports = Path(exports_dir or default_cache_dir()) / EXPORTS

@@ -229,7 +229,7 @@ class Int8Settings:
 
 
 INT8_DEFAULT = Int8Settings(smooth_quant_alpha=None, fast_bias_correction=False)
-"""The settings ``--backend openvino-int8`` quantizes with: SmoothQuant off and NNCF's full bias correction, the
+"""The settings backend ``openvino-int8`` quantizes with: SmoothQuant off and NNCF's full bias correction, the
 closest to torch fp32 of those measured on MiniLM's built-in suite (bench/bench_openvino_int8.py compares them)."""
 
 
@@ -340,7 +340,7 @@ class OpenVinoEncoder(BaseEncoder):
     ) -> None:
         if device not in (None, "auto") and device_kind(str(device)) != "cpu":
             raise DeviceUnavailableError(
-                f"device {device!r}: the OpenVINO backend runs on the CPU only (use --device cpu, or another backend)"
+                f"device {device!r}: the OpenVINO backend runs on the CPU only (use device cpu, or another backend)"
             )
         self.inference_precision = parse_precision(inference_precision, dtype)
         self._place("cpu", PRECISIONS[self.inference_precision])

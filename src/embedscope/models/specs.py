@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, UnknownNameError
+from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, SettingError, UnknownNameError
 from embedscope.models.base import Encoder
 from embedscope.models.exports import EXPORT_VARIANT, FAST_BACKENDS, needs_export
 from embedscope.models.folder import hub_offline, snapshot_folder
@@ -317,7 +317,7 @@ def _build(
 
 
 _NOT_EXPORTABLE = {
-    "onnx": "it is an ONNX model already (use --backend onnx to run it as it is)",
+    "onnx": "it is an ONNX model already (use backend onnx to run it as it is)",
     "model2vec": "a model2vec static model has no transformer to export",
 }
 
@@ -330,7 +330,11 @@ def _fast(
 
     for option in ("tokenizer", "output_name"):
         if options.get(option) is not None:
-            raise ConfigError(f"{option} cannot apply to --backend {backend}: the export uses the model's own")
+            raise SettingError(
+                f"model_options.{option}",
+                f"{{model_options.{option}}} cannot apply to {{model_options.backend}} {backend}: the export uses "
+                "the model's own",
+            )
     kept: dict[str, Any] = {k: v for k, v in options.items() if k not in ("tokenizer", "output_name")}
     encoder: Encoder = fast_encoder(path, backend, name=name, **fast, **given, **kept)
     return encoder
@@ -421,8 +425,10 @@ def load_encoder(
         "exports_dir": exports_dir,
     }
     if calibration is not None and backend != "openvino-int8":
-        raise ConfigError(
-            f"calibration applies to --backend openvino-int8 only, not {backend or 'the default backend'}"
+        raise SettingError(
+            "model_options.calibration",
+            "{model_options.calibration} applies to {model_options.backend} openvino-int8 only, not "
+            f"{backend or 'the default backend'}",
         )
 
     key = spec.strip().lower()
@@ -432,7 +438,11 @@ def load_encoder(
         if backend is not None and needs_export(backend, a.backend):
             return _fast(path, backend, options, fast, name=a.name, revision=revision, source=f"alias:{key} ({path})")
         if backend in FAST_BACKENDS:
-            raise ConfigError(f"alias {key!r} cannot be exported for --backend {backend}: {_NOT_EXPORTABLE[a.backend]}")
+            raise SettingError(
+                "model_options.backend",
+                f"alias {key!r} cannot be exported for {{model_options.backend}} {backend}: "
+                f"{_NOT_EXPORTABLE[a.backend]}",
+            )
         kind = backend or a.backend
         merged: dict[str, Any] = {**a.options, **{k: v for k, v in options.items() if v is not None}}
         if kind != "onnx" and a.backend == "onnx":
@@ -457,7 +467,10 @@ def load_encoder(
         if backend is not None and detected is not None and needs_export(backend, detected):
             return _fast(expanded, backend, options, fast, name=None, revision=revision, source=str(expanded))
         if backend in FAST_BACKENDS:
-            raise ConfigError(f"{spec} cannot be exported for --backend {backend}: {_NOT_EXPORTABLE[str(detected)]}")
+            raise SettingError(
+                "model_options.backend",
+                f"{spec} cannot be exported for {{model_options.backend}} {backend}: {_NOT_EXPORTABLE[str(detected)]}",
+            )
         kind = backend or str(detected)
         if (
             kind == "onnx"

@@ -1,7 +1,7 @@
 """What a stored result was computed with, so that it is reused only for the same settings and data.
 
 Each result records ``run_settings`` (the encoder's fingerprint, prompts and similarity, or the
-pipeline's fingerprint; ``top_k``, ``limits``, ``corpus_chunk_size``), ``task_settings`` (the task's
+pipeline's fingerprint; the search settings that change a score, computed by the run settings), ``task_settings`` (the task's
 protocol parameters) and ``data`` (where the data is, and a hash of the content of every file the task
 reads). A stored result whose record differs is not reused (see
 :func:`settings_difference`).
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,62 +27,31 @@ from embedscope.tasks.base import INFO_FIELDS, TaskInfo
 NOT_SETTINGS = ("device", "devices", "revision", "name")
 
 
-def run_settings(
-    model: Any,
-    top_k: int,
-    limits: int | None,
-    corpus_chunk_size: int,
-    pipeline: bool = False,
-    filter_field: str | None = None,
-    dense: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Everything about the model (or ``pipeline``) and the search that changes a vector or a score.
-    Only identity attributes are read, so a lazily loaded model stays unloaded. ``dense``: the dense
-    post-processing settings that depart from exact fp32 search (``RunSettings.dense_post_processing``)."""
+def run_settings(model: Any, search: Mapping[str, Any], pipeline: bool = False) -> dict[str, Any]:
+    """Everything about the model (or ``pipeline``) and the search that changes a vector or a score: the model's
+    identity, then ``search`` (the settings that change a score, :meth:`embedscope.settings.RunSettings.score_settings`).
+    Only identity attributes are read, so a lazily loaded model stays unloaded."""
     if pipeline:  # its fingerprint covers every stage
         identity: dict[str, Any] = {"pipeline": model.fingerprint}
     else:
         identity = {"fingerprint": model.fingerprint, "prompts": dict(model.prompts), "similarity": model.similarity}
-    record: dict[str, Any] = {
-        "model": identity,
-        "top_k": top_k,
-        "limits": limits,
-        "corpus_chunk_size": corpus_chunk_size,
-    }
-    if filter_field is not None:
-        record["filter_field"] = filter_field
-    return {**record, **(dense or {})}
+    return {"model": identity, **search}
 
 
-def experiment_kwargs(
-    model_options: dict[str, Any] | None,
-    dtype: str | None,
-    top_k: int,
-    limits: int | None,
-    corpus_chunk_size: int,
-    filter_field: str | None = None,
-    dense: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The settings this run sets apart from the model's own (MTEB's ``experiment_kwargs``); empty for a
-    plain run.
+def model_kwargs(model_options: Mapping[str, Any] | None, dtype: str | None) -> dict[str, Any]:
+    """The model options that change a vector (MTEB's ``experiment_kwargs`` of the model; the run's part is
+    :meth:`embedscope.settings.RunSettings.experiment_key`): set ones, fp32 left out.
 
-    >>> experiment_kwargs({"pooling": "cls", "device": "cpu"}, None, 1000, None, 50_000)
+    >>> model_kwargs({"pooling": "cls", "device": "cpu"}, None)
     {'pooling': 'cls'}
+    >>> model_kwargs(None, "fp16")
+    {'dtype': 'fp16'}
     """
     kwargs = {k: v for k, v in (model_options or {}).items() if k not in NOT_SETTINGS and v is not None}
     if dtype not in (None, "fp32", "float32"):
         kwargs.setdefault("dtype", dtype)
     if kwargs.get("dtype") in ("fp32", "float32"):
         del kwargs["dtype"]
-    if top_k != 1000:
-        kwargs["top_k"] = top_k
-    if limits is not None:
-        kwargs["limits"] = limits
-    if corpus_chunk_size != 50_000:
-        kwargs["corpus_chunk_size"] = corpus_chunk_size
-    if filter_field is not None:
-        kwargs["filter_field"] = filter_field
-    kwargs.update(dense or {})  # truncate_dim, precision, rescore_multiplier, index: their own folder
     return kwargs
 
 

@@ -110,7 +110,7 @@ def _faiss() -> Any:
     try:
         import faiss
     except ImportError as e:
-        raise MissingDependencyError("faiss-cpu", "an approximate index (--index, extra embedscope[ann])") from e
+        raise MissingDependencyError("faiss-cpu", "an approximate index (setting index, extra embedscope[ann])") from e
     return faiss
 
 

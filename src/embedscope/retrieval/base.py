@@ -10,7 +10,7 @@ candidate slot, so the same reranker serves two-stage pipelines and MTEB reranki
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -19,31 +19,44 @@ from embedscope.data.documents import ChunkOptions
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.types import Corpus, Queries, RankedRun, Texts
 
+RECORDED = "recorded"
+"""A :class:`SearchOptions` field's metadata key: how results record it — ``always`` (every result, set or not),
+``when set`` (only when it is not its default: results stored before it existed still match) or ``never`` (it
+changes no score)."""
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class SearchOptions:
-    """Run-wide options (defaults are MTEB's); each stage uses the ones that apply to it."""
+    """Run-wide options; each stage uses the ones that apply to it. Built from the run settings
+    (:meth:`embedscope.settings.RunSettings.search_options`), where each one's default lives; every field is a
+    ``RunSettings`` key of the same name. A field that changes a score is recorded in each result and names its
+    experiments folder (its ``recorded`` metadata says how)."""
 
-    top_k: int = 1000
-    batch_size: int | None = None  # None: the model's default for its device (32 on the CPU)
-    corpus_chunk_size: int = 50_000
-    show_progress: bool = False
-    limits: int | None = None
-    filter_field: str | None = None
+    top_k: int = field(metadata={RECORDED: "always"})
+    limits: int | None = field(metadata={RECORDED: "always"})
+    corpus_chunk_size: int = field(metadata={RECORDED: "always"})
+    filter_field: str | None
     """A metadata field (:class:`~embedscope.types.Texts`): each query searches only the documents whose
     value equals its own (compared as text). BM25 and FTS5 keep the statistics of the whole corpus (one
     index, filtered); dense and late-interaction search rank the matching documents as they would alone."""
-    truncate_dim: int | None = None
+    truncate_dim: int | None
     """Dense retrieval only (:mod:`~embedscope.retrieval.compression`): the first ``truncate_dim`` dimensions of each
     vector, as the embedding cache holds it (the encoder call is unchanged)."""
-    precision: str = "fp32"  # dense retrieval only: fp32 | int8 | binary (compression.compressed_search)
-    rescore_multiplier: int | None = None  # dense int8/binary: rescore the top r × top_k, float query
-    index: Mapping[str, Any] | None = None  # dense only: an approximate index spec (retrieval.ann.parse_index)
-    chunking: ChunkOptions | None = None
+    precision: str  # dense retrieval only: fp32 | int8 | binary (compression.compressed_search)
+    rescore_multiplier: int | None  # dense int8/binary: rescore the top r × top_k, float query
+    index: Mapping[str, Any] | None  # dense only: an approximate index spec (retrieval.ann.parse_index)
+    chunking: ChunkOptions | None
     """Documents → passages before search (retrieval tasks): the run's chunking, over a task's own default."""
-    latency_sample: int | None = None
+    batch_size: int | None = field(metadata={RECORDED: "never"})  # None: the model's default for its device
+    show_progress: bool = field(metadata={RECORDED: "never"})
+    latency_sample: int | None = field(metadata={RECORDED: "never"})
     """Dense retrieval only (:mod:`~embedscope.retrieval.latency`): after the batch search, time this many sampled
     queries one at a time (query encode by the model + search); scores are unchanged."""
+
+    @classmethod
+    def recorded(cls, how: str) -> tuple[str, ...]:
+        """The fields results record ``how`` (``always``, ``when set`` or ``never``), in their recorded order."""
+        return tuple(f.name for f in fields(cls) if f.metadata.get(RECORDED, "when set") == how)
 
     @property
     def post_processes(self) -> bool:

@@ -7,9 +7,10 @@ The variants are bm25s' (Kamphuis et al., 2020): ``lucene`` (default), ``roberts
 or only BM25L's / BM25+'s constant for absent terms), so a query may get fewer than ``top_k``
 documents, as from a search engine.
 
+>>> from embedscope.settings import RunSettings
 >>> from embedscope.types import Corpus, Queries
 >>> corpus = Corpus(("d1", "d2"), ("cats purr", "dogs bark"))
->>> run = BM25Retriever().retrieve(Queries(("q",), ("barking dog",)), corpus, SearchOptions(top_k=10))
+>>> run = BM25Retriever().retrieve(Queries(("q",), ("barking dog",)), corpus, RunSettings(top_k=10).search_options())
 >>> [corpus.ids[i] for i in run.doc_index[0] if i >= 0]
 ['d2']
 """

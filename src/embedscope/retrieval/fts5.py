@@ -10,9 +10,10 @@ fastbook study. Results
 come back ``ORDER BY rank``; the score is ``-rank`` so that higher is better. A query that
 matches nothing gets no documents.
 
+>>> from embedscope.settings import RunSettings
 >>> from embedscope.types import Corpus, Queries
 >>> corpus = Corpus(("d1", "d2"), ("cats purr", "dogs bark"))
->>> run = FTS5Retriever().retrieve(Queries(("q",), ('dogs "OR" NEAR(',)), corpus, SearchOptions(top_k=5))
+>>> run = FTS5Retriever().retrieve(Queries(("q",), ('dogs "OR" NEAR(',)), corpus, RunSettings(top_k=5).search_options())
 >>> [corpus.ids[i] for i in run.doc_index[0] if i >= 0]
 ['d2']
 >>> text_expression("NEAR(x-ray vision")

@@ -53,7 +53,7 @@ class Fusion:
                 raise ConfigError(f"fusion weights must be finite numbers, got {', '.join(map(str, weights))}")
             object.__setattr__(self, "weights", weights)
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 0:
-            raise ConfigError(f"RRF k (--rrf-k) must be an integer >= 0, got {self.k!r}")
+            raise ConfigError(f"fusion k (RRF) must be an integer >= 0, got {self.k!r}")
 
     @property
     def label(self) -> str:

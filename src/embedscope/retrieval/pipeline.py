@@ -16,12 +16,13 @@ embedding model (bi-encoder). Every stage's time and peak memory are recorded
 (:class:`StageRun`); :meth:`Pipeline.stage_runs` returns the runs after each numbered stage
 (``stage1`` = first stage, fused if several retrievers; ``stage2`` = after the first reranker …).
 
+>>> from embedscope.settings import RunSettings
 >>> from embedscope.types import Corpus, Queries
 >>> p = Pipeline.build(["bm25", "fts5"], fusion={"method": "rrf"})
 >>> p.name
 'bm25-lucene+fts5_rrf-k60'
 >>> corpus = Corpus(("d1", "d2"), ("cats purr", "dogs bark"))
->>> run = p.retrieve(Queries(("q",), ("dogs",)), corpus, SearchOptions(top_k=10))
+>>> run = p.retrieve(Queries(("q",), ("dogs",)), corpus, RunSettings(top_k=10).search_options())
 >>> corpus.ids[run.doc_index[0, 0]]
 'd2'
 """
@@ -437,7 +438,7 @@ class Pipeline:
         if not self.retrievers:
             raise ConfigError(
                 f"{self.name} has no first-stage retriever: it can score reranking tasks only "
-                "(add a retriever, e.g. --retriever bm25, to evaluate retrieval)"
+                "(add a retriever, e.g. bm25, to evaluate retrieval)"
             )
         out: list[StageRun] = []
         runs = []
@@ -505,7 +506,7 @@ def parse_fusion(fusion: str | Mapping[str, Any] | Fusion | None) -> Fusion | No
 
 
 def is_pipeline_spec(spec: str) -> bool:
-    """Whether a ``--model`` value names a non-dense retriever (``bm25``, ``fts5``, ``colbert:…``) or a
+    """Whether a ``model`` setting names a non-dense retriever (``bm25``, ``fts5``, ``colbert:…``) or a
     cross-encoder (``cross-encoder:PATH``, or a cross-encoder checkpoint folder)."""
     kind = parse_stage(spec)["type"]
     if kind is None:
@@ -516,7 +517,7 @@ def is_pipeline_spec(spec: str) -> bool:
 
 
 def model_pipeline(spec: str, *, cache: Any = None, model_options: Mapping[str, Any] | None = None) -> Pipeline:
-    """The pipeline a single ``--model`` value stands for: one retriever, or a cross-encoder alone."""
+    """The pipeline a single ``model`` setting stands for: one retriever, or a cross-encoder alone."""
     kind = parse_stage(spec)["type"]
     if kind == "cross-encoder" or (kind is None and _detect_reranker_kind(spec) == "cross-encoder"):
         return Pipeline([], rerankers=[RerankStep(build_stage(spec, reranker=True))])

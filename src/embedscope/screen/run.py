@@ -427,7 +427,6 @@ def _embedding_agreement(
     from embedscope.compare.embeddings import embedding_agreement
     from embedscope.evaluation.models import build_model
     from embedscope.models.cache import EmbeddingCache
-    from embedscope.tasks.base import SearchOptions
 
     cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
     built = []
@@ -435,7 +434,7 @@ def _embedding_agreement(
         one = _one_model(settings, run, extra)
         built.append(build_model(one.model_runs()[0], one, cache))
     batch = run.batch_size or settings.batch_size or 32
-    search = SearchOptions(batch_size=batch, show_progress=False, limits=settings.limits)
+    search = RunSettings(limits=settings.limits).search_options(batch_size=batch, show_progress=False)
     return embedding_agreement(built[0], built[1], tasks, search)
 
 

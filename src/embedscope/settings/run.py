@@ -15,6 +15,7 @@ the devices resolved once, the dtype parsed once, the batch size's default worke
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,7 @@ from pydantic import (
 )
 
 from embedscope.engines.base import EngineSettings, engine_names, engine_settings
-from embedscope.errors import ConfigError
+from embedscope.errors import ConfigError, SettingError
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +221,8 @@ class ChunkingSettings(BaseModel):
     def _valid(self) -> ChunkingSettings:
         try:
             self.options()
+        except SettingError:
+            raise  # a ValueError that names its settings by key: build_settings names them as the user gave them
         except ConfigError as e:
             raise ValueError(str(e)) from None
         return self
@@ -522,6 +525,52 @@ class RunSettings(BaseModel):
                 raise ConfigError(f"{self.benchmark}: none of its tasks is a text task embedscope runs")
             tasks += specs
         return tasks or None
+
+    # -- views for the layers below: computed from the fields above, where each default lives ---------------
+
+    def search_options(self, **resolved: Any) -> Any:
+        """The search's :class:`~embedscope.retrieval.base.SearchOptions`: each of its fields is the setting of the
+        same name (chunking as the data layer's options); ``resolved`` overrides what the runner works out per model
+        (``batch_size``, ``show_progress``)."""
+        from embedscope.retrieval.base import SearchOptions
+
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(SearchOptions)}
+        values["chunking"] = self.chunking.options() if self.chunking is not None else None
+        return SearchOptions(**{**values, **resolved})
+
+    def score_settings(self) -> dict[str, Any]:
+        """The search settings that change a score, as results record them (chunking as its record): those every
+        result records, and the others when they are not their default."""
+        from embedscope.retrieval.base import SearchOptions
+
+        always, never = SearchOptions.recorded("always"), SearchOptions.recorded("never")
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(SearchOptions):
+            value = getattr(self, f.name)
+            if f.name in never or (f.name not in always and value == type(self).model_fields[f.name].default):
+                continue
+            out[f.name] = value.record() if isinstance(value, ChunkingSettings) else value
+        return out
+
+    def result_record(self, model: Any, pipeline: bool = False) -> dict[str, Any]:
+        """The ``run_settings`` every result of ``model`` (a ``pipeline``: its fingerprint covers every stage)
+        records: the model's identity and :meth:`score_settings`."""
+        from embedscope.results.settings import run_settings
+
+        return run_settings(model, self.score_settings(), pipeline)
+
+    def experiment_key(self, model_options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """What this run sets apart from a plain run of the model (MTEB's ``experiment_kwargs``, whose hash names the
+        experiments folder): the model options that change a vector, the dtype, every score setting that is not its
+        default, and the task parameters; empty for a plain run."""
+        from embedscope.results.settings import model_kwargs
+
+        kwargs = model_kwargs(model_options, self.dtype)
+        defaults = type(self).model_fields
+        kwargs.update({k: v for k, v in self.score_settings().items() if v != defaults[k].default})
+        if self.task_params:
+            kwargs["task_params"] = dict(self.task_params)  # another protocol: its own folder, as mteb's
+        return kwargs
 
 
 @dataclass(frozen=True)

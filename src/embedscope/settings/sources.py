@@ -14,6 +14,7 @@ earlier layer set for each model. Errors name the flag, the file and key path, o
 from __future__ import annotations
 
 import difflib
+import functools
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from embedscope.engines.base import EngineSettings, engine_names, engine_settings
-from embedscope.errors import ConfigError, UnknownNameError
+from embedscope.errors import ConfigError, SettingError, UnknownNameError
 from embedscope.settings.run import ENTRY_TAGS, ModelEntry, RunSettings, flag_keys
 
 MODEL_KEYS = ("model", "models", "pipeline", "pipelines")
@@ -56,7 +57,11 @@ class SettingsWithSources(RunSettings):
         return self._private("sources").get(key, "default")
 
     def display_name(self, key: str) -> str:
-        """How the user wrote ``key``: the flag (``--top-k``), the file and key (``c.yaml: top_k``), or the keyword."""
+        """How the user wrote ``key`` (a path such as ``chunking.overlap`` too): the flag (``--top-k``), the file and
+        key (``c.yaml: top_k``), or the keyword; the key itself when no layer set it."""
+        layers = self._private("layers")
+        if layers:
+            return setting_name(layers, key)  # type: ignore[arg-type]
         return self._private("names").get(key, key)
 
     def _private(self, name: str) -> dict[str, str]:
@@ -134,18 +139,46 @@ def _owner_fields(root: type[BaseModel], loc: Sequence[Any]) -> str:
     return ", ".join(keys) or "see the documentation"
 
 
-def _problem(error: Mapping[str, Any], name: Callable[[str], str], valid: Callable[[Sequence[Any]], str]) -> str:
+def _problem(
+    error: Mapping[str, Any],
+    name: Callable[[str], str],
+    valid: Callable[[Sequence[Any]], str],
+    setting: Callable[[str], str] | None = None,
+) -> str:
     """One validation error as ``WHERE: what is wrong``."""
     raw = list(error["loc"])
     loc = [p for p in raw if p not in ENTRY_TAGS]
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
     message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    raised = (error.get("ctx") or {}).get("error")
+    if isinstance(raised, SettingError) and setting is not None:  # a lower layer's check: it names settings by key
+        return raised.named(setting)
     if error["type"] == "extra_forbidden":
         keys = valid(raw)
         return f"{name(path)}: unknown key.{_unknown_key_hint(str(loc[-1]), keys)} Valid keys: {keys}"
     if error["type"] == "missing":
         return f"{name(path)}: missing"
     return f"{name(path) if path else ''}{': ' if path else ''}{message}"
+
+
+def _holds(values: Any, path: str) -> bool:
+    """Whether the nested mapping ``values`` has a value at the dotted ``path``."""
+    for part in path.split("."):
+        if not isinstance(values, Mapping) or part not in values:
+            return False
+        values = values[part]
+    return True
+
+
+def setting_name(layers: Sequence[Layer], path: str) -> str:
+    """How the user wrote the setting at ``path``: the latest layer that gave it names it (its flag, file and key
+    path, or keyword); the path itself when none did."""
+    for layer in reversed(layers):
+        if path in layer.names:
+            return layer.names[path]
+        if _holds(layer.values, path):
+            return layer.name(path)
+    return path
 
 
 def _one_line(problems: Sequence[str]) -> ConfigError:
@@ -206,13 +239,16 @@ def build_settings(layers: Sequence[Layer]) -> SettingsWithSources:
     try:
         settings = SettingsWithSources.model_validate(merged)
     except ValidationError as e:
+        setting = functools.partial(setting_name, layers)
         problems = [
-            _problem(err, _naming(owner), lambda loc: _owner_fields(RunSettings, loc[:-1])) for err in e.errors()
+            _problem(err, _naming(owner), lambda loc: _owner_fields(RunSettings, loc[:-1]), setting)
+            for err in e.errors()
         ]
         raise _one_line(problems) from None
     private = {
         "sources": {k: layer.label for k, layer in owner.items()},
         "names": {k: layer.name(k) for k, layer in owner.items()},
+        "layers": list(layers),
     }
     object.__setattr__(settings, "__pydantic_private__", private)
     return settings

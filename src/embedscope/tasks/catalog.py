@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from embedscope.errors import ConfigError, UnknownNameError
+from embedscope.errors import ConfigError, SettingError, UnknownNameError
 
 CATALOG_FILE = Path(__file__).with_name("catalog.json.gz")
 
@@ -230,26 +230,28 @@ def locate_data(entry: CatalogEntry, data_dir: str | Path | None = None, path: s
     from embedscope.messages import listing
 
     where = f"; no copy in {listing(tried, 4)}" if tried else ""
-    raise ConfigError(
+    raise SettingError(
+        "data_dir",
         f"{entry.name} needs its dataset {entry.dataset_path} (revision {entry.dataset_revision[:12]}) and the hub "
-        f"is offline ({offline_reason()}){where}. Pass --data-dir DIR (or set EMBEDSCOPE_DATA_DIR) where "
+        f"is offline ({offline_reason()}){where}. Give {{data_dir}} DIR (or set EMBEDSCOPE_DATA_DIR) where "
         f"DIR/{entry.name} is a copy of the dataset repository in the hub's layout, made where the hub is reachable "
         f"with: huggingface-cli download {entry.dataset_path} --repo-type dataset --revision "
-        f"{entry.dataset_revision} --local-dir DIR/{entry.name}"
+        f"{entry.dataset_revision} --local-dir DIR/{entry.name}",
     )
 
 
 def download_task_data(names: list[str], to: str | Path) -> list[Path]:
     """Fetch each catalog task's dataset at its pinned revision into ``<to>/<Task>`` (the layout the hub has),
-    where ``--data-dir <to>`` finds it. Needs the network and ``huggingface_hub``."""
+    where the ``data_dir`` setting finds it. Needs the network and ``huggingface_hub``."""
     from embedscope.hub import hub_offline, offline_reason
 
     entries = [catalog_entry(spec.partition(":")[0]) for spec in names]
     if hub_offline():  # at once, in one line: not after huggingface_hub's retries and their warnings
-        raise ConfigError(
+        raise SettingError(
+            "data_dir",
             f"cannot download {entries[0].name if len(entries) == 1 else f'{len(entries)} tasks'}: the Hugging Face "
             f"hub is offline ({offline_reason()}). Run 'embedscope download' where the hub is reachable and copy "
-            f"{to} here; then run with --data-dir {to}"
+            f"{to} here; then give {{data_dir}} {to}",
         )
     from huggingface_hub import snapshot_download
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from embedscope.data.tables import field_value, split_rows
+from embedscope.data.tables import field_value
+from embedscope.data.tabular import split_rows
 from embedscope.errors import DataFormatError
 from embedscope.metrics.classification import average_experiments, prediction_scores
 from embedscope.models.base import Encoder

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import numpy as np
 
-from embedscope.data.tables import field_value, split_rows
+from embedscope.data.tables import field_value
+from embedscope.data.tabular import split_rows
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.metrics.clustering import CLUSTERING_METRICS, bootstrap_summary, clustering_metrics, legacy_summary
 from embedscope.models.base import Encoder

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from embedscope.data.hf import config_rows
 from embedscope.errors import DataFormatError
 from embedscope.metrics import DEFAULT_K_VALUES
 from embedscope.metrics.instructions import followir_scores, level_scores, robustness_at_10
@@ -206,43 +207,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-def config_rows(
-    repo: str, config: str, split: str, revision: str | None = None
-) -> list[tuple[str, Mapping[str, Any]]] | None:
-    """Rows of one subset (config) of a dataset repository, local copy or hub id; None when it has none.
-
-    The split is ``split`` or, when the subset has one split only (``qrel_diff``, ``instruction``), that one.
-    """
-    from pathlib import Path
-
-    from embedscope.data.hf import (
-        _dataset_rows,
-        _datasets,
-        _file_rows,
-        _hub_failure,
-        _pick_split,
-        local_subsets,
-    )
-    from embedscope.errors import EmbedscopeError
-
-    if Path(repo).is_dir():
-        subsets = local_subsets(Path(repo))
-        if config not in subsets:
-            return None
-        return list(_file_rows(_pick_split(subsets[config], split, f"{repo} (subset {config!r})", strict=False)))
-    datasets = _datasets()
-    try:
-        if config not in datasets.get_dataset_config_names(repo, revision=revision):
-            return None
-        splits = list(datasets.get_dataset_split_names(repo, config_name=config, revision=revision))
-        chosen = _pick_split({s: s for s in splits}, split, f"{repo} (subset {config!r})", strict=False)
-        return list(_dataset_rows(datasets.load_dataset(repo, config, split=chosen, revision=revision), repo))
-    except EmbedscopeError:
-        raise
-    except Exception as e:  # network, offline mode, missing repository, …
-        raise _hub_failure(repo, e) from e
-
-
 def _instructions(repo: str, config: str, split: str, revision: str | None) -> dict[str, str | None] | None:
     rows = config_rows(repo, config, split, revision)
     if rows is None:
@@ -324,7 +288,7 @@ def load_instruction_split(
     configs are ``{subset}-corpus`` …, or with ``suffixed`` (mFollowIR) ``corpus-{lang}`` … where ``lang`` is
     the subset's last part (``eng-fas`` → ``fas``, as mteb loads the cross-lingual task). ``reranking``
     requires ``top_ranked``."""
-    from embedscope.data.hf import load_hub_retrieval
+    from embedscope.data.detect import load_retrieval
 
     sub = None if subset in (None, "default") else subset
     if suffixed:
@@ -334,7 +298,7 @@ def load_instruction_split(
         data = _suffixed_retrieval(location, lang, split, revision)
         names = {kind: f"{kind}-{lang}" for kind in ("instruction", "top_ranked", "qrel_diff")}
     else:
-        data = load_hub_retrieval(location, split=split, revision=revision, subset=sub)
+        data = load_retrieval(location, split=split, revision=revision, subset=sub)
         names = {kind: f"{sub}-{kind}" if sub else kind for kind in ("instruction", "top_ranked", "qrel_diff")}
     instructions = _instructions(location, names["instruction"], split, revision)
     changed = _id_lists(location, names["qrel_diff"], "qrel_diff", revision)

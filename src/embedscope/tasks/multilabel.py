@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from embedscope.data.tables import field_value, split_rows
+from embedscope.data.tables import field_value
+from embedscope.data.tabular import split_rows
 from embedscope.errors import DataFormatError
 from embedscope.metrics.classification import multilabel_prediction_scores
 from embedscope.models.base import Encoder

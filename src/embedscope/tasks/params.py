@@ -1,4 +1,4 @@
-"""Protocol parameters set from the CLI (``--task-param NAME=VALUE``) and config files, checked per task type
+"""Protocol parameters set by the ``task_params`` setting (on the command line ``NAME=VALUE`` items) and config files, checked per task type
 (each type registers its own: ``TaskType.params``, see :mod:`embedscope.tasks.types`).
 
 >>> parse_task_params(["samples_per_label=16", "k=1,10"])
@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from embedscope.errors import ConfigError
+from embedscope.errors import ConfigError, SettingError
 
 
 def positive_int(value: Any) -> int:
@@ -57,7 +57,7 @@ def column_name(value: Any) -> str:
 
 
 def _type_params(task_type: str) -> Mapping[str, tuple[str, Callable[[Any], Any]]]:
-    """The ``--task-param`` parameters of a registered type: NAME → (task field, converter); none for others."""
+    """The ``task_params`` parameters of a registered type: NAME → (task field, converter); none for others."""
     from embedscope.tasks.types import TASK_TYPES
 
     spec = TASK_TYPES.find(task_type)
@@ -69,12 +69,14 @@ def valid_params(task_type: str) -> list[str]:
 
 
 def parse_task_params(items: Iterable[str] | None) -> dict[str, str]:
-    """``["NAME=VALUE", …]`` (``--task-param``) → ``{NAME: VALUE}``; a malformed item is a ConfigError."""
+    """``["NAME=VALUE", …]`` (the ``task_params`` items) → ``{NAME: VALUE}``; a malformed item is a ConfigError."""
     out: dict[str, str] = {}
     for item in items or ():
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise ConfigError(f"--task-param {item!r}: expected NAME=VALUE, e.g. samples_per_label=16")
+            raise SettingError(
+                "task_params", f"{{task_params}} {item!r}: expected NAME=VALUE, e.g. samples_per_label=16"
+            )
         out[name.strip()] = value.strip()
     return out
 
@@ -103,7 +105,7 @@ def task_param_fields(task_type: str, params: Mapping[str, Any], *, where: str =
 def apply_task_options(
     tasks: Sequence[Any], params: Mapping[str, Any] | None = None, splits: Sequence[str] | None = None
 ) -> list[Any]:
-    """Tasks with ``--task-param`` values (each where its type has the parameter) and ``--splits`` set.
+    """Tasks with ``task_params`` values (each where its type has the parameter) and ``splits`` set.
 
     A parameter no task's type has is an error naming the valid ones.
     """
@@ -112,24 +114,30 @@ def apply_task_options(
     for name in params:
         if not any(name in _type_params(t) for t in types):
             valid = sorted({p for t in types for p in _type_params(t)})
-            raise ConfigError(
-                f"--task-param {name!r} is not a parameter of the {', '.join(sorted(types))} task(s) "
-                f"asked for (valid: {', '.join(valid) or 'none'})"
+            raise SettingError(
+                "task_params",
+                f"{{task_params}} {name!r} is not a parameter of the {', '.join(sorted(types))} task(s) "
+                f"asked for (valid: {', '.join(valid) or 'none'})",
             )
     out = []
     for task in tasks:
         own = {k: v for k, v in params.items() if k in _type_params(task.type)}
-        changes = task_param_fields(task.type, own, where="--task-param")
+        try:
+            changes = task_param_fields(task.type, own, where="{task_params}")
+        except ConfigError as e:
+            raise SettingError("task_params", str(e)) from None
         if "group_sets" in changes:
-            raise ConfigError(
-                f"--task-param group_sets: {task.name} is not custom clustering data; set it in the "
-                "task's custom_tasks entry (or clustering:PATH with a config)"
+            raise SettingError(
+                "task_params",
+                f"{{task_params}} group_sets: {task.name} is not custom clustering data; set it in the "
+                "task's custom_tasks entry (or clustering:PATH with a config)",
             )
         cutoff = task.main_score.rpartition("_at_")[2]
         if "k_values" in changes and cutoff.isdigit() and int(cutoff) not in changes["k_values"]:
-            raise ConfigError(
-                f"--task-param k: {task.name}'s main score {task.main_score} needs k {cutoff} among "
-                f"the cutoffs (got {','.join(map(str, changes['k_values']))})"
+            raise SettingError(
+                "task_params",
+                f"{{task_params}} k: {task.name}'s main score {task.main_score} needs k {cutoff} among "
+                f"the cutoffs (got {','.join(map(str, changes['k_values']))})",
             )
         if splits:
             changes["eval_splits"] = tuple(splits)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from embedscope.data.builtin import bbc_news_lead_retrieval, bbc_news_retrieval
 from embedscope.data.tables import table_suffixes
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.registry import Registry
 from embedscope.tasks.base import Task
-from embedscope.tasks.retrieval import RetrievalTask
+from embedscope.tasks.retrieval import RetrievalTask, custom_retrieval_task
 from embedscope.types import RetrievalData
 
 TASKS: Registry[Task] = Registry(
@@ -103,35 +102,6 @@ def _register_builtin_sts() -> None:
 
 
 _register_builtin_sts()
-
-
-def custom_retrieval_task(
-    path: str | Path,
-    *,
-    name: str | None = None,
-    eval_splits: tuple[str, ...] = ("test",),
-    columns: dict[str, str] | None = None,
-    **spec: Any,
-) -> RetrievalTask:
-    """A retrieval task over local data (BEIR folder, EvalScope folder, HF layout, tables).
-
-    EvalScope's custom tasks use MTEB's defaults: main score ``ndcg_at_10``, identical ids kept.
-    """
-    from embedscope.data.detect import load_retrieval
-    from embedscope.data.documents import ChunkOptions
-    from embedscope.data.qa import is_qa_folder
-
-    folder = Path(path)
-    if not folder.exists():
-        raise ConfigError(f"Task data {str(path)!r} does not exist (no such file or folder)")
-
-    def load(split: str) -> RetrievalData:
-        return load_retrieval(folder, split=split, columns=columns)
-
-    if "chunking" not in spec and folder.is_dir() and is_qa_folder(folder):
-        spec["chunking"] = ChunkOptions()  # QA over whole documents: passages unless the run chunks otherwise
-    task_name = name or folder.name or "CustomRetrieval"
-    return RetrievalTask(name=task_name, load_split=load, eval_splits=eval_splits, source=str(folder), **spec)
 
 
 def resolve_task(spec: str | Path | Task, *, data_dir: str | Path | None = None) -> Task:

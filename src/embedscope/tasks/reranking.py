@@ -409,13 +409,14 @@ def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, 
 
 
 def _from_catalog(entry: CatalogEntry, subset: str, location: str) -> RerankingTask:
-    from embedscope.data.hf import load_hub_retrieval, load_top_ranked
+    from embedscope.data.detect import load_retrieval
+    from embedscope.data.hf import load_top_ranked
     from embedscope.tasks.from_catalog import catalog_fields, k_values
 
     def load(split: str) -> RerankingData:
         revision = None if Path(location).exists() else entry.dataset_revision
         sub = None if subset == "default" else subset
-        data = load_hub_retrieval(location, split=split, revision=revision, subset=sub)
+        data = load_retrieval(location, split=split, revision=revision, subset=sub)
         top = load_top_ranked(location, split=split, revision=revision, subset=sub)
         if top is None:
             raise DataFormatError(f"{entry.name}: {location} has no 'top_ranked' subset, which reranking needs")

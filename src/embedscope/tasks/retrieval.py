@@ -197,16 +197,44 @@ __all__ = [
     "RetrievalTask",
     "SearchOptions",
     "SplitOutcome",
+    "custom_retrieval_task",
     "dense_search",
     "evaluate_retrieval_split",
     "limit_queries",
 ]
 
 
+def custom_retrieval_task(
+    path: str | Path,
+    *,
+    name: str | None = None,
+    eval_splits: tuple[str, ...] = ("test",),
+    columns: dict[str, str] | None = None,
+    **spec: Any,
+) -> RetrievalTask:
+    """A retrieval task over local data (BEIR folder, EvalScope folder, HF layout, tables).
+
+    EvalScope's custom tasks use MTEB's defaults: main score ``ndcg_at_10``, identical ids kept.
+    """
+    from embedscope.data.detect import load_retrieval
+    from embedscope.data.documents import STUDY_REFERENCE
+    from embedscope.data.qa import is_qa_folder
+
+    folder = Path(path)
+    if not folder.exists():
+        raise ConfigError(f"Task data {str(path)!r} does not exist (no such file or folder)")
+
+    def load(split: str) -> RetrievalData:
+        return load_retrieval(folder, split=split, columns=columns)
+
+    if "chunking" not in spec and folder.is_dir() and is_qa_folder(folder):
+        spec["chunking"] = STUDY_REFERENCE  # QA over whole documents: passages unless the run chunks otherwise
+    task_name = name or folder.name or "CustomRetrieval"
+    return RetrievalTask(name=task_name, load_split=load, eval_splits=eval_splits, source=str(folder), **spec)
+
+
 def _read_files(folder: Path, columns: dict[str, str] | None, fields: dict[str, Any]) -> RetrievalTask:
     """A retrieval task over a user's folder or table (BEIR, EvalScope, hub layouts …)."""
-    from embedscope.tasks.registry import custom_retrieval_task
-
     return custom_retrieval_task(folder, columns=columns, **{k: v for k, v in fields.items() if k != "source"})
 
 

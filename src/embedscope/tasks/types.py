@@ -3,7 +3,7 @@
 A :class:`TaskType` says everything the rest of embedscope needs about a type: mteb's type name, the route
 prefixes of ``TYPE:PATH`` (``sts:pairs.csv``), its usual main score, its task class, how to read a user's
 files into a task, how to build a catalog task, which of mteb's ``AbsTask`` classes it reproduces (the
-catalog's ``protocol``) and its ``--task-param`` parameters. ``custom_task``, ``catalog_task``,
+catalog's ``protocol``) and its ``task_params`` parameters. ``custom_task``, ``catalog_task``,
 ``scripts/build_catalog.py``, the report and the CLI's help read it; a new type is one module.
 
 >>> get_task_type("pair-classification").name

@@ -22,8 +22,8 @@ from typing import Any
 
 from embedscope.data.documents import Passage, check_unique_ids, passages_corpus
 from embedscope.errors import ConfigError, DataFormatError, ResultExistsError
-from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.pipeline import Pipeline, parse_stage
+from embedscope.settings import RunSettings
 from embedscope.studies.fastbook.data import Benchmark, Question
 from embedscope.studies.fastbook.metrics import modified_mrr, modified_recall, scored_components
 from embedscope.types import Queries
@@ -122,7 +122,7 @@ def _retrieved(
         tuple(q.query_text for q in questions),
         {"chapter": tuple(q.chapter for q in questions)},
     )
-    options = SearchOptions(top_k=k, batch_size=batch_size, filter_field=filter_field)
+    options = RunSettings(top_k=k, filter_field=filter_field).search_options(batch_size=batch_size, show_progress=False)
     run = pipeline.retrieve(queries, passages_corpus(passages), options)
     return {qid: [passages[i] for i in row if i >= 0][:k] for qid, row in zip(run.query_ids, run.doc_index)}
 
