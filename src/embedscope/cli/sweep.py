@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from embedscope.cli.settings_flags import add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
 
 _DESCRIPTION = (
@@ -39,8 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="a base setting (YAML value), repeatable, over --config and the grid's base: --set limits=50",
     )
-    p.add_argument("--tasks", "-t", nargs="+", help="the base's tasks (as run --tasks)")
-    p.add_argument("--output-folder", help="the base's output folder (default results)")
+    add_settings_flags(p, ("tasks", "results"))  # the base's, over --config, the grid's base and --set
     p.add_argument(
         "--tune-folds",
         type=int,
@@ -85,12 +85,11 @@ def _base_layers(
     for text in args.set:
         key, value = parse_set_flag(text)
         flags[key], names[key] = value, f"--set {key}"
-    if args.tasks:
-        flags["tasks"], names["tasks"] = list(args.tasks), "--tasks"
-    if args.output_folder is not None:
-        flags["output_folder"], names["output_folder"] = args.output_folder, "--output-folder"
     if flags:
         layers.append(Layer("command line", flags, "flag", names))
+    flag_layer = settings_layer(args)
+    if flag_layer.values:
+        layers.append(flag_layer)
     given = {k for k, _ in axes} | {k for sub in grids for k, _ in sub}
     for text in args.axis:
         key, values = parse_axis_flag(text)

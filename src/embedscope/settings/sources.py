@@ -43,7 +43,7 @@ class Layer:
     def name(self, path: str) -> str:
         """What the user wrote for ``path``: the flag, or the file's key path."""
         for prefix in sorted(self.names, key=len, reverse=True):
-            if path == prefix or path.startswith(prefix + "."):
+            if path == prefix or path.startswith((prefix + ".", prefix + "[")):
                 return self.names[prefix]
         return f"{self.label}: {path}" if self.kind == "file" else path
 
