@@ -58,7 +58,9 @@ def _add_fastbook(sub: argparse._SubParsersAction) -> None:
         ("export-beir", _cmd_fastbook_export, "write the benchmark as a BEIR folder"),
     ):
         r = fsub.add_parser(name, help=helptext)
-        r.add_argument("--benchmark", required=True, help="benchmark JSON file (or its URL when online)")
+        r.add_argument(
+            "--benchmark", dest="benchmark_file", required=True, help="benchmark JSON file (or its URL when online)"
+        )
         source = r.add_mutually_exclusive_group(required=True)
         source.add_argument("--notebooks", nargs="+", help="chapter notebooks / Markdown files or their folder")
         source.add_argument("--passages", help="a corpus.jsonl written by 'embedscope chunk'")
@@ -122,7 +124,7 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
     assert settings.pipeline is not None and settings.chunking is not None
     spec = settings.pipeline.spec()
     given = settings.model_fields_set
-    benchmark = load_benchmark(args.benchmark)
+    benchmark = load_benchmark(args.benchmark_file)
     keywords = None if args.queries == "question" else read_keyword_queries(args.queries, benchmark)
     passages = _passages(args, settings.chunking.options())
     documents = len(document_paths(args.notebooks)) if args.notebooks else len({p.source for p in passages})
@@ -165,7 +167,7 @@ def _cmd_fastbook_export(args: argparse.Namespace) -> int:
     from embedscope.studies.fastbook.corpus import export_beir
     from embedscope.studies.fastbook.data import load_benchmark
 
-    folder = export_beir(load_benchmark(args.benchmark), _passages(args), args.output, scope=args.scope)
+    folder = export_beir(load_benchmark(args.benchmark_file), _passages(args), args.output, scope=args.scope)
     print(f"wrote BEIR folder {folder} (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
     return 0
 

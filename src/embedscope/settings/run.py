@@ -271,7 +271,8 @@ class FusionSettings(BaseModel):
         from embedscope.retrieval.fusion import FUSION_METHODS
 
         if value not in FUSION_METHODS:
-            raise UnknownNameError("fusion method", value, ("rrf", "wsum", "wsum-min-max", "wsum-zmuv", "wsum-none"))
+            known = ("rrf", "wsum", "wsum-min-max", "wsum-zmuv", "wsum-none")
+            raise ValueError(str(UnknownNameError("fusion method", value, known)))
         return value
 
     @field_validator("k", "norm", "weights")

@@ -17,6 +17,7 @@ import difflib
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -56,10 +57,15 @@ class SettingsWithSources(RunSettings):
         return self._private("sources").get(key, "default")
 
     def display_name(self, key: str) -> str:
-        """How the user wrote ``key``: the flag (``--top-k``), the file and key (``c.yaml: top_k``), or the keyword."""
-        return self._private("names").get(key, key)
+        """How the user wrote ``key`` (a path too: ``chunking.chunk_size``): the flag (``--top-k``), the file and key
+        (``c.yaml: top_k``), or the keyword."""
+        names = self._private("names")
+        if key in names:
+            return names[key]
+        layer = self._private("layers").get(key.split(".", 1)[0].split("[", 1)[0])
+        return layer.name(key) if layer is not None else key
 
-    def _private(self, name: str) -> dict[str, str]:
+    def _private(self, name: str) -> dict[str, Any]:
         return (self.__pydantic_private__ or {}).get(name, {})
 
 
@@ -210,9 +216,13 @@ def build_settings(layers: Sequence[Layer]) -> SettingsWithSources:
             _problem(err, _naming(owner), lambda loc: _owner_fields(RunSettings, loc[:-1])) for err in e.errors()
         ]
         raise _one_line(problems) from None
+    written = {k: k for k in owner}
+    if isinstance(merged.get("cache"), (str, PurePath)) and "cache" in owner:  # `cache: FOLDER` sets cache_dir
+        owner["cache_dir"], written["cache_dir"] = owner["cache"], "cache"
     private = {
         "sources": {k: layer.label for k, layer in owner.items()},
-        "names": {k: layer.name(k) for k, layer in owner.items()},
+        "names": {k: layer.name(written[k]) for k, layer in owner.items()},
+        "layers": dict(owner),
     }
     object.__setattr__(settings, "__pydantic_private__", private)
     return settings
