@@ -55,7 +55,7 @@ def _yaml_load(text: str) -> Any:
         for key_node, _ in node.value:
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                 continue  # merge keys (<<) and complex keys: yaml's own rules
-            key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = loader.construct_object(key_node, deep=True)
             first = seen.setdefault(key, key_node.start_mark.line)
             if first != key_node.start_mark.line:
                 raise _DuplicateKey(key, f" (lines {first + 1} and {key_node.start_mark.line + 1})")
