@@ -134,3 +134,14 @@ def test_run_accepts_a_model_alias_as_chunking_tokenizer(tmp_path: Path, capsys:
     assert main(["run", "--config", config, "--print-settings"]) == 0
     out = capsys.readouterr().out
     assert json.dumps("minilm") in out
+
+
+def test_a_sweep_point_where_an_option_acts_nowhere_is_refused_before_any_point_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = ["sweep", "--axis", "top_k=5,10", "--tasks", "LeeDocumentSimilarity", "--output-folder", str(out)]
+    assert main(argv) == 2
+    err = _error(capsys)
+    assert "sweep point top_k=5: axis top_k=5 has no effect on the task(s) of this run (STS)" in err, err
+    assert not out.exists()

@@ -102,6 +102,16 @@ def _base_layers(
     return layers, axes, grids
 
 
+def _check_point(point: Any) -> None:
+    """The checks a run makes before any model loads, for one sweep point (an option acting on none of its tasks)."""
+    from embedscope.evaluation.plan import check_run
+
+    try:
+        check_run(point.settings)
+    except ConfigError as e:
+        raise ConfigError(f"sweep point {point.label}: {e}") from None
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from embedscope.compare.core import CompareOptions, check_options
     from embedscope.sweep.grid import SweepGrid, run_sweep
@@ -114,7 +124,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"--tune-folds {args.tune_folds}: give 2 or more folds")
     layers, axes, grids = _base_layers(args)
     grid = SweepGrid(layers, axes, grids)
-    grid.points()  # every point valid before any runs
+    for point in grid.points():  # every point valid, and every option acting in it, before any runs
+        _check_point(point)
     manifest = SweepManifest.for_grid(grid)  # report --html finds the sweep by it; valid after each point
     manifest.write()
     outcomes = run_sweep(grid, None if args.quiet else sys.stderr, on_point=manifest.add)
