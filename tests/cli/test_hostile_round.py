@@ -613,12 +613,14 @@ def _other_cases() -> list[Case]:
 
     for flag, values in {
         "--chunk-size": ("0", "-5", "abc", "nan"),
-        "--overlap": ("-1", "abc"),
-        "--method": ("bogus",),
+        "--chunk-overlap": ("-1", "abc"),
+        "--chunking": ("bogus",),
     }.items():
         for value in values:
             cases.append(Case(f"chunk {flag} {value}", chunk(flag, value), flag))
-    cases.append(Case("chunk --overlap > size", chunk("--chunk-size", "10", "--overlap", "20"), "--overlap"))
+    cases.append(
+        Case("chunk --overlap > size", chunk("--chunk-size", "10", "--chunk-overlap", "20"), "--chunk-overlap")
+    )
     cases.append(
         Case(
             "chunk -o folder",
@@ -668,7 +670,7 @@ def _valid(flag: str, value: str) -> bool:
     integral = number == int(number) and "." not in value and "e" not in value
     if flag in ("--samples", "--batch-size", "--ray-workers", "--rounds", "--chunk-size"):
         return integral and number >= 1
-    if flag in ("--overlap",):
+    if flag in ("--chunk-overlap",):
         return integral and 0 <= number < 10
     if flag == "--digits":
         return integral and 0 <= number <= 10
@@ -705,7 +707,7 @@ def _number_cases() -> list[Case]:
 
     makers = {
         ("--samples", "--batch-size"): eval_,
-        ("--chunk-size", "--overlap"): chunk,
+        ("--chunk-size", "--chunk-overlap"): chunk,
         ("--rounds", "--alpha", "--confidence"): compare,
         ("--ray-workers", "--ray-gpus-per-worker"): ray,
     }

@@ -103,10 +103,10 @@ def test_strategies_refuse_options_they_cannot_use(tmp_path, capsys):
         dataclasses.replace(STUDY_REFERENCE, method="fastbook-paragraphs-a", paragraphs=3)
     path = _notebook(tmp_path / "01_intro.ipynb", CELLS)
     out = tmp_path / "c.jsonl"
-    assert main(["chunk", str(path), "-o", str(out), "--method", "fastbook-paragraphs-c", "--chunk-size", "100"]) == 2
+    assert main(["chunk", str(path), "-o", str(out), "--chunking", "fastbook-paragraphs-c", "--chunk-size", "100"]) == 2
     err = capsys.readouterr().err.strip()
     assert "drop --chunk-size" in err and len(err.splitlines()) == 1
-    assert main(["chunk", str(path), "-o", str(out), "--method", "fastbook-paragraphs-c"]) == 0
+    assert main(["chunk", str(path), "-o", str(out), "--chunking", "fastbook-paragraphs-c"]) == 0
     assert [p.text for p in read_passages(out)] == EXPECTED["c"][:-1]
 
 
@@ -140,7 +140,7 @@ def test_chunk_counts_fall_with_the_window_size_and_500_is_the_default(tmp_path,
     ]
     assert counts[0] > counts[1] > counts[2] >= 2  # two halves at least
     out = tmp_path / "c.jsonl"
-    assert main(["chunk", str(path), "-o", str(out), "--method", "fastbook-reference", "--chunk-size", "500"]) == 0
+    assert main(["chunk", str(path), "-o", str(out), "--chunking", "fastbook-reference", "--chunk-size", "500"]) == 0
     assert read_passages(out) == chunk_documents([path], ChunkingSettings(method="fastbook-reference").options())
-    assert main(["chunk", str(path), "-o", str(out), "--method", "fastbook-reference", "--chunk-size", "100"]) == 0
+    assert main(["chunk", str(path), "-o", str(out), "--chunking", "fastbook-reference", "--chunk-size", "100"]) == 0
     assert len(read_passages(out)) == counts[0]

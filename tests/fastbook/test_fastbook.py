@@ -279,7 +279,7 @@ def test_cli_stats_chunk_run_and_beir_export(study, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| Total | 5 | 8 | 1.6 | 1 | 1 | 1 |" in out
     corpus = tmp_path / "corpus.jsonl"
-    assert main(["chunk", str(docs), "-o", str(corpus), "--method", "paragraphs"]) == 0
+    assert main(["chunk", str(docs), "-o", str(corpus), "--chunking", "paragraphs"]) == 0
     assert len(read_passages(corpus)) == 6
     args = [
         "fastbook",
@@ -449,7 +449,7 @@ def test_cli_stats_and_run_on_published_shapes(study, tmp_path, capsys):
                 str(path),
                 "--notebooks",
                 str(docs),
-                "--method",
+                "--chunking",
                 "paragraphs",
                 "--retriever",
                 "bm25",
@@ -509,25 +509,29 @@ def test_fastbook_reference_keeps_the_study_overlap_and_is_the_default_of_fastbo
     assert ChunkingSettings(method="fastbook-reference", chunk_size=100, overlap=25).options().split("x") == ["x"]
     path = _long_notebook(docs / "03_long.ipynb")
     corpus = tmp_path / "c.jsonl"
-    assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference"]) == 0
+    assert main(["chunk", str(path), "-o", str(corpus), "--chunking", "fastbook-reference"]) == 0
     reference = read_passages(corpus)
     assert reference == chunk_documents([path], ChunkingSettings(method="fastbook-reference").options())
     assert reference != chunk_documents([path], ChunkingSettings().options())
-    assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference", "--overlap", "10"]) == 2
-    assert "the study's overlap min(size/4, size/2, 64) = 64 at --chunk-size 500, not --overlap 10" in (
+    assert (
+        main(["chunk", str(path), "-o", str(corpus), "--chunking", "fastbook-reference", "--chunk-overlap", "10"]) == 2
+    )
+    assert "the study's overlap min(size/4, size/2, 64) = 64 at --chunk-size 500, not --chunk-overlap 10" in (
         capsys.readouterr().err
     )
-    assert main(["chunk", str(path), "-o", str(corpus), "--method", "fastbook-reference", "--overlap", "64"]) == 0
+    assert (
+        main(["chunk", str(path), "-o", str(corpus), "--chunking", "fastbook-reference", "--chunk-overlap", "64"]) == 0
+    )
     assert read_passages(corpus) == reference  # the rule's own value, given, is the default
     assert main(["chunk", str(path), "-o", str(corpus), "--chunking", "fastbook-reference"]) == 0
     assert read_passages(corpus) == reference
     from embedscope.cli.main import build_parser
 
     parse = build_parser().parse_args
-    assert parse(["fastbook", "run", "--benchmark", "b.json", "--notebooks", "nb", "--retriever", "bm25"]).method == (
-        "fastbook-reference"
-    )
-    assert parse(["chunk", "nb", "-o", "c.jsonl"]).method == "tokens"  # the chunk command keeps plain windows
+    assert parse(
+        ["fastbook", "run", "--benchmark", "b.json", "--notebooks", "nb", "--retriever", "bm25"]
+    ).default_chunking == ("fastbook-reference")
+    assert parse(["chunk", "nb", "-o", "c.jsonl"]).default_chunking == "tokens"  # the chunk command keeps plain windows
     export = tmp_path / "beir"
     assert (
         main(["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(path), "-o", str(export)]) == 0
@@ -660,7 +664,7 @@ def test_export_beir_from_two_folders_with_the_same_file_names(study, tmp_path):
     shutil.copytree(docs, tmp_path / "copy")
     beir = tmp_path / "beir"
     argv = ["fastbook", "export-beir", "--benchmark", str(bench), "--notebooks", str(docs), str(tmp_path / "copy")]
-    assert main([*argv, "--method", "paragraphs", "-o", str(beir)]) == 0
+    assert main([*argv, "--chunking", "paragraphs", "-o", str(beir)]) == 0
     ids = [json.loads(line)["_id"] for line in (beir / "corpus.jsonl").read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 2 * len(chunk_documents([docs], PARAGRAPHS))
     assert "notebooks/01_pets-0000" in ids and "copy/01_pets-0000" in ids
@@ -713,7 +717,7 @@ def test_scope_chapter_searches_one_fts5_table_with_a_chapter_filter(tmp_path):
         assert row["retrieved"].split() == [ids[r - 1] for (r,) in direct]
 
 
-@pytest.mark.parametrize("method", [["--chunk-size", "100"], ["--method", "fastbook-paragraphs-b"]])
+@pytest.mark.parametrize("method", [["--chunk-size", "100"], ["--chunking", "fastbook-paragraphs-b"]])
 def test_fastbook_run_takes_a_study_point(study, capsys, method):
     docs, bench, _ = study
     args = ["fastbook", "run", "--benchmark", str(bench), "--notebooks", str(docs), "--retriever", "bm25"]

@@ -72,7 +72,7 @@ def test_axes_expand_in_order_and_paths_reach_nested_values(beir, tmp_path):
         [("pipeline.fusion.weights", [[1, 2], [2, 1]]), ("top_k", [5, 50])],
     )
     points = grid.points()
-    assert [(p.settings.pipeline.fusion["weights"], p.settings.top_k) for p in points] == [
+    assert [(p.settings.pipeline.fusion.weights, p.settings.top_k) for p in points] == [
         ([1, 2], 5),
         ([1, 2], 50),
         ([2, 1], 5),

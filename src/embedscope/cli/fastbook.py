@@ -4,61 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from embedscope.cli.options import add_pipeline_options, pipeline_spec
-from embedscope.errors import ConfigError, SettingError
-
-
-def _add_chunk_options(p: argparse.ArgumentParser, method: str = "tokens") -> None:
-    from embedscope.data.documents import CHUNK_METHODS
-
-    p.add_argument(
-        "--method",
-        "--chunking",
-        dest="method",
-        choices=CHUNK_METHODS,
-        default=method,
-        help=f"sentence-aware token windows, groups of paragraphs, fastbook-reference (the study's corpus: "
-        f"each document cut in halves, then --chunk-size token windows, 500 by default, with the study's overlap "
-        f"min(size/4, size/2, 64)), or the study's paragraph strategies fastbook-paragraphs-a..f; default {method}",
-    )
-    p.add_argument("--chunk-size", type=int, default=500, help="tokens per passage (tokens, fastbook-reference)")
-    p.add_argument(
-        "--overlap",
-        type=int,
-        default=None,
-        help="tokens shared by neighbouring passages (method tokens; default 64; fastbook-reference: the study's rule)",
-    )
-    p.add_argument("--tokenizer", default="cl100k_base", help="cl100k_base (tiktoken), a model alias or tokenizer.json")
-    p.add_argument("--paragraphs", type=int, default=1, help="paragraphs per passage (method paragraphs)")
-    p.add_argument("--no-headers", action="store_true", help="drop Markdown header paragraphs (method paragraphs)")
-    p.add_argument(
-        "--stop-at",
-        default="## Questionnaire",
-        help="stop reading a document at the first markdown cell (or line) containing this; '' reads everything",
-    )
+from embedscope.cli.settings_flags import add_settings_flags, settings_layer
+from embedscope.errors import ConfigError
 
 
-def _chunk_options(args: argparse.Namespace):
-    from embedscope.data.documents import ChunkOptions
-    from embedscope.models.specs import tokenizer_location
+def _settings(args: argparse.Namespace, method: str) -> Any:
+    """The settings the flags give, over the chunking ``method`` this command defaults to."""
+    from embedscope.settings import Layer, build_settings
 
-    try:
-        return ChunkOptions(
-            method=args.method,
-            chunk_size=args.chunk_size,
-            overlap=args.overlap,
-            tokenizer=tokenizer_location(args.tokenizer),
-            paragraphs=args.paragraphs,
-            keep_headers=not args.no_headers,
-            stop_at=args.stop_at or None,
-        )
-    except SettingError as e:  # it names the chunking settings by key: name this command's flags
-        raise ConfigError(e.named(lambda key: _CHUNK_FLAGS.get(key.removeprefix("chunking.")))) from None
+    return build_settings([Layer("defaults", {"chunking": {"method": method}}, "api"), settings_layer(args)])
 
 
-_CHUNK_FLAGS = {"method": "--method", "overlap": "--overlap", "keep_headers": "--no-headers"}
-_CHUNK_FLAGS.update({k: f"--{k.replace('_', '-')}" for k in ("chunk_size", "tokenizer", "paragraphs", "stop_at")})
+def _chunk_options(args: argparse.Namespace) -> Any:
+    settings = _settings(args, args.default_chunking)
+    assert settings.chunking is not None
+    return settings.chunking.options()
 
 
 def _add_chunk(sub: argparse._SubParsersAction) -> None:
@@ -70,8 +32,8 @@ def _add_chunk(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="+", help="files or folders")
     p.add_argument("-o", "--output", required=True, help="corpus.jsonl to write")
-    _add_chunk_options(p)
-    p.set_defaults(func=_cmd_chunk)
+    add_settings_flags(p, ("chunking",))
+    p.set_defaults(func=_cmd_chunk, default_chunking="tokens")
 
 
 def _cmd_chunk(args: argparse.Namespace) -> int:
@@ -96,7 +58,9 @@ def _add_fastbook(sub: argparse._SubParsersAction) -> None:
         ("export-beir", _cmd_fastbook_export, "write the benchmark as a BEIR folder"),
     ):
         r = fsub.add_parser(name, help=helptext)
-        r.add_argument("--benchmark", required=True, help="benchmark JSON file (or its URL when online)")
+        r.add_argument(
+            "--benchmark", dest="benchmark_file", required=True, help="benchmark JSON file (or its URL when online)"
+        )
         source = r.add_mutually_exclusive_group(required=True)
         source.add_argument("--notebooks", nargs="+", help="chapter notebooks / Markdown files or their folder")
         source.add_argument("--passages", help="a corpus.jsonl written by 'embedscope chunk'")
@@ -106,13 +70,12 @@ def _add_fastbook(sub: argparse._SubParsersAction) -> None:
             default="chapter" if name == "run" else "all",
             help="search (and judge) only the question's own chapter, or all passages",
         )
-        _add_chunk_options(r, method="fastbook-reference")
-        r.set_defaults(func=func)
+        add_settings_flags(r, ("chunking",))
+        r.set_defaults(func=func, default_chunking="fastbook-reference")
         if name == "export-beir":
             r.add_argument("-o", "--output", required=True, help="folder to write")
             continue
-        add_pipeline_options(r, required=True)
-        r.set_defaults(model=None)
+        add_settings_flags(r, ("pipeline",), paths=("top_k", "output_folder", "overwrite", "batch_size", "cache"))
         r.add_argument(
             "--queries",
             default="question",
@@ -122,21 +85,18 @@ def _add_fastbook(sub: argparse._SubParsersAction) -> None:
         )
         r.add_argument("--table-csv", default=None, metavar="FILE", help="also write the per-chapter table as CSV")
         r.add_argument("--k", type=int, default=10, help="cutoff of Modified MRR@k / Recall@k")
-        r.add_argument("--top-k", type=int, default=None, help="stage-1 candidates when reranking (default k)")
         r.add_argument("--exclude-extraneous", action="store_true", help="leave out extraneous answer components")
         r.add_argument(
             "--exclude-implicit", action="store_true", help="leave out implicit (explicit_context false) ones"
         )
-        r.add_argument("--output-folder", default=None, help="write MTEB-format results and a per-question CSV here")
-        r.add_argument("--overwrite", action="store_true", help="replace a stored result in --output-folder")
-        r.add_argument("--batch-size", type=int, default=32, help="texts per encoding batch (default 32)")
-        r.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
 
 
-def _passages(args: argparse.Namespace):
+def _passages(args: argparse.Namespace, options: Any = None) -> Any:
     from embedscope.data.documents import chunk_documents, read_passages
 
-    return read_passages(args.passages) if args.passages else chunk_documents(args.notebooks, _chunk_options(args))
+    if args.passages:
+        return read_passages(args.passages)
+    return chunk_documents(args.notebooks, options if options is not None else _chunk_options(args))
 
 
 def _cmd_fastbook_stats(args: argparse.Namespace) -> int:
@@ -158,11 +118,15 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
     from embedscope.studies.fastbook.data import load_benchmark, read_keyword_queries
     from embedscope.studies.fastbook.run import run_fastbook
 
-    spec = pipeline_spec(args)
-    assert spec is not None  # --retriever is required here
-    benchmark = load_benchmark(args.benchmark)
+    if not getattr(args, "pipeline__retrievers", None):
+        raise ConfigError("fastbook run needs --retriever (repeat it to fuse several)")
+    settings = _settings(args, args.default_chunking)
+    assert settings.pipeline is not None and settings.chunking is not None
+    spec = settings.pipeline.spec()
+    given = settings.model_fields_set
+    benchmark = load_benchmark(args.benchmark_file)
     keywords = None if args.queries == "question" else read_keyword_queries(args.queries, benchmark)
-    passages = _passages(args)
+    passages = _passages(args, settings.chunking.options())
     documents = len(document_paths(args.notebooks)) if args.notebooks else len({p.source for p in passages})
     print(f"{len(passages)} passages from {documents} documents", file=sys.stderr)
     report = run_fastbook(
@@ -175,13 +139,13 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
         keywords=keywords,
         scope=args.scope,
         k=args.k,
-        top_k=args.top_k,
+        top_k=settings.top_k if "top_k" in given else None,  # default: k
         exclude_extraneous=args.exclude_extraneous,
         exclude_implicit=args.exclude_implicit,
-        output_folder=args.output_folder,
-        overwrite=args.overwrite,
-        batch_size=args.batch_size,
-        cache=None if args.no_cache else EmbeddingCache(),
+        output_folder=settings.output_folder if "output_folder" in given else None,
+        overwrite=settings.overwrite == "always",
+        batch_size=settings.batch_size or 32,
+        cache=EmbeddingCache() if settings.cache else None,
     )
     print(report.table())
     if report.path:
@@ -203,7 +167,7 @@ def _cmd_fastbook_export(args: argparse.Namespace) -> int:
     from embedscope.studies.fastbook.corpus import export_beir
     from embedscope.studies.fastbook.data import load_benchmark
 
-    folder = export_beir(load_benchmark(args.benchmark), _passages(args), args.output, scope=args.scope)
+    folder = export_beir(load_benchmark(args.benchmark_file), _passages(args), args.output, scope=args.scope)
     print(f"wrote BEIR folder {folder} (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
     return 0
 

@@ -63,12 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-_FLAGS = {"task_params": "--task-param", "chunking.method": "--chunking", "chunking.overlap": "--chunk-overlap"}
-
-
 def _flag(key: str) -> str:
-    """The flag of settings key ``key`` (a model option's is its own name: ``model_options.backend`` → ``--backend``)."""
-    return _FLAGS.get(key) or f"--{key.rpartition('.')[2].replace('_', '-')}"
+    """The flag of settings key ``key`` (declared once, by the settings: ``chunking.overlap`` → ``--chunk-overlap``)."""
+    from embedscope.cli.settings_flags import flag_of
+
+    return flag_of(key) or key
 
 
 def _one_line(error: BaseException) -> str:

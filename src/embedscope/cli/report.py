@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from embedscope.cli.settings_flags import add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
 
 MAX_DIGITS = 10
@@ -115,19 +116,9 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         "p-value of every pair of models, from the per-item scores saved beside the results.",
     )
     p.add_argument("folders", nargs="*", help="results folders, one model each (the first is the reference)")
-    p.add_argument(
-        "--models",
-        nargs="+",
-        default=None,
-        metavar="MODEL",
-        help="instead of folders: evaluate two models "
-        "on --tasks (stored results and the embedding cache are reused) and add per-text embedding "
-        "agreement (cosine of each text's two vectors) to the fidelity measures",
-    )
-    p.add_argument("--output-folder", default="results", help="where --models writes its results")
-    p.add_argument("--cache-dir", default=None, help="embedding cache folder for --models")
-    p.add_argument("--no-cache", action="store_true", help="--models without the embedding cache")
-    p.add_argument("--limits", type=int, default=None, help="--models: EvalScope limits (first N items)")
+    # --models: instead of folders, evaluate the models on --tasks (stored results and the embedding cache are
+    # reused) and add per-text embedding agreement to the fidelity measures; --tasks alone picks shared tasks
+    add_settings_flags(p, paths=("models", "tasks", "output_folder", "cache", "cache_dir", "limits"))
     p.add_argument(
         "--test",
         default="permutation",
@@ -141,7 +132,6 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--alpha", type=float, default=0.05, help="significance level for the markers (default 0.05)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
-    p.add_argument("--tasks", "-t", nargs="+", default=None, help="only these shared tasks")
     p.add_argument(
         "--fidelity",
         action="store_true",
@@ -167,17 +157,25 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     options = CompareOptions(
         args.test, args.rounds, args.seed, args.correction, args.alpha, args.confidence, args.allow_mismatch
     )
-    if args.models:
+    layer = settings_layer(args)
+    if "models" in layer.values:
         from embedscope.evaluation.agreement import compare_model_runs
+        from embedscope.settings import build_settings
 
         if args.folders:
             raise ConfigError("give result folders or --models, not both")
-        cache = False if args.no_cache else (args.cache_dir or True)
+        s = build_settings([layer])
+        cache = False if not s.cache else (s.cache_dir or True)
         comparison = compare_model_runs(
-            args.models, args.tasks or [], args.output_folder, options, cache=cache, limits=args.limits
+            [str(m) for m in s.models or []], list(s.tasks), s.output_folder, options, cache=cache, limits=s.limits
         )
     else:
-        comparison = compare_folders(args.folders, options, args.tasks, fidelity=args.fidelity)
+        given = sorted(set(layer.names) - {"tasks"})
+        if given:
+            raise ConfigError(
+                f"{', '.join(layer.names[k] for k in given)}: for --models only; add --models, or drop them"
+            )
+        comparison = compare_folders(args.folders, options, getattr(args, "tasks", None), fidelity=args.fidelity)
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
     else:

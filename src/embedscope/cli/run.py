@@ -7,9 +7,8 @@ import json
 import os
 from typing import Any
 
-from embedscope.cli.options import add_pipeline_options, pipeline_spec
-from embedscope.errors import ConfigError, SettingError
-from embedscope.settings.sources import Layer
+from embedscope.cli.settings_flags import add_settings_flags, settings_layer
+from embedscope.errors import ConfigError
 
 _RUN_DESCRIPTION = (
     "Evaluate a model on tasks and write MTEB-format results. With no arguments, evaluates the built-in 'minilm' model "
@@ -18,15 +17,16 @@ _RUN_DESCRIPTION = (
     "then the flags given here: an explicit flag overrides the config file's value (--print-settings shows each "
     "value and where it came from). A flag that cannot act in the chosen mode is an error, never dropped."
 )
-# flags whose value is a model option: the run-wide model_options.KEY (over each config model's own)
-_MODEL_OPTION_FLAGS = (
-    "backend",
-    "pooling",
-    "max_seq_length",
-    "query_prompt",
-    "tokenizer",
-    "revision",
-    "calibration",
+RUN_GROUPS = (
+    "models",
+    "model options",
+    "pipeline",
+    "tasks",
+    "encoding",
+    "search",
+    "dense post-processing",
+    "chunking",
+    "results",
 )
 
 
@@ -37,54 +37,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         description=_RUN_DESCRIPTION,
         argument_default=argparse.SUPPRESS,  # only the flags given become a settings layer
     )
-    p.add_argument(
-        "--model",
-        "-m",
-        help="alias (see 'embedscope models'), local path, hub id, or a "
-        "retriever: bm25, fts5, colbert:MODEL (options as bm25:k1=1.2,b=0.75)",
-    )
-    add_pipeline_options(p)
-    p.add_argument(
-        "--tasks",
-        "-t",
-        nargs="+",
-        help="task names (see 'embedscope tasks'), folders of "
-        "custom retrieval data, or TYPE:PATH (sts:pairs.csv …); default: the 4 built-in tasks",
-    )
-    p.add_argument(
-        "--benchmark",
-        "-b",
-        metavar="NAME",
-        help="run one of mteb's benchmarks, e.g. \"MTEB(eng, v2)\" (see 'embedscope tasks --benchmarks')",
-    )
-    p.add_argument(
-        "--task-type",
-        dest="task_types",
-        nargs="+",
-        metavar="TYPE",
-        help="keep only the tasks of these types (as 'embedscope tasks --type'), e.g. Retrieval STS",
-    )
-    p.add_argument(
-        "--language",
-        dest="languages",
-        nargs="+",
-        metavar="LANG",
-        help="keep only the tasks in these languages (ISO 639-3, e.g. eng rus)",
-    )
-    p.add_argument(
-        "--task-param",
-        action="append",
-        metavar="NAME=VALUE",
-        help="protocol parameter, repeatable: samples_per_label, n_experiments (classification); "
-        "max_document_to_embed, max_fraction_of_documents_to_embed, n_experiments, legacy (clustering); "
-        "k (retrieval/reranking cutoffs, e.g. 1,10; multilabel neighbours), top_k (retrieval)",
-    )
-    p.add_argument(
-        "--splits",
-        nargs="+",
-        metavar="SPLIT",
-        help="evaluate these splits instead of each task's own (e.g. validation)",
-    )
+    add_settings_flags(p, RUN_GROUPS, exclude=("models",))
     p.add_argument(
         "--config",
         "-c",
@@ -93,185 +46,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--print-settings",
         action="store_true",
-        help="print the resolved settings, each with where it came from (default, config file, flag), and stop",
-    )
-    p.add_argument(
-        "--output-folder",
-        help="where results go (default results): <folder>/<org__model>/<revision>/<Task>.json; runs with other "
-        "settings (--pooling, --query-prompt, --max-seq-length, --dtype, --top-k, --limits …) go to "
-        "<folder>/<org__model>/<revision>/experiments/<settings-hash>/",
-    )
-    p.add_argument(
-        "--batch-size",
-        help="texts per encoding batch (default: 32 on the CPU, MTEB's and the exact path; 256 on a GPU)",
-    )
-    p.add_argument(
-        "--top-k", help="documents kept per query (default 1000; with a reranker: stage-1 candidates); retrieval only"
-    )
-    p.add_argument(
-        "--device",
-        help="auto (default: the best accelerator here, else cpu) | cpu | cuda | cuda:N | mps; several "
-        "(cuda:0,cuda:1) shard the encoding, with the same vectors as one device",
-    )
-    p.add_argument("--devices", metavar="LIST", help="the same as --device with a list: cuda:0,cuda:1")
-    p.add_argument(
-        "--dtype",
-        help="model precision: fp32 (default, the exact path), fp16 or bf16 (faster on GPUs; scores shift slightly)",
-    )
-    add_engine_options(p)
-    p.add_argument(
-        "--overwrite",
-        nargs="?",
-        const="always",
-        metavar="STRATEGY",
-        help="re-run and replace stored results ('always', the default when the flag "
-        "is given alone), or only-missing (the default) | never | only-cache",
-    )
-    p.add_argument("--save-predictions", action="store_true", help="also write each task's ranked run")
-    p.add_argument("--no-cache", dest="cache", action="store_false", help="do not use the embedding cache")
-    p.add_argument("--cache-dir", help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)")
-    p.add_argument("--limits", help="EvalScope limits: first N queries, judged docs only (inflates scores)")
-    p.add_argument(
-        "--corpus-chunk-size",
-        help="documents encoded and scored at once (default MTEB's 50,000; bounds memory); retrieval only",
-    )
-    p.add_argument(
-        "--filter-field",
-        metavar="NAME",
-        help="filtered search: each query searches only the documents whose metadata NAME equals its own (a column "
-        "of the corpus and queries files, or a key of BEIR's metadata); BM25/FTS5 statistics stay whole-corpus",
-    )
-    p.add_argument(
-        "--truncate-dim",
-        metavar="D",
-        help="dense retrieval on the first D dimensions of each vector (Matryoshka; re-normalised for cosine models); "
-        "the cached vectors are reused",
-    )
-    p.add_argument(
-        "--precision",
-        help="dense retrieval on fp32 (default) | int8 (per-dimension ranges from the corpus) | binary (sign bits, "
-        "Hamming distance) vectors, as sentence-transformers' quantize_embeddings",
-    )
-    p.add_argument(
-        "--rescore",
-        dest="rescore_multiplier",
-        metavar="R",
-        help="with --precision int8/binary: rescore the top R × top-k candidates with the float query",
-    )
-    p.add_argument(
-        "--index",
-        metavar="SPEC",
-        help="dense retrieval through an approximate faiss index: exact (default) | hnsw:M=32,ef_construction=40,"
-        "ef_search=16 | ivfpq:nlist=256,m=16,nbits=8,nprobe=8 (needs embedscope[ann]); reports ann_recall_at_10",
-    )
-    p.add_argument(
-        "--chunking",
-        dest="chunk_method",
-        metavar="METHOD",
-        help="retrieval on passages: chunk each document by tokens | paragraphs | fastbook-reference | "
-        "fastbook-paragraphs-a … -f; relevance by document scores each document by its best passage, QA relevance "
-        "(context strings) is recomputed per passage",
-    )
-    p.add_argument("--chunk-size", metavar="N", help="tokens per passage (chunking tokens, fastbook-reference)")
-    p.add_argument("--chunk-overlap", metavar="N", help="tokens shared by neighbouring passages (chunking tokens)")
-    p.add_argument(
-        "--latency-sample",
-        metavar="N",
-        help="after the run, time N sampled queries one at a time (query encoded by the model, not the cache, then "
-        "searched): p50/p95 latency in the result's query_latency; fp32 dense search only; scores unchanged",
-    )
-    p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
-    p.add_argument(
-        "--backend",
-        help="force sentence-transformers | transformers | onnx | static; or a fast path of a torch model, exported "
-        "once into the cache folder: onnx | onnx-int8 (needs embedscope[onnx-export]) | openvino | openvino-bf16 | "
-        "openvino-int8 (needs embedscope[openvino])",
-    )
-    p.add_argument(
-        "--calibration",
-        metavar="FILE",
-        help="--backend openvino-int8: texts to calibrate on (one a line, or .jsonl with 'text'); "
-        "default: a seeded sample of 300 of the run's task texts",
-    )
-    p.add_argument("--pooling", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens")
-    p.add_argument("--max-seq-length", help="truncate texts to this many tokens")
-    p.add_argument("--query-prompt", help="instruction prepended to queries only")
-    p.add_argument("--tokenizer", help="tokenizer.json or folder (ONNX models without one)")
-    p.add_argument("--revision", help="hub revision of the model")
-    p.add_argument(
-        "--no-progress",
-        dest="show_progress",
-        action="store_false",
-        help="no progress bars (they are shown only when stderr is a terminal)",
+        help="check the settings as the run does, print each resolved value with where it came from (default, "
+        "config file, flag), and stop",
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.set_defaults(func=_cmd_run, parser=p)
-
-
-def add_engine_options(p: argparse.ArgumentParser) -> None:
-    """--engine NAME, and --NAME-FIELD for each field of each registered engine's settings."""
-    from embedscope.engines import engine_names, engine_settings
-
-    names = engine_names()
-    p.add_argument(
-        "--engine",
-        choices=names,
-        help="where encoding runs: in this process (local, the default) or on a Ray cluster "
-        "(pip install 'embedscope[ray]')",
-    )
-    for name in names:
-        for field, info in engine_settings(name).model_fields.items():
-            if field != "name":
-                p.add_argument(
-                    f"--{name}-{field.replace('_', '-')}",
-                    dest=f"{name}_{field}",
-                    metavar=field.split("_")[0].upper(),
-                    help=f"{info.description or field} (with --engine {name})",
-                )
-
-
-def flag_layer(args: argparse.Namespace, spellings: dict[str, str]) -> Layer:
-    """The flags given, as a settings layer; ``spellings`` maps each flag's dest to how it is written."""
-    from embedscope.tasks.params import parse_task_params
-
-    skip = ("func", "command", "verbose", "json", "config", "print_settings", "parser")
-    given = {k: v for k, v in vars(args).items() if k not in skip and v is not None}
-    names = {k: spellings.get(k, f"--{k.replace('_', '-')}") for k in given}
-    values: dict[str, Any] = {}
-    pipeline_flags = {k: given.pop(k) for k in _PIPELINE_KEYS if k in given}
-    pipeline = pipeline_spec(argparse.Namespace(**pipeline_flags), given.get("model"))
-    if pipeline is not None:
-        values["pipeline"] = pipeline
-        given.pop("model", None)  # the pipeline's first stage when --reranker came alone
-        names["pipeline"] = "/".join(names[k] for k in pipeline_flags)
-    if "devices" in given:
-        given["device"] = given.pop("devices")
-        names["device"] = "--devices"
-    options = {k: given.pop(k) for k in _MODEL_OPTION_FLAGS if k in given}
-    if options:
-        values["model_options"] = options
-        names.update({f"model_options.{k}": names[k] for k in options})
-    chunking = {key: given.pop(flag) for flag, key in _CHUNK_FLAGS.items() if flag in given}
-    if chunking:
-        values["chunking"] = chunking
-        names["chunking"] = "/".join(names[flag] for flag in _CHUNK_FLAGS if flag in names)
-        names.update({f"chunking.{key}": names[flag] for flag, key in _CHUNK_FLAGS.items() if flag in names})
-    if "task_param" in given:
-        try:
-            values["task_params"] = parse_task_params(given.pop("task_param"))
-        except SettingError as e:  # it names the setting by key
-            raise ConfigError(e.named({"task_params": "--task-param"}.get)) from None
-        names["task_params"] = "--task-param"
-    values.update(given)
-    return Layer("command line", values, "flag", names)
-
-
-_CHUNK_FLAGS = {"chunk_method": "method", "chunk_size": "chunk_size", "chunk_overlap": "overlap"}
-_PIPELINE_KEYS = ("retriever", "fusion", "rrf_k", "weights", "reranker", "pipeline_name")
-
-
-def _flag_spellings(parser: argparse.ArgumentParser) -> dict[str, str]:
-    return {a.dest: max(a.option_strings, key=len) for a in parser._actions if a.option_strings}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -280,9 +59,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from embedscope.settings.files import config_layer
 
     layers = [config_layer(args.config)] if getattr(args, "config", None) else []
-    layers.append(flag_layer(args, _flag_spellings(args.parser)))
+    layers.append(settings_layer(args))
     settings = build_settings(layers)
     if getattr(args, "print_settings", False):
+        from embedscope.evaluation.plan import check_run
+
+        check_run(settings)
         print(settings_table(settings))
         return 0
     if (
@@ -381,7 +163,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         description="Encode sentence pairs, cosine similarity, Spearman x100 against the gold "
         "scores, printed and written as JSON (the ONNX evaluator's format).",
     )
-    p.add_argument("-m", "--model", required=True, help="ONNX file, model folder or built-in alias")
+    add_settings_flags(p, paths=("model", "model_options.tokenizer", "batch_size"))  # -m, --tokenizer, --batch-size
     p.add_argument("--model-id", default=None, help="model id recorded in the JSON (default: the model's name)")
     p.add_argument(
         "--task",
@@ -400,8 +182,6 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         help="input_column_1=, input_column_2=, score_column= (defaults sentence1, sentence2, score)",
     )
     p.add_argument("--output", default=None, help="write the JSON here too")
-    p.add_argument("--tokenizer", default=None, help="tokenizer.json or folder (ONNX models without one)")
-    p.add_argument("--batch-size", type=int, default=32, help="texts per encoding batch (default 32)")
     p.add_argument(
         "--reference-model",
         default=None,
@@ -428,23 +208,26 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         parse_column_mapping,
     )
     from embedscope.models.specs import load_encoder
+    from embedscope.settings import build_settings
 
-    for flag, value in (("--batch-size", args.batch_size), ("--samples", args.samples)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} {value}: give a positive integer")
+    if args.samples is not None and args.samples < 1:
+        raise ConfigError(f"--samples {args.samples}: give a positive integer")
+    settings = build_settings([settings_layer(args)])
+    if settings.model is None:
+        raise ConfigError("eval needs -m/--model: an ONNX file, model folder or built-in alias")
     columns = parse_column_mapping(args.column)
     check_dataset(args.dataset)  # before the model loads
-    encoder = load_encoder(args.model, **({"tokenizer": args.tokenizer} if args.tokenizer else {}))
+    encoder = load_encoder(settings.model, tokenizer=settings.model_options.tokenizer)
     record = evaluate_feature_extraction(
         encoder,
         model_id=args.model_id or encoder.name,
-        model_path=_model_path(encoder, args.model),
+        model_path=_model_path(encoder, settings.model),
         dataset=args.dataset,
         task=args.task,
         split=args.split,
         samples=args.samples,
         columns=columns,
-        batch_size=args.batch_size,
+        batch_size=settings.batch_size or 32,  # the ONNX evaluator's default
         reference=load_encoder(args.reference_model) if args.reference_model else None,
     )
     text = json.dumps(record, indent=2, ensure_ascii=False)

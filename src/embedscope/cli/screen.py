@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 _DESCRIPTION = (
     "Run every model on a fast path (--fast: bf16, onnx-int8, openvino-bf16, openvino-int8 …; default the fastest "
@@ -16,13 +15,11 @@ _DESCRIPTION = (
     "embedding cache are reused as by run, so an interrupted screen resumes; fast results go to their own "
     "experiments folder."
 )
-# the flags of this command that are not run settings
-_SCREEN_ONLY = ("models_given", "fast", "confirm", "json_file", "csv_file", "rounds", "seed", "no_fidelity", "digits")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the screen command."""
-    from embedscope.cli.run import add_engine_options
+    from embedscope.cli.settings_flags import add_settings_flags
 
     p = sub.add_parser(
         "screen",
@@ -30,27 +27,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=_DESCRIPTION,
         argument_default=argparse.SUPPRESS,  # only the flags given become a settings layer
     )
-    p.add_argument("--models", dest="models_given", nargs="+", metavar="MODEL", help="two or more models")
-    p.add_argument("--tasks", "-t", nargs="+", help="tasks, as for run (default: the 4 built-in tasks)")
+    add_settings_flags(
+        p,
+        ("tasks", "results"),
+        paths=("models", "device", "batch_size", "engine", "limits", "top_k"),
+        exclude=("save_predictions",),
+    )
     p.add_argument("--fast", metavar="PATH", help="the fast path (default: the fastest one that runs here)")
     p.add_argument(
         "--confirm", metavar="N", help="models to confirm exact, besides those whose CI overlaps (default 2)"
     )
     p.add_argument("--config", "-c", help="YAML/JSON config of run's schema (the base settings); flags override it")
-    p.add_argument("--output-folder", help="where results go, as for run (default results)")
-    p.add_argument("--batch-size", help="texts per encoding batch (default: 32 on the CPU)")
-    p.add_argument("--device", help="auto (default) | cpu | cuda | cuda:N | mps")
-    add_engine_options(p)
-    p.add_argument("--limits", help="EvalScope limits: first N queries, judged docs only (inflates scores)")
-    p.add_argument("--top-k", help="documents kept per query (default 1000); retrieval only")
-    p.add_argument("--splits", nargs="+", metavar="SPLIT", help="evaluate these splits instead of each task's own")
-    p.add_argument("--data-dir", help="local copies of catalog datasets (<dir>/<Task>, hub layout)")
-    p.add_argument("--no-cache", dest="cache", action="store_false", help="do not use the embedding cache")
-    p.add_argument("--cache-dir", help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)")
-    p.add_argument("--overwrite", nargs="?", const="always", metavar="STRATEGY", help="as for run")
-    p.add_argument(
-        "--no-progress", dest="show_progress", action="store_false", help="no progress bars (shown only on a terminal)"
-    )
     p.add_argument("--rounds", help="bootstrap / randomisation rounds of the intervals and tests (default 10,000)")
     p.add_argument("--seed", help="random seed of the intervals and tests (default 42)")
     p.add_argument(
@@ -78,7 +65,7 @@ def _integer(args: argparse.Namespace, name: str, default: int, flag: str) -> in
 
 def _cmd_screen(args: argparse.Namespace) -> int:
     from embedscope.cli.report import checked_digits
-    from embedscope.cli.run import flag_layer
+    from embedscope.cli.settings_flags import settings_layer
     from embedscope.compare.core import CompareOptions
     from embedscope.errors import ConfigError
     from embedscope.files import atomic_write_text
@@ -95,13 +82,8 @@ def _cmd_screen(args: argparse.Namespace) -> int:
         seed=_integer(args, "seed", CompareOptions.seed, "--seed"),
     )
     digits = checked_digits(_integer(args, "digits", 4, "--digits"))
-    given: dict[str, Any] = {k: v for k, v in vars(args).items() if k not in _SCREEN_ONLY}
-    if getattr(args, "models_given", None):
-        given["models"] = list(args.models_given)
-    spellings = {a.dest: max(a.option_strings, key=len) for a in args.parser._actions if a.option_strings}
-    spellings["models"] = "--models"
     layers = [config_layer(args.config)] if getattr(args, "config", None) else []
-    layers.append(flag_layer(argparse.Namespace(**given), spellings))
+    layers.append(settings_layer(args))
     settings = build_settings(layers)
     report = screen_settings(
         settings, getattr(args, "fast", None), confirm, options, not getattr(args, "no_fidelity", False)

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from embedscope.cli.settings_flags import add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
 
 _DESCRIPTION = (
@@ -39,8 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="a base setting (YAML value), repeatable, over --config and the grid's base: --set limits=50",
     )
-    p.add_argument("--tasks", "-t", nargs="+", help="the base's tasks (as run --tasks)")
-    p.add_argument("--output-folder", help="the base's output folder (default results)")
+    add_settings_flags(p, ("tasks", "results"))  # the base's, over --config, the grid's base and --set
     p.add_argument(
         "--tune-folds",
         type=int,
@@ -85,12 +85,11 @@ def _base_layers(
     for text in args.set:
         key, value = parse_set_flag(text)
         flags[key], names[key] = value, f"--set {key}"
-    if args.tasks:
-        flags["tasks"], names["tasks"] = list(args.tasks), "--tasks"
-    if args.output_folder is not None:
-        flags["output_folder"], names["output_folder"] = args.output_folder, "--output-folder"
     if flags:
         layers.append(Layer("command line", flags, "flag", names))
+    flag_layer = settings_layer(args)
+    if flag_layer.values:
+        layers.append(flag_layer)
     given = {k for k, _ in axes} | {k for sub in grids for k, _ in sub}
     for text in args.axis:
         key, values = parse_axis_flag(text)
@@ -101,6 +100,16 @@ def _base_layers(
     if not axes and not grids:
         raise ConfigError("sweep needs at least one axis: --axis KEY=V1,V2 or a --grid file with axes:")
     return layers, axes, grids
+
+
+def _check_point(point: Any) -> None:
+    """The checks a run makes before any model loads, for one sweep point (an option acting on none of its tasks)."""
+    from embedscope.evaluation.plan import check_run
+
+    try:
+        check_run(point.settings)
+    except ConfigError as e:
+        raise ConfigError(f"sweep point {point.label}: {e}") from None
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -115,7 +124,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"--tune-folds {args.tune_folds}: give 2 or more folds")
     layers, axes, grids = _base_layers(args)
     grid = SweepGrid(layers, axes, grids)
-    grid.points()  # every point valid before any runs
+    for point in grid.points():  # every point valid, and every option acting in it, before any runs
+        _check_point(point)
     manifest = SweepManifest.for_grid(grid)  # report --html finds the sweep by it; valid after each point
     manifest.write()
     outcomes = run_sweep(grid, None if args.quiet else sys.stderr, on_point=manifest.add)

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import BaseModel
+
+from embedscope.engines.base import EngineSettings
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.messages import listing
 from embedscope.results.store import check_path_name
+from embedscope.settings.options import option_at
 from embedscope.settings.run import ModelRun, RunSettings
 from embedscope.tasks.base import Task
 from embedscope.tasks.registry import DEFAULT_TASKS, resolve_task
@@ -75,16 +79,43 @@ def _prepared(tasks: list[Task], settings: RunSettings) -> list[Task]:
     return tasks
 
 
+def given_paths(settings: RunSettings, model: BaseModel | None = None, prefix: str = "") -> list[str]:
+    """The key paths given explicitly (nested settings by path: ``chunking.chunk_size``)."""
+    model = settings if model is None else model
+    out = []
+    for name in model.model_fields_set:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel) and not isinstance(value, EngineSettings) and value.model_fields_set:
+            out += given_paths(settings, value, f"{prefix}{name}.")
+        else:
+            out.append(f"{prefix}{name}")
+    return out
+
+
 def _check_run_options(tasks: Sequence[Task], settings: RunSettings) -> None:
-    """A run option given explicitly that none of the tasks' types uses is an error (it would do nothing)."""
-    used = {option for t in tasks for option in get_task_type(t.type).run_options}
-    for option in dict.fromkeys(o for t in TASK_TYPES for o in t.run_options):  # the options some types use
-        if option in settings.model_fields_set and option not in used:
-            users = [t.name for t in TASK_TYPES if option in t.run_options]
-            raise ConfigError(
-                f"{_named(settings, option)} has no effect on the task(s) of this run "
-                f"({listing(sorted({t.type for t in tasks}))}): it applies to {listing(users)} tasks; drop it"
-            )
+    """An option given explicitly that acts on none of the run's task types is an error (it would do nothing): each
+    option declares the task types it acts on (:mod:`embedscope.settings.options`); a task type registered elsewhere
+    adds itself with ``TaskType.run_options``."""
+    types = sorted({t.type for t in tasks})
+    for path in given_paths(settings):
+        declared = option_at(path)
+        if declared is None or "task_type" not in declared.acts:
+            continue
+        plugins = [t.name for t in TASK_TYPES if path.split(".")[0] in t.run_options]
+        where = list(dict.fromkeys([*declared.acts["task_type"], *plugins]))
+        if set(where) & set(types):
+            continue
+        raise ConfigError(
+            f"{_named(settings, path)} has no effect on the task(s) of this run ({listing(types)}): it applies to "
+            f"{listing(where)} tasks; drop it"
+        )
+
+
+def check_run(settings: RunSettings) -> None:
+    """The checks a run makes before any model loads (tasks resolved and filtered, every option acting somewhere),
+    for ``--print-settings``."""
+    if resolve_tasks(settings) is None:
+        _prepared([resolve_task(t, data_dir=settings.data_dir) for t in DEFAULT_TASKS], settings)
 
 
 def resolve_tasks(settings: RunSettings) -> list[Task] | None:

@@ -197,6 +197,40 @@ _DENSE_OPTIONS = (
 _CE_OPTIONS = ("model", "max_length", "name", "revision", *_PLACEMENT)
 
 
+# the options each kind of stage takes (a reranker mapping also takes ``top_k``: how many candidates it reads)
+STAGE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "bm25": _BM25_OPTIONS,
+    "fts5": _FTS5_OPTIONS,
+    "dense": _DENSE_OPTIONS,
+    "colbert": _COLBERT_OPTIONS,
+    "cross-encoder": _CE_OPTIONS,
+}
+
+
+def check_stage(spec: str | Mapping[str, Any], *, reranker: bool = False) -> None:
+    """A stage spec's kind, option names and option values checked without building it (nothing loads); a one-line
+    error naming the unknown kind or option, or the bad value. A reranker whose kind is decided from its model
+    folder takes the options of any reranker kind.
+
+    >>> check_stage("bm25:k1=inf")
+    Traceback (most recent call last):
+    embedscope.errors.ConfigError: bm25 stage option k1=inf: expected a finite number
+    """
+    options = parse_stage(spec)
+    kind = options.pop("type")
+    if reranker:
+        _typed("top_k", options.pop("top_k", 1), "reranker")
+    if kind is None and not reranker:
+        kind = "dense"
+    allowed = RERANKER_KINDS if reranker else RETRIEVER_KINDS
+    if kind is not None and kind not in allowed:
+        raise ConfigError(str(UnknownNameError("reranker type" if reranker else "retriever type", kind, allowed)))
+    names = (
+        STAGE_OPTIONS[kind] if kind is not None else tuple(dict.fromkeys(o for k in allowed for o in STAGE_OPTIONS[k]))
+    )
+    _take(options, names, kind or "reranker")
+
+
 def _detect_reranker_kind(model: str) -> str:
     from embedscope.retrieval.cross_encoder import is_cross_encoder_checkpoint
     from embedscope.retrieval.late_interaction import is_multi_vector_checkpoint

@@ -26,6 +26,45 @@ def _yaml_problem(error: Exception) -> str:
     return f"{problem}{where}"
 
 
+class _DuplicateKey(Exception):
+    """A mapping gives one key twice (the first value would be dropped silently)."""
+
+    def __init__(self, key: Any, where: str) -> None:
+        super().__init__(f"key {key!r} is given twice{where}: keep one")
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key given twice is an error."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key, " in one object")
+        out[key] = value
+    return out
+
+
+def _yaml_load(text: str) -> Any:
+    """``yaml.safe_load``, except that a mapping giving one key twice is an error naming the key and its lines."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # merge keys (<<) and complex keys: yaml's own rules
+            key = loader.construct_object(key_node, deep=True)
+            first = seen.setdefault(key, key_node.start_mark.line)
+            if first != key_node.start_mark.line:
+                raise _DuplicateKey(key, f" (lines {first + 1} and {key_node.start_mark.line + 1})")
+        return loader.construct_mapping(node, deep)
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """Parse a YAML or JSON file into a dict (errors name the file and position, in one line)."""
     p = Path(path)
@@ -36,12 +75,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise ConfigError(f"{p}: not valid UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8") from None
     try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
+        data = json.loads(text, object_pairs_hook=_unique_pairs) if p.suffix.lower() == ".json" else _yaml_load(text)
+    except _DuplicateKey as e:
+        raise ConfigError(f"{p}: {e}") from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except Exception as e:  # yaml.YAMLError (a !!python tag is one: safe_load refuses it)

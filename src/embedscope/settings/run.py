@@ -29,7 +29,6 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
-    PositiveInt,
     SerializeAsAny,
     Tag,
     ValidationInfo,
@@ -39,6 +38,7 @@ from pydantic import (
 
 from embedscope.engines.base import EngineSettings, engine_names, engine_settings
 from embedscope.errors import ConfigError, SettingError
+from embedscope.settings.options import option
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,18 @@ def _as_text(value: Any) -> Any:
 
 
 Folder = Annotated[str, BeforeValidator(_as_text)]  # a folder or file path, given as text or a Path
+
+
+def _not_bool(value: Any) -> Any:
+    """A number field refuses ``true``/``false`` (a bool is an int to Python: ``top_k: true`` would be 1)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, not {str(value).lower()}")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]
+Float = Annotated[float, BeforeValidator(_not_bool)]
+PositiveInt = Annotated[int, BeforeValidator(_not_bool), Field(gt=0)]
 
 
 def _strict(arbitrary_types_allowed: bool = False) -> ConfigDict:
@@ -83,22 +95,68 @@ def check_finite_tree(value: Any, where: str = "") -> Any:
     return value
 
 
+_ON_RETRIEVAL = {"task_type": ["Retrieval"]}
+_ON_SEARCH = {"task_type": ["Retrieval", "InstructionRetrieval"]}
+
+
 class ModelOptions(BaseModel):
     """How a model given by name or path is loaded (:func:`~embedscope.models.specs.load_encoder`'s options)."""
 
     model_config = _strict()
-    backend: str | None = None
-    pooling: str | None = None
-    max_seq_length: PositiveInt | None = None
-    query_prompt: str | None = None
-    prompts: dict[str, str] | None = None
-    tokenizer: str | None = None
-    revision: str | None = None
-    normalize: bool | None = None
-    output_name: str | None = None
-    device: str | None = None
-    dtype: str | None = None
-    calibration: str | None = None  # texts that calibrate --backend openvino-int8 (default: a sample of the tasks')
+    backend: str | None = option(
+        None,
+        group="model options",
+        help="force sentence-transformers | transformers | onnx | static; or a fast path of a torch model, exported "
+        "once into the cache folder: onnx | onnx-int8 (needs embedscope[onnx-export]) | openvino | openvino-bf16 | "
+        "openvino-int8 (needs embedscope[openvino])",
+    )
+    pooling: str | None = option(
+        None, group="model options", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens"
+    )
+    max_seq_length: PositiveInt | None = option(None, group="model options", help="truncate texts to this many tokens")
+    query_prompt: str | None = option(None, group="model options", help="instruction prepended to queries only")
+    prompts: dict[str, str] | None = option(
+        None,
+        group="model options",
+        help="prompts by role or task name ({query: 'query: ', document: 'passage: '})",
+        config_only="a mapping of role or task name to prompt; --query-prompt sets the query's",
+    )
+    tokenizer: str | None = option(
+        None, group="model options", help="tokenizer.json or folder (ONNX models without one)"
+    )
+    revision: str | None = option(None, group="model options", help="hub revision of the model")
+    normalize: bool | None = option(
+        None,
+        group="model options",
+        help="normalise the vectors to unit length (default: as the model's own configuration says)",
+        flags=("--normalize",),
+        action="boolean",
+    )
+    output_name: str | None = option(
+        None,
+        group="model options",
+        help="the model output read as the embedding (ONNX models with several outputs)",
+    )
+    device: str | None = option(
+        None,
+        group="model options",
+        help="this model's device",
+        config_only="per model (models[].device); the run-wide device is --device",
+        stored=False,
+    )
+    dtype: str | None = option(
+        None,
+        group="model options",
+        help="this model's precision",
+        config_only="per model (models[].dtype); the run-wide precision is --dtype",
+    )
+    calibration: str | None = option(
+        None,
+        group="model options",
+        metavar="FILE",
+        help="--backend openvino-int8: texts to calibrate on (one a line, or .jsonl with 'text'); "
+        "default: a seeded sample of 300 of the run's task texts",
+    )
 
     @field_validator("backend")
     @classmethod
@@ -160,6 +218,84 @@ class ModelEntry(ModelOptions):
         return data
 
 
+class FusionSettings(BaseModel):
+    """How a pipeline fuses its retrievers (:class:`embedscope.retrieval.fusion.Fusion`); each parameter acts with
+    its methods only (``k`` with rrf; ``norm`` and ``weights`` with wsum): one given for another is refused. Given as
+    text, ``rrf`` or ``wsum-NORM``."""
+
+    model_config = _strict()
+    method: str = option(
+        "rrf",
+        group="pipeline",
+        flags=("--fusion",),
+        help="how to fuse several retrievers: rrf (default), wsum-min-max, wsum-zmuv, wsum-none",
+    )
+    k: Annotated[int, BeforeValidator(_not_bool), Field(ge=0)] = option(
+        60, group="pipeline", flags=("--rrf-k",), help="RRF constant k (default 60)", acts={"fusion": ["rrf"]}
+    )
+    norm: str = option(
+        "min-max",
+        group="pipeline",
+        help="wsum's score normalisation: min-max (default), zmuv, none",
+        config_only="on the command line it is part of --fusion (wsum-zmuv)",
+        acts={"fusion": ["wsum"]},
+    )
+    weights: list[Float] | None = option(
+        None,
+        group="pipeline",
+        nargs="+",
+        help="wsum weights, one per retriever (finite)",
+        acts={"fusion": ["wsum"]},
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, data: Any) -> Any:
+        if isinstance(data, str):  # "rrf", "wsum", "wsum-zmuv"
+            method, _, norm = data.partition("-")
+            return {"method": method, "norm": norm} if method == "wsum" and norm else {"method": data}
+        if isinstance(data, Mapping) and isinstance(data.get("method"), str) and "-" in data["method"]:
+            method, _, norm = data["method"].partition("-")
+            if method == "wsum" and norm:  # --fusion wsum-zmuv
+                return {**data, "method": method, "norm": norm}
+        return data
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _finite(cls, value: Any) -> Any:
+        return check_finite_tree(value, "weights")
+
+    @field_validator("method")
+    @classmethod
+    def _method(cls, value: str) -> str:
+        from embedscope.errors import UnknownNameError
+        from embedscope.retrieval.fusion import FUSION_METHODS
+
+        if value not in FUSION_METHODS:
+            known = ("rrf", "wsum", "wsum-min-max", "wsum-zmuv", "wsum-none")
+            raise ValueError(str(UnknownNameError("fusion method", value, known)))
+        return value
+
+    @field_validator("k", "norm", "weights")
+    @classmethod
+    def _acts(cls, value: Any, info: ValidationInfo) -> Any:
+        from embedscope.settings.options import refuse_if_idle
+
+        refuse_if_idle(f"pipeline.fusion.{info.field_name}", {"fusion": [str(info.data.get("method", "rrf"))]})
+        return value
+
+    @field_validator("norm")
+    @classmethod
+    def _norm(cls, value: str) -> str:
+        from embedscope.retrieval.fusion import Fusion
+
+        return Fusion("wsum", norm=value).norm
+
+    def given(self) -> dict[str, Any]:
+        """The parameters given (the fusion's own defaults fill the rest)."""
+        return self.model_dump(include=self.model_fields_set | {"method"}, exclude_none=True)
+
+
 class PipelineConfig(BaseModel):
     """A retrieval pipeline: retriever(s), optional fusion, optional reranker(s).
 
@@ -168,18 +304,60 @@ class PipelineConfig(BaseModel):
     """
 
     model_config = _strict()
-    name: str | None = None
-    retriever: str | dict[str, Any] | None = None
-    retrievers: list[str | dict[str, Any]] = Field(default_factory=list)
-    fusion: str | dict[str, Any] | None = None
-    reranker: str | dict[str, Any] | None = None
-    rerankers: list[str | dict[str, Any]] = Field(default_factory=list)
-    tasks: list[Any] | None = None  # only these of the run's tasks
+    name: str | None = option(
+        None,
+        group="pipeline",
+        flags=("--pipeline-name",),
+        help="name results are filed under (default: from the stages)",
+    )
+    retriever: str | dict[str, Any] | None = option(
+        None,
+        group="pipeline",
+        help="the first-stage retriever",
+        config_only="one stage in a config file; on the command line --retriever (repeatable) gives the retrievers",
+    )
+    retrievers: list[str | dict[str, Any]] = option(
+        group="pipeline",
+        default_factory=list,
+        flags=("--retriever",),
+        action="append",
+        metavar="SPEC",
+        help="first-stage retriever (repeat to fuse several): bm25[:k1=..,b=..,method=..], "
+        "fts5[:match=all], MODEL or dense:MODEL, colbert:MODEL",
+    )
+    fusion: FusionSettings | None = None
+    reranker: str | dict[str, Any] | None = option(
+        None,
+        group="pipeline",
+        help="the reranker",
+        config_only="one stage in a config file; on the command line --reranker (repeatable) gives the rerankers",
+    )
+    rerankers: list[str | dict[str, Any]] = option(
+        group="pipeline",
+        default_factory=list,
+        flags=("--reranker",),
+        action="append",
+        metavar="SPEC",
+        help="rerank the top --top-k candidates: a cross-encoder folder (or cross-encoder:PATH), "
+        "colbert:MODEL, or an embedding model; repeat for more stages",
+    )
+    tasks: list[Any] | None = option(
+        None,
+        group="pipeline",
+        help="only these of the run's tasks",
+        config_only="a pipeline among several in a config file; the command line's --tasks names the run's tasks",
+    )
 
-    @field_validator("retriever", "retrievers", "reranker", "rerankers", "fusion")
+    @field_validator("retriever", "retrievers", "reranker", "rerankers")
     @classmethod
-    def _finite(cls, value: Any) -> Any:
-        return check_finite_tree(value)
+    def _stages(cls, value: Any, info: ValidationInfo) -> Any:
+        """Each stage's keys and values checked by its kind, before any model loads (a misspelt key, ``k1=inf``)."""
+        from embedscope.retrieval.pipeline import check_stage
+
+        check_finite_tree(value)
+        for stage in value if isinstance(value, list) else [value] if value is not None else []:
+            check_stage(stage, reranker=str(info.field_name).startswith("reranker"))
+        return value
 
     @field_validator("name")
     @classmethod
@@ -198,7 +376,8 @@ class PipelineConfig(BaseModel):
         """Keyword arguments of :meth:`embedscope.retrieval.pipeline.Pipeline.build`."""
         retrievers = ([self.retriever] if self.retriever is not None else []) + list(self.retrievers)
         rerankers = ([self.reranker] if self.reranker is not None else []) + list(self.rerankers)
-        return {"retrievers": retrievers, "fusion": self.fusion, "rerankers": rerankers, "name": self.name}
+        fusion = self.fusion.given() if self.fusion is not None else None
+        return {"retrievers": retrievers, "fusion": fusion, "rerankers": rerankers, "name": self.name}
 
 
 class ChunkingSettings(BaseModel):
@@ -209,13 +388,64 @@ class ChunkingSettings(BaseModel):
     """
 
     model_config = _strict()
-    method: str = "tokens"
-    chunk_size: PositiveInt = 500
-    overlap: Annotated[int, Field(ge=0)] | None = None
-    tokenizer: str = "cl100k_base"
-    paragraphs: PositiveInt = 1
-    keep_headers: bool = True
-    stop_at: str | None = "## Questionnaire"
+    method: str = option(
+        "tokens",
+        group="chunking",
+        flags=("--chunking",),
+        metavar="METHOD",
+        help="retrieval on passages: chunk each document by tokens (default) | paragraphs | fastbook-reference (the "
+        "study's corpus: each document cut in halves, then --chunk-size token windows with the study's overlap "
+        "min(size/4, size/2, 64)) | fastbook-paragraphs-a … -f; relevance by document scores each document by its "
+        "best passage, QA relevance (context strings) is recomputed per passage",
+        acts=_ON_RETRIEVAL,
+    )
+    chunk_size: PositiveInt = option(
+        500,
+        group="chunking",
+        metavar="N",
+        help="tokens per passage (chunking tokens, fastbook-reference; default 500)",
+        acts=_ON_RETRIEVAL,
+    )
+    overlap: Annotated[int, BeforeValidator(_not_bool), Field(ge=0)] | None = option(
+        None,
+        group="chunking",
+        flags=("--chunk-overlap",),
+        metavar="N",
+        help="tokens shared by neighbouring passages (chunking tokens; default 64; fastbook-reference: the study's rule)",
+        acts=_ON_RETRIEVAL,
+    )
+    tokenizer: str = option(
+        "cl100k_base",
+        group="chunking",
+        flags=("--chunk-tokenizer",),
+        help="what counts the tokens of a passage: cl100k_base (tiktoken, default), a model alias or tokenizer.json",
+        acts=_ON_RETRIEVAL,
+    )
+    paragraphs: PositiveInt = option(
+        1,
+        group="chunking",
+        flags=("--chunk-paragraphs",),
+        metavar="N",
+        help="paragraphs per passage (chunking paragraphs; default 1)",
+        acts=_ON_RETRIEVAL,
+    )
+    keep_headers: bool = option(
+        True,
+        group="chunking",
+        flags=("--no-chunk-headers",),
+        action="store_false",
+        help="drop Markdown header paragraphs (chunking paragraphs)",
+        acts=_ON_RETRIEVAL,
+    )
+    stop_at: str | None = option(
+        "## Questionnaire",
+        group="chunking",
+        flags=("--chunk-stop-at",),
+        metavar="TEXT",
+        help="stop reading a document at the first markdown cell (or line) containing this (default "
+        "'## Questionnaire'); '' reads everything",
+        acts=_ON_RETRIEVAL,
+    )
 
     @model_validator(mode="after")
     def _valid(self) -> ChunkingSettings:
@@ -230,8 +460,9 @@ class ChunkingSettings(BaseModel):
     def options(self) -> Any:
         """The data layer's :class:`~embedscope.data.documents.ChunkOptions`."""
         from embedscope.data.documents import ChunkOptions
+        from embedscope.models.specs import tokenizer_location
 
-        return ChunkOptions(**self.model_dump())
+        return ChunkOptions(**{**self.model_dump(), "tokenizer": tokenizer_location(self.tokenizer)})
 
     def record(self) -> dict[str, Any]:
         """Every option written out (defaults included), so equal chunkings record equally."""
@@ -250,14 +481,14 @@ class CustomTask(BaseModel):
     columns: dict[str, str] | None = None
     type: str = "Retrieval"  # embedscope extension: STS, PairClassification, Classification, ...
     # protocol parameters, checked per type (embedscope.tasks.params)
-    samples_per_label: int | None = None
-    n_experiments: int | None = None
-    max_document_to_embed: int | str | None = None
-    max_fraction_of_documents_to_embed: float | str | None = None
+    samples_per_label: Int | None = None
+    n_experiments: Int | None = None
+    max_document_to_embed: Int | str | None = None
+    max_fraction_of_documents_to_embed: Float | str | None = None
     group_sets: str | None = None  # clustering: the column grouping rows into mteb's legacy sets
     legacy: bool | None = None
-    k: list[int] | int | str | None = None
-    top_k: int | None = None
+    k: list[Int] | Int | str | None = None
+    top_k: Int | None = None
 
     def task_params(self) -> dict[str, Any]:
         """The protocol parameters this entry sets."""
@@ -349,47 +580,257 @@ class RunSettings(BaseModel):
     model_config = _strict(arbitrary_types_allowed=True)
 
     # models: names/paths, mappings with their own options, pipelines, or model objects (evaluate() only)
-    model: Any = None
-    models: list[ModelsEntry] | None = None
+    model: Any = option(
+        None,
+        group="models",
+        flags=("--model", "-m"),
+        help="alias (see 'embedscope models'), local path, hub id, or a retriever: bm25, fts5, colbert:MODEL "
+        "(options as bm25:k1=1.2,b=0.75)",
+    )
+    models: list[ModelsEntry] | None = option(
+        None,
+        group="models",
+        nargs="+",
+        metavar="MODEL",
+        help="several models (each as --model takes); in a config file also mappings with their own options "
+        "({model: M, device: cuda:1}) or pipelines",
+    )
     pipeline: PipelineConfig | None = None
-    pipelines: list[PipelineConfig] = Field(default_factory=list)
+    pipelines: list[PipelineConfig] = option(
+        group="pipeline",
+        default_factory=list,
+        help="several retrieval pipelines",
+        config_only="a list of pipelines (a config file or a sweep axis); the flags give one pipeline",
+    )
     model_options: ModelOptions = Field(default_factory=ModelOptions)
-    fingerprint: str | None = None  # for a model object embedscope cannot fingerprint itself
+    fingerprint: str | None = option(
+        None,
+        group="models",
+        help="the identity of a model object embedscope cannot fingerprint itself",
+        config_only="for a model object given to evaluate(), which a command line cannot pass",
+    )
     # tasks
-    tasks: list[Any] = Field(default_factory=list)
-    benchmark: str | None = None  # one of mteb's benchmarks, e.g. "MTEB(eng, v2)": its text tasks
-    custom_tasks: list[CustomTask] = Field(default_factory=list)
-    task_types: list[str] | None = None  # keep the tasks of these types (as `embedscope tasks --type`)
-    languages: list[str] | None = None  # keep the tasks in these languages (ISO 639-3, as `--language`)
-    task_params: dict[str, Any] = Field(default_factory=dict)  # as --task-param, on every task whose type has it
-    splits: list[str] | None = None  # evaluation splits instead of each task's own
-    data_dir: Folder | None = None
+    tasks: list[Any] = option(
+        group="tasks",
+        default_factory=list,
+        flags=("--tasks", "-t"),
+        nargs="+",
+        help="task names (see 'embedscope tasks'), folders of custom retrieval data, or TYPE:PATH (sts:pairs.csv …); "
+        "default: the 4 built-in tasks",
+    )
+    benchmark: str | None = option(
+        None,
+        group="tasks",
+        flags=("--benchmark", "-b"),
+        metavar="NAME",
+        help="run one of mteb's benchmarks, e.g. \"MTEB(eng, v2)\" (see 'embedscope tasks --benchmarks')",
+    )
+    custom_tasks: list[CustomTask] = option(
+        group="tasks",
+        default_factory=list,
+        help="tasks over your own files",
+        config_only="a list of mappings (name, data_path, type, columns …); on the command line a folder or "
+        "TYPE:PATH in --tasks",
+    )
+    task_types: list[str] | None = option(
+        None,
+        group="tasks",
+        flags=("--task-type",),
+        nargs="+",
+        metavar="TYPE",
+        help="keep only the tasks of these types (as 'embedscope tasks --type'), e.g. Retrieval STS",
+    )
+    languages: list[str] | None = option(
+        None,
+        group="tasks",
+        flags=("--language",),
+        nargs="+",
+        metavar="LANG",
+        help="keep only the tasks in these languages (ISO 639-3, e.g. eng rus)",
+    )
+    task_params: dict[str, Any] = option(
+        group="tasks",
+        default_factory=dict,
+        flags=("--task-param",),
+        action="append",
+        metavar="NAME=VALUE",
+        key_values=True,
+        help="protocol parameter, repeatable: samples_per_label, n_experiments (classification); "
+        "max_document_to_embed, max_fraction_of_documents_to_embed, n_experiments, legacy (clustering); "
+        "k (retrieval/reranking cutoffs, e.g. 1,10; multilabel neighbours), top_k (retrieval)",
+    )
+    splits: list[str] | None = option(
+        None,
+        group="tasks",
+        nargs="+",
+        metavar="SPLIT",
+        help="evaluate these splits instead of each task's own (e.g. validation)",
+    )
+    data_dir: Folder | None = option(
+        None, group="tasks", help="local copies of catalog datasets (<dir>/<Task>, hub layout)"
+    )
     # where and how to encode
-    device: str = "auto"  # per model: models[].device or model_options.device
-    dtype: str | None = None  # per model: models[].dtype or model_options.dtype
-    batch_size: PositiveInt | None = None  # default: 32 on the CPU (MTEB's, the exact path), 256 on an accelerator
-    engine: SerializeAsAny[EngineSettings] = Field(default_factory=lambda: engine_settings("local").model_validate({}))
+    device: str = option(
+        "auto",
+        group="encoding",
+        flags=("--device", "--devices"),
+        help="auto (default: the best accelerator here, else cpu) | cpu | cuda | cuda:N | mps; several "
+        "(cuda:0,cuda:1) shard the encoding, with the same vectors as one device",
+        stored=False,
+    )
+    dtype: str | None = option(
+        None,
+        group="encoding",
+        help="model precision: fp32 (default, the exact path), fp16 or bf16 (faster on GPUs; scores shift slightly)",
+    )
+    batch_size: PositiveInt | None = option(
+        None,
+        group="encoding",
+        help="texts per encoding batch (default: 32 on the CPU, MTEB's and the exact path; 256 on a GPU)",
+    )
+    engine: SerializeAsAny[EngineSettings] = option(
+        group="encoding",
+        default_factory=lambda: engine_settings("local").model_validate({}),
+        help="where encoding runs: in this process (local, the default) or on a Ray cluster "
+        "(pip install 'embedscope[ray]')",
+        stored=False,
+    )
     # search
-    top_k: PositiveInt = 1000
-    corpus_chunk_size: PositiveInt = 50_000
-    limits: PositiveInt | None = None
-    filter_field: str | None = None  # each query searches only documents whose metadata field equals its own
+    top_k: PositiveInt = option(
+        1000,
+        group="search",
+        help="documents kept per query (default 1000; with a reranker: stage-1 candidates); retrieval only",
+        acts=_ON_SEARCH,
+    )
+    corpus_chunk_size: PositiveInt = option(
+        50_000,
+        group="search",
+        help="documents encoded and scored at once (default MTEB's 50,000; bounds memory); retrieval only",
+        acts=_ON_SEARCH,
+    )
+    limits: PositiveInt | None = option(
+        None, group="search", help="EvalScope limits: first N queries, judged docs only (inflates scores)"
+    )
+    filter_field: str | None = option(
+        None,
+        group="search",
+        metavar="NAME",
+        help="filtered search: each query searches only the documents whose metadata NAME equals its own (a column "
+        "of the corpus and queries files, or a key of BEIR's metadata); BM25/FTS5 statistics stay whole-corpus",
+        acts=_ON_RETRIEVAL,
+    )
     # dense retrieval post-processing, on the vectors as encoded (embedscope.retrieval.compression / .ann)
-    truncate_dim: PositiveInt | None = None  # the first d dimensions (Matryoshka)
-    precision: Literal["fp32", "int8", "binary"] = "fp32"  # int8 / binary (sign) quantization of the vectors
-    rescore_multiplier: PositiveInt | None = None  # int8/binary: rescore the top r × top_k with the float query
-    index: dict[str, Any] | None = None  # an approximate index: {type: hnsw, M: 32, ef_search: 64} or "hnsw:M=32"
+    truncate_dim: PositiveInt | None = option(
+        None,
+        group="dense post-processing",
+        metavar="D",
+        help="dense retrieval on the first D dimensions of each vector (Matryoshka; re-normalised for cosine "
+        "models); the cached vectors are reused",
+        acts=_ON_RETRIEVAL,
+    )
+    precision: Literal["fp32", "int8", "binary"] = option(
+        "fp32",
+        group="dense post-processing",
+        help="dense retrieval on fp32 (default) | int8 (per-dimension ranges from the corpus) | binary (sign bits, "
+        "Hamming distance) vectors, as sentence-transformers' quantize_embeddings",
+        acts=_ON_RETRIEVAL,
+    )
+    rescore_multiplier: PositiveInt | None = option(
+        None,
+        group="dense post-processing",
+        flags=("--rescore",),
+        metavar="R",
+        help="with --precision int8/binary: rescore the top R × top-k candidates with the float query",
+        acts={**_ON_RETRIEVAL, "precision": ["int8", "binary"]},
+    )
+    index: dict[str, Any] | None = option(
+        None,
+        group="dense post-processing",
+        metavar="SPEC",
+        help="dense retrieval through an approximate faiss index: exact (default) | hnsw:M=32,ef_construction=40,"
+        "ef_search=16 | ivfpq:nlist=256,m=16,nbits=8,nprobe=8 (needs embedscope[ann]); reports ann_recall_at_10",
+        acts=_ON_RETRIEVAL,
+    )
     # documents → passages before retrieval (a sweep axis: chunking.chunk_size: [100, 500, 2000])
     chunking: ChunkingSettings | None = None
-    latency_sample: PositiveInt | None = None  # time N sampled queries one at a time (p50/p95; scores unchanged)
+    latency_sample: PositiveInt | None = option(
+        None,
+        group="search",
+        metavar="N",
+        help="after the run, time N sampled queries one at a time (query encoded by the model, not the cache, then "
+        "searched): p50/p95 latency in the result's query_latency; fp32 dense search only; scores unchanged",
+        acts=_ON_RETRIEVAL,
+    )
     # results and caches
-    output_folder: Folder = "results"
-    overwrite: OverwriteName = "only-missing"
-    save_predictions: bool = False
-    cache: bool = True
-    cache_dir: Folder | None = None
-    show_progress: bool = True
-    verbosity: int | None = Field(default=None, ge=0, le=3)  # EvalScope's: 0 errors only … 3 debug
+    output_folder: Folder = option(
+        "results",
+        group="results",
+        help="where results go (default results): <folder>/<org__model>/<revision>/<Task>.json; runs with other "
+        "settings (--pooling, --query-prompt, --max-seq-length, --dtype, --top-k, --limits …) go to "
+        "<folder>/<org__model>/<revision>/experiments/<settings-hash>/",
+    )
+    overwrite: OverwriteName = option(
+        "only-missing",
+        group="results",
+        nargs="?",
+        const="always",
+        metavar="STRATEGY",
+        help="re-run and replace stored results ('always', the default when the flag is given alone), or "
+        "only-missing (the default) | never | only-cache",
+        stored=False,
+    )
+    save_predictions: bool = option(
+        False,
+        group="results",
+        action="store_true",
+        help="also write each task's ranked run",
+        acts={"task_type": ["Retrieval", "Reranking"]},
+    )
+    cache: bool = option(
+        True,
+        group="results",
+        flags=("--no-cache",),
+        action="store_false",
+        help="do not use the embedding cache",
+        stored=False,
+    )
+    cache_dir: Folder | None = option(
+        None,
+        group="results",
+        help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)",
+        stored=False,
+    )
+    show_progress: bool = option(
+        True,
+        group="results",
+        flags=("--no-progress",),
+        action="store_false",
+        help="no progress bars (they are shown only when stderr is a terminal)",
+        stored=False,
+    )
+    verbosity: Int | None = option(
+        None,
+        group="results",
+        help="EvalScope's logging level: 0 errors only … 3 debug",
+        config_only="EvalScope's key; the command line has --verbose",
+        stored=False,
+        ge=0,
+        le=3,
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _some_models(cls, value: list[Any] | None) -> list[Any] | None:
+        if value is not None and not value:
+            raise ValueError("an empty list: name at least one model, or leave the key out for the default (minilm)")
+        return value
+
+    @field_validator("filter_field")
+    @classmethod
+    def _filter_field(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("an empty field name: name a metadata field (a column of the corpus and queries files)")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -442,8 +883,10 @@ class RunSettings(BaseModel):
     @field_validator("rescore_multiplier")
     @classmethod
     def _rescore(cls, value: int | None, info: ValidationInfo) -> int | None:
-        if value is not None and info.data.get("precision", "fp32") == "fp32":
-            raise ValueError("it rescores int8 or binary search: set the precision to int8 or binary too")
+        from embedscope.settings.options import refuse_if_idle
+
+        if value is not None:
+            refuse_if_idle("rescore_multiplier", {"precision": [str(info.data.get("precision", "fp32"))]})
         return value
 
     @field_validator("index", mode="before")

@@ -18,6 +18,7 @@ import functools
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -44,7 +45,7 @@ class Layer:
     def name(self, path: str) -> str:
         """What the user wrote for ``path``: the flag, or the file's key path."""
         for prefix in sorted(self.names, key=len, reverse=True):
-            if path == prefix or path.startswith(prefix + "."):
+            if path == prefix or path.startswith((prefix + ".", prefix + "[")):
                 return self.names[prefix]
         return f"{self.label}: {path}" if self.kind == "file" else path
 
@@ -59,12 +60,12 @@ class SettingsWithSources(RunSettings):
     def display_name(self, key: str) -> str:
         """How the user wrote ``key`` (a path such as ``chunking.overlap`` too): the flag (``--top-k``), the file and
         key (``c.yaml: top_k``), or the keyword; the key itself when no layer set it."""
-        layers = self._private("layers")
-        if layers:
-            return setting_name(layers, key)  # type: ignore[arg-type]
-        return self._private("names").get(key, key)
+        names = self._private("names")
+        if key in names:
+            return names[key]
+        return setting_name(self._private("layers") or [], key)
 
-    def _private(self, name: str) -> dict[str, str]:
+    def _private(self, name: str) -> dict[str, Any]:
         return (self.__pydantic_private__ or {}).get(name, {})
 
 
@@ -245,9 +246,12 @@ def build_settings(layers: Sequence[Layer]) -> SettingsWithSources:
             for err in e.errors()
         ]
         raise _one_line(problems) from None
+    written = {k: k for k in owner}
+    if isinstance(merged.get("cache"), (str, PurePath)) and "cache" in owner:  # `cache: FOLDER` sets cache_dir
+        owner["cache_dir"], written["cache_dir"] = owner["cache"], "cache"
     private = {
         "sources": {k: layer.label for k, layer in owner.items()},
-        "names": {k: layer.name(k) for k, layer in owner.items()},
+        "names": {k: layer.name(written[k]) for k, layer in owner.items()},
         "layers": list(layers),
     }
     object.__setattr__(settings, "__pydantic_private__", private)

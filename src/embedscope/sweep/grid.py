@@ -43,6 +43,7 @@ from pydantic import BaseModel
 from embedscope.errors import ConfigError
 from embedscope.settings import Layer, RunSettings, build_settings
 from embedscope.settings.files import config_layer, read_config_file
+from embedscope.settings.options import option_at
 from embedscope.settings.run import flag_keys
 from embedscope.settings.sources import merge_layers
 
@@ -75,6 +76,17 @@ def check_axis_key(key: str) -> list[str | int]:
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise ConfigError(f"axis {key!r}: {top!r} is not a setting.{hint} Axes are settings keys (as in a config file)")
     return parts
+
+
+def _check_axis_stored(key: str) -> None:
+    """An axis over an option that changes no stored result (``show_progress``, ``cache_dir``, ``device`` …: its
+    declaration says ``stored=False``) is refused before any point runs: its points would be one result."""
+    declared = option_at(key) or option_at(f"engine.{key}")
+    if declared is not None and not declared.stored:
+        raise ConfigError(
+            f"axis {key!r}: {key} changes no stored result, so every point of the axis would be the same result; "
+            f"give it in the base (or as a flag) instead of as an axis"
+        )
 
 
 def with_value(tree: Any, parts: Sequence[str | int], value: Any, key: str) -> Any:
@@ -138,6 +150,7 @@ class SweepGrid:
             seen: set[str] = set()
             for key, values in [*self.axes, *sub]:
                 check_axis_key(key)
+                _check_axis_stored(key)
                 if key in seen:
                     raise ConfigError(f"axis {key!r} is given twice: give its values once")
                 seen.add(key)

@@ -374,7 +374,6 @@ register_task_type(
     TaskType(
         "InstructionRetrieval",
         InstructionRetrievalTask,
-        run_options=("top_k", "corpus_chunk_size"),
         main_score="ndcg_at_20",
         aliases=("instruction-retrieval",),
         read_files=_instruction_reader("InstructionRetrieval"),

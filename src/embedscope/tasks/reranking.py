@@ -430,7 +430,6 @@ register_task_type(
         "Reranking",
         RerankingTask,
         model_roles=("encoder", "candidate_scorer"),
-        run_options=("save_predictions",),
         signature_score="map",
         signature_rank=6,
         document_label="corpus",

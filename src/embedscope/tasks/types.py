@@ -62,8 +62,10 @@ class TaskType:
 
     - ``model_roles``: the model roles its protocol can evaluate (:mod:`embedscope.retrieval.roles`: ``encoder``,
       ``searcher``, ``candidate_scorer``); a model offering none of them is refused before it runs;
-    - ``run_options``: the run settings beyond the shared ones that act on it (``top_k``, ``corpus_chunk_size``,
-      ``save_predictions``, ``filter_field``); one given for a run none of whose tasks uses it is an error;
+    - ``run_options``: for a type registered outside embedscope, the run settings beyond the shared ones that act
+      on it (``top_k`` …); embedscope's own types are named by each option's declaration
+      (:mod:`embedscope.settings.options`: ``acts={"task_type": [...]}``); one given for a run none of whose tasks
+      it acts on is an error;
     - ``pairwise_score``: its main score is a statistic of all pairs (STS, pair classification), so comparisons
       bootstrap over pairs rather than averaging per-item scores;
     - ``signature_score`` / ``signature_rank``: a score key that only its results hold, to recognise a result

@@ -1,0 +1,219 @@
+"""Each run option declared once, on its settings field: its help text, its group, its flag, where it acts.
+
+A field of :class:`~embedscope.settings.run.RunSettings` (or of a nested settings model: ``model_options``,
+``chunking``, ``pipeline``, ``pipeline.fusion``) is written with :func:`option`, which returns a pydantic ``Field``
+whose ``description`` is the option's one help text and whose ``json_schema_extra["option"]`` holds the rest:
+
+- ``group``: the family a command picks (:data:`GROUPS`);
+- ``flags``: the command-line spellings, the first the main one (default ``--key-with-dashes``); ``config_only``
+  instead, with the reason the option has no flag;
+- argparse hints (``nargs``, ``action``, ``const``, ``metavar``, ``choices``);
+- ``acts``: where it acts (``{"task_type": [...]}``, ``{"fusion": ["rrf"]}``): one given where it acts nowhere in a
+  run is refused (:func:`acts_nowhere`);
+- ``stored``: whether it changes what a result stores (a sweep axis over one that does not is refused).
+
+:func:`declared_options` walks the fields (nested ones by path); the command line (``embedscope.cli.settings_flags``)
+builds its flags from it, and a test holds every field to exactly one flag or a reason.
+
+>>> top_k = next(o for o in declared_options() if o.path == "top_k")
+>>> top_k.flags, top_k.group, top_k.acts
+(('--top-k',), 'search', {'task_type': ['Retrieval', 'InstructionRetrieval']})
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+from pydantic.fields import FieldInfo
+
+GROUPS = (
+    "models",
+    "model options",
+    "pipeline",
+    "tasks",
+    "encoding",
+    "search",
+    "dense post-processing",
+    "chunking",
+    "results",
+)
+
+
+def option(
+    default: Any = ...,
+    *,
+    help: str,
+    group: str,
+    flags: Sequence[str] = (),
+    config_only: str | None = None,
+    nargs: str | None = None,
+    action: str | None = None,
+    const: Any = None,
+    metavar: str | None = None,
+    choices: Sequence[str] | None = None,
+    key_values: bool = False,
+    acts: Mapping[str, Sequence[str]] | None = None,
+    stored: bool = True,
+    **field_kwargs: Any,
+) -> Any:
+    """A settings field with its option metadata (see the module docstring); ``field_kwargs`` go to ``Field``."""
+    if group not in GROUPS:
+        raise ValueError(f"option group {group!r}: one of {', '.join(GROUPS)}")
+    meta: dict[str, Any] = {
+        "group": group,
+        "flags": list(flags),
+        "config_only": config_only,
+        "nargs": nargs,
+        "action": action,
+        "const": const,
+        "metavar": metavar,
+        "choices": list(choices) if choices is not None else None,
+        "key_values": key_values,
+        "acts": {k: list(v) for k, v in (acts or {}).items()},
+        "stored": stored,
+    }
+    if default is ... and "default_factory" in field_kwargs:
+        return Field(description=help, json_schema_extra={"option": meta}, **field_kwargs)
+    return Field(default, description=help, json_schema_extra={"option": meta}, **field_kwargs)
+
+
+@dataclass(frozen=True)
+class DeclaredOption:
+    """One option: its key path (``chunking.chunk_size``), help text and metadata (see :func:`option`)."""
+
+    path: str
+    help: str
+    group: str
+    flags: tuple[str, ...]
+    config_only: str | None = None
+    nargs: str | None = None
+    action: str | None = None
+    const: Any = None
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    key_values: bool = False
+    acts: dict[str, list[str]] = field(default_factory=dict)
+    stored: bool = True
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination of its flag (the path, dots as double underscores)."""
+        return self.path.replace(".", "__")
+
+
+def _meta(info: FieldInfo) -> dict[str, Any] | None:
+    extra = info.json_schema_extra
+    return extra.get("option") if isinstance(extra, Mapping) else None  # type: ignore[return-value]
+
+
+def _nested(info: FieldInfo) -> type[BaseModel] | None:
+    """The settings model a field holds, when it holds exactly one (``ChunkingSettings | None`` …)."""
+    found: list[type[BaseModel]] = []
+    pending = [info.annotation]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            found.append(current)
+        elif typing.get_origin(current) is not list:
+            pending.extend(typing.get_args(current))
+    return found[0] if len(found) == 1 else None
+
+
+def declared_options(root: type[BaseModel] | None = None, prefix: str = "") -> Iterator[DeclaredOption]:
+    """Every option of ``root`` (default :class:`RunSettings`), nested settings models by path; a field holding a
+    settings model whose own fields are options is walked rather than listed (``chunking`` → ``chunking.method`` …).
+    An engine's fields come from the engine registry as ``engine.NAME_FIELD``."""
+    if root is None:
+        from embedscope.settings.run import RunSettings
+
+        root = RunSettings
+    for name, info in root.model_fields.items():
+        path = f"{prefix}{name}"
+        meta = _meta(info)
+        nested = _nested(info)
+        if meta is None and nested is not None:
+            yield from declared_options(nested, f"{path}.")
+            continue
+        if meta is None:
+            raise TypeError(f"settings field {path} has no option metadata: declare it with option(...)")
+        flags = tuple(meta["flags"]) or (() if meta["config_only"] else (f"--{name.replace('_', '-')}",))
+        yield DeclaredOption(
+            path,
+            info.description or "",
+            meta["group"],
+            flags,
+            meta["config_only"],
+            meta["nargs"],
+            meta["action"],
+            meta["const"],
+            meta["metavar"],
+            tuple(meta["choices"]) if meta["choices"] is not None else None,
+            meta["key_values"],
+            meta["acts"],
+            meta["stored"],
+        )
+    if prefix == "" and root.__name__ == "RunSettings":
+        yield from engine_options()
+
+
+def engine_options() -> Iterator[DeclaredOption]:
+    """Each registered engine's fields as options ``engine.NAME_FIELD`` (flag ``--NAME-FIELD``), acting with that
+    engine only."""
+    from embedscope.engines.base import engine_names, engine_settings
+
+    for name in engine_names():
+        for field_name, info in engine_settings(name).model_fields.items():
+            if field_name == "name":
+                continue
+            yield DeclaredOption(
+                f"engine.{name}_{field_name}",
+                f"{info.description or field_name} (with --engine {name})",
+                "encoding",
+                (f"--{name}-{field_name.replace('_', '-')}",),
+                metavar=field_name.split("_")[0].upper(),
+                acts={"engine": [name]},
+            )
+
+
+def option_at(path: str) -> DeclaredOption | None:
+    """The option declared at ``path`` (list positions dropped: ``pipeline.rerankers[0]`` is ``pipeline.rerankers``)."""
+    import re
+
+    plain = re.sub(r"\[\d+\]", "", path)
+    return next((o for o in declared_options() if o.path == plain), None)
+
+
+def acts_nowhere(option_path: str, context: Mapping[str, Sequence[str]]) -> tuple[str, list[str]] | None:
+    """Where the option at ``option_path`` would act and this run is not: ``(dimension, where it acts)`` for the
+    first dimension of its ``acts`` whose values this run's ``context`` (``{"task_type": [...], …}``) misses entirely;
+    None when it acts (or declares nothing, or the run's context on that dimension is unknown).
+
+    >>> acts_nowhere("top_k", {"task_type": ["STS"]})
+    ('task_type', ['Retrieval', 'InstructionRetrieval'])
+    >>> acts_nowhere("top_k", {"task_type": ["STS", "Retrieval"]}) is None
+    True
+    """
+    declared = option_at(option_path)
+    if declared is None:
+        return None
+    for dimension, where in declared.acts.items():
+        here = context.get(dimension)
+        if here is not None and not set(where) & set(here):
+            return dimension, where
+    return None
+
+
+def refuse_if_idle(option_path: str, context: Mapping[str, Sequence[str]]) -> None:
+    """A ValueError (inside a settings validator, so the error names where the value came from) when the option at
+    ``option_path`` acts nowhere in ``context`` (:func:`acts_nowhere`)."""
+    idle = acts_nowhere(option_path, context)
+    if idle is not None:
+        dimension, where = idle
+        here = ", ".join(context[dimension])
+        raise ValueError(
+            f"acts with {dimension.replace('_', ' ')} {' or '.join(where)} only, and this one's is {here}: drop it"
+        )
