@@ -123,14 +123,24 @@ def _nested(info: FieldInfo) -> type[BaseModel] | None:
     return found[0] if len(found) == 1 else None
 
 
+_ROOT: type[BaseModel] | None = None  # the settings model whose options these are (RunSettings registers itself)
+
+
+def register_root(root: type[BaseModel]) -> None:
+    """Make ``root`` (:class:`~embedscope.settings.run.RunSettings`, at its import) the model whose options
+    :func:`declared_options` lists by default; this module never imports it, so the two form no cycle."""
+    global _ROOT
+    _ROOT = root
+
+
 def declared_options(root: type[BaseModel] | None = None, prefix: str = "") -> Iterator[DeclaredOption]:
     """Every option of ``root`` (default :class:`RunSettings`), nested settings models by path; a field holding a
     settings model whose own fields are options is walked rather than listed (``chunking`` → ``chunking.method`` …).
     An engine's fields come from the engine registry as ``engine.NAME_FIELD``."""
     if root is None:
-        from embedscope.settings.run import RunSettings
-
-        root = RunSettings
+        if _ROOT is None:
+            raise RuntimeError("no settings model is registered: import embedscope.settings first")
+        root = _ROOT
     for name, info in root.model_fields.items():
         path = f"{prefix}{name}"
         meta = _meta(info)

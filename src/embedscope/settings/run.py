@@ -38,7 +38,7 @@ from pydantic import (
 
 from embedscope.engines.base import EngineSettings, engine_names, engine_settings
 from embedscope.errors import ConfigError, SettingError
-from embedscope.settings.options import option
+from embedscope.settings.options import option, register_root
 
 logger = logging.getLogger(__name__)
 
@@ -1032,3 +1032,6 @@ def flag_keys() -> Sequence[str]:
     for name in engine_names():
         keys += [f"{name}_{f}" for f in engine_settings(name).model_fields if f != "name"]
     return keys
+
+
+register_root(RunSettings)

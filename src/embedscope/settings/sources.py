@@ -179,6 +179,12 @@ def setting_name(layers: Sequence[Layer], path: str) -> str:
             return layer.names[path]
         if _holds(layer.values, path):
             return layer.name(path)
+    if any(layer.kind == "flag" for layer in layers):  # left at its default on a command line: its flag
+        from embedscope.settings.options import option_at
+
+        declared = option_at(path)
+        if declared is not None and declared.flags:
+            return declared.flags[0]
     return path
 
 
