@@ -434,8 +434,14 @@ def _embedding_agreement(
     for extra in ({}, overrides):
         one = _one_model(settings, run, extra)
         built.append(build_model(one.model_runs()[0], one, cache))
-    batch = run.batch_size or settings.batch_size or 32
-    search = SearchOptions(batch_size=batch, show_progress=False, limits=settings.limits)
+    # None: each encoder's device default (models.device.default_batch_size), as the runner's passes had: the
+    # same batches, so every vector those passes cached is served
+    search = SearchOptions(
+        batch_size=run.batch_size or settings.batch_size,
+        corpus_chunk_size=settings.corpus_chunk_size,
+        show_progress=False,
+        limits=settings.limits,
+    )
     return embedding_agreement(built[0], built[1], tasks, search)
 
 
