@@ -15,6 +15,7 @@ import pytest
 
 import embedscope
 from embedscope.models.device import default_batch_size
+from embedscope.models.options import encoder_options
 from embedscope.screen.run import screen
 from embedscope.testing.fakes import HashEncoder
 from embedscope.testing.tiny import tiny_tasks_of_every_type
@@ -26,7 +27,7 @@ ENCODED: list[int] = []  # texts per model call
 class CountingEncoder(HashEncoder):
     """A hash encoder per model name, on the device it is given, that records each call's number of texts."""
 
-    def __init__(self, name: str, device: str | None, dtype: str | None) -> None:
+    def __init__(self, name: str, device: Any, dtype: str | None) -> None:
         super().__init__(dim=16, name=name, device=device)
         self._place(device, dtype)
 
@@ -48,8 +49,9 @@ def accelerator(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(device, "available_devices", lambda: ["cpu", "cuda:0"])
     monkeypatch.setattr(dense, "compute_device", lambda model: "cpu")
 
-    def load(spec: str, *, device: str | None = "auto", dtype: str | None = None, **options: Any) -> CountingEncoder:
-        return CountingEncoder(f"toy/{spec}", device, dtype)
+    def load(spec: str, options: Any = None, /, **given: Any) -> CountingEncoder:
+        opts = encoder_options(options, **given)
+        return CountingEncoder(f"toy/{spec}", opts.device, opts.dtype)
 
     monkeypatch.setattr(specs, "load_encoder", load)
     ENCODED.clear()
