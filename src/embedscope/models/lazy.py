@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import numpy as np
 
 from embedscope.models.base import IDENTITY_META, encoder_identity
 from embedscope.models.fingerprint import hash_dict, hash_file, hash_folder
-from embedscope.models.options import EncoderOptions
+from embedscope.models.options import EncoderOptions, encoder_options
 from embedscope.types import Role
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def _content(path: Path) -> str:
     return hash_file(path) if path.is_file() else hash_folder(path)
 
 
-def identity_key(spec: str, options: EncoderOptions, device: str) -> str | None:
+def identity_key(spec: str, options: EncoderOptions | Mapping[str, Any], device: str) -> str | None:
     """The key of a local model's identity, or None (a hub id: what it resolves to can change). ``options``: the
     load options (those set count, the device apart: ``device`` is the resolved one)."""
     from embedscope.models.specs import ALIASES, alias_path
@@ -70,7 +70,7 @@ def identity_key(spec: str, options: EncoderOptions, device: str) -> str | None:
             return None
         extra = []
     contents = [_content(path)] + [_content(Path(p)) for p in extra]
-    given = options.given()
+    given = encoder_options(options).given()
     tokenizer = given.get("tokenizer")
     if tokenizer and Path(str(tokenizer)).exists():
         contents.append(_content(Path(str(tokenizer))))

@@ -7,8 +7,9 @@ resolved once (``auto`` → the accelerator here) and the dtype parsed once, han
 
 >>> EncoderOptions(pooling="cls", dtype="bf16").given()
 {'pooling': 'cls', 'dtype': 'bf16'}
->>> Placement.resolve("cpu", "bf16")
-Placement(device='cpu', dtype='bfloat16', requested='cpu')
+>>> placed = Placement.resolve("cpu", "bf16")
+>>> placed.device, placed.dtype, placed.batch_size
+('cpu', 'bfloat16', 32)
 """
 
 from __future__ import annotations
