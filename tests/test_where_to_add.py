@@ -107,3 +107,85 @@ def test_a_toy_table_format_is_read_by_every_loader(pipe_format, tmp_path):
     hub = _write_pipe(tmp_path / "hub" / "test.pipe", ["text", "label"], [["a", 0], ["b", 1]])
     assert read_dataset([hub]).to_list() == [{"text": "a", "label": "0"}, {"text": "b", "label": "1"}]
     assert json.dumps(sorted(TINY_QUERIES))  # the tiny data the loaders read
+
+
+# -- a model backend: one record, registered (here, from this test: 1 file) ------------------------------------
+
+TOY_LOADS: list[dict[str, Any]] = []
+
+
+def _load_toy(path: Any, options: Any) -> KeywordEncoder:
+    """A toy backend: a keyword encoder per folder holding ``toy.json`` (its pooling and placement recorded)."""
+    TOY_LOADS.append({"folder": Path(path).name, "pooling": options.pooling, "device": options.placement().device})
+    return KeywordEncoder(["cat", "dog", "fish"], name=f"toy/{Path(path).name}")
+
+
+@pytest.fixture
+def toy_backend() -> Iterator[None]:
+    from embedscope.models.backends import Backend, register_backend, unregister_backend
+
+    register_backend(
+        Backend(
+            "toy",
+            "a toy keyword encoder",
+            ("a folder with toy.json",),
+            _load_toy,
+            lambda path: (path / "toy.json").is_file(),
+            synonyms=("toy-backend",),
+            fast_path=True,
+        )
+    )
+    TOY_LOADS.clear()
+    yield
+    unregister_backend("toy")
+
+
+def _toy_folder(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "toy.json").write_text("{}")
+    return path
+
+
+def test_a_toy_backend_is_one_record_and_every_entry_point_takes_it(toy_backend, tmp_path, capsys):
+    from embedscope.models.backends import backend_help, backend_names
+    from embedscope.screen.run import fast_path_overrides, fast_paths, screen
+    from embedscope.testing.tiny import tiny_retrieval_task
+
+    assert "toy" in backend_names() and "toy: a toy keyword encoder (a folder with toy.json" in backend_help()
+    folder = _toy_folder(tmp_path / "m1")
+    # evaluate(): the folder's form is detected, and model_options={"backend": ...} (a synonym too) names it
+    report = embedscope.evaluate(str(folder), [tiny_retrieval_task()], output_folder=tmp_path / "o", cache=False)
+    assert report.outcomes[0].result.main_score() == 1.0 and report.model_name == "toy/m1"
+    embedscope.evaluate(
+        str(folder),
+        [tiny_retrieval_task()],
+        output_folder=tmp_path / "o2",
+        cache=False,
+        model_options={"backend": "toy-backend", "pooling": "cls"},
+    )
+    assert TOY_LOADS == [
+        {"folder": "m1", "pooling": None, "device": "cpu"},
+        {"folder": "m1", "pooling": "cls", "device": "cpu"},
+    ]
+    # --backend and config backend:
+    assert main(["run", "--backend", "toy", "--print-settings"]) == 0
+    assert '"backend": "toy"' in capsys.readouterr().out
+    assert main(["run", "--backend", "toyy", "--print-settings"]) == 2
+    assert "toy" in capsys.readouterr().err
+    config = tmp_path / "c.yaml"
+    config.write_text("model_options:\n  backend: toy\n")
+    assert main(["run", "--config", str(config), "--print-settings"]) == 0
+    assert '"backend": "toy"' in capsys.readouterr().out
+    # screen: a backend that declares a fast path is one
+    assert fast_paths()["toy"] == {"backend": "toy"} == fast_path_overrides("toy")
+    other = _toy_folder(tmp_path / "m2")
+    screened = screen(
+        [str(folder), str(other)],
+        [tiny_retrieval_task()],
+        fast="toy",
+        confirm=1,
+        output_folder=str(tmp_path / "s"),
+        cache=False,
+        fidelity=False,
+    )
+    assert screened.fast_path == "toy" and all(m.fast_applied for m in screened.models)

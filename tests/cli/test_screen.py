@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from embedscope.cli.main import main
-from embedscope.screen.run import FAST_PATHS
+from embedscope.screen.run import DTYPE_FAST_PATHS
 from embedscope.testing.tiny import write_tiny_beir
 
 
@@ -99,7 +99,7 @@ def test_screen_with_a_config_file_takes_its_settings(setup, tmp_path, capsys) -
 )
 def test_screen_refuses_in_one_line(setup, tmp_path, capsys, monkeypatch, extra, message) -> None:
     models, task = setup
-    monkeypatch.setitem(FAST_PATHS, "future", {"backend": "no-such-backend"})
+    monkeypatch.setitem(DTYPE_FAST_PATHS, "future", ({"backend": "no-such-backend"}, 9, "torch", "torch"))
     assert main(_args(models[:2], task, tmp_path, *extra)) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

@@ -273,3 +273,23 @@ def test_accelerator_kernels_run_the_same_torch_ops():
     a = maxsim_candidates(q_tok, d_tok[0], cand)
     b = maxsim_candidates(q_tok, d_tok[0], cand, device="cpu:0")
     assert np.isneginf(b[cand < 0]).all() and np.allclose(a[cand >= 0], b[cand >= 0], atol=1e-5)
+
+
+def test_one_batch_size_default_and_no_literal_32_beside_it() -> None:
+    """A batch size of its own (``batch_size=32``, ``or 32``) misses the embedding cache on an accelerator, whose
+    default is 256: every default is :func:`default_batch_size`'s (issue 27)."""
+    import re
+    from pathlib import Path
+
+    import embedscope
+
+    root = Path(embedscope.__file__).parent
+    literal = re.compile(r"(\bbatch_size\b[^\n(]*\b32\b|\bor 32\b)")
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for package in ("models", "evaluation", "screen", "compare", "engines", "testing")
+        for path in sorted((root / package).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if literal.search(line) and not line.lstrip().startswith(("#", ">>>"))
+    ]
+    assert found == []

@@ -29,9 +29,9 @@ def loads(monkeypatch):
     calls: list[str] = []
     real = specs.load_encoder
 
-    def counting(spec, **kwargs):
+    def counting(spec, *args, **kwargs):
         calls.append(spec)
-        return real(spec, **kwargs)
+        return real(spec, *args, **kwargs)
 
     monkeypatch.setattr(specs, "load_encoder", counting)
     return calls

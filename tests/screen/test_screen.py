@@ -22,7 +22,7 @@ from embedscope.errors import ConfigError, EmbedscopeError
 from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
 from embedscope.screen import run as screen_module
 from embedscope.screen.run import (
-    FAST_PATHS,
+    DTYPE_FAST_PATHS,
     MeanScore,
     confirm_set,
     default_fast_path,
@@ -132,13 +132,13 @@ def test_mean_score_over_tasks_averages_independent_resamples() -> None:
 
 def test_fast_paths_are_model_option_overrides() -> None:
     assert fast_path_overrides("bf16") == {"dtype": "bf16"}
-    assert default_fast_path() in screen_module.PREFERENCE
+    assert default_fast_path() in screen_module.preference()
     with pytest.raises(EmbedscopeError, match="fast path"):
         fast_path_overrides("bf17")
 
 
 def test_a_fast_path_whose_backend_this_embedscope_does_not_know_is_one_line(monkeypatch) -> None:
-    monkeypatch.setitem(FAST_PATHS, "future", {"backend": "no-such-backend"})
+    monkeypatch.setitem(DTYPE_FAST_PATHS, "future", ({"backend": "no-such-backend"}, 9, "torch", "torch"))
     with pytest.raises(ConfigError, match="--fast future: this embedscope cannot run it") as e:
         fast_path_overrides("future")
     assert "\n" not in str(e.value)
@@ -265,7 +265,8 @@ def test_fidelity_is_compare_fidelity_and_cosines_of_fresh_vectors(tiny_models, 
 
 
 def test_a_model_the_fast_path_cannot_act_on_is_screened_exact_and_said_so(tiny_models, tmp_path, monkeypatch) -> None:
-    monkeypatch.setitem(FAST_PATHS, "bf16", {"dtype": "bf16", "tokenizer": str(tmp_path / "no-such-tokenizer")})
+    overrides = {"dtype": "bf16", "tokenizer": str(tmp_path / "no-such-tokenizer")}
+    monkeypatch.setitem(DTYPE_FAST_PATHS, "bf16", (overrides, 3, "torch", "torch"))
     report = _screen(tiny_models[:2], tmp_path, confirm=1, fidelity=False)
     for m in report.models:
         assert not m.fast_applied and "screened exact" in m.note

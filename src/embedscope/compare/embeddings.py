@@ -1,9 +1,9 @@
 """Per-text embedding agreement of two models on the texts a task encodes (through the embedding cache).
 
 The texts are found by running the task's protocol with a recorder (a deterministic hash encoder that
-notes every ``(role, text)`` it is given), so every task type, prompt role and split is covered. Each
-model then encodes those texts (served from the cache when the models were evaluated before), and the
-agreement of a text is the cosine of its two vectors.
+notes every call it is given), so every task type, prompt role and split is covered. Each model is then
+given the task's own calls again (the same texts, order and batch size: the embedding cache serves every
+vector when the models were evaluated before), and the agreement of a text is the cosine of its two vectors.
 """
 
 from __future__ import annotations
@@ -22,28 +22,51 @@ from embedscope.types import Role
 
 
 class TextRecorder(HashEncoder):
-    """A hash encoder that records each distinct ``(role, text)`` it encodes, in first-seen order."""
+    """A hash encoder that records each call it is given (role, texts in order, batch size) and each distinct
+    ``(role, text)``, in first-seen order."""
 
     def __init__(self) -> None:
         super().__init__(dim=32, name="embedscope/text-recorder")
         self.texts: dict[tuple[Role, str], None] = {}
+        self.calls: list[tuple[Role, tuple[str, ...], int | None]] = []
 
     def encode(
-        self, texts: Sequence[str], *, role: Role, batch_size: int | None = 32, show_progress: bool = False
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
     ) -> np.ndarray:
+        self.calls.append((role, tuple(texts), batch_size))
         for t in texts:
             self.texts.setdefault((role, t))
         return super().encode(texts, role=role)
 
 
-def task_texts(task: Task, options: SearchOptions) -> list[tuple[Role, str]]:
-    """Every distinct ``(role, text)`` the task's protocol encodes on its eval splits."""
+def _record(task: Task, options: SearchOptions) -> TextRecorder:
+    """A recorder run through the task's protocol on its eval splits."""
     recorder = TextRecorder()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for split in task.eval_splits:
             task.evaluate_split(split, recorder, options)
-    return list(recorder.texts)
+    return recorder
+
+
+def task_texts(task: Task, options: SearchOptions) -> list[tuple[Role, str]]:
+    """Every distinct ``(role, text)`` the task's protocol encodes on its eval splits."""
+    return list(_record(task, options).texts)
+
+
+def replayed_vectors(
+    encoder: Encoder, calls: Sequence[tuple[Role, tuple[str, ...], int | None]], texts: Sequence[tuple[Role, str]]
+) -> np.ndarray:
+    """The vectors of ``texts`` (each at its first call), from ``encoder`` given the task's own calls again: the same
+    texts in the same order and batch size, so an embedding cache that saw the task run serves every batch."""
+    found: dict[tuple[Role, str], np.ndarray] = {}
+    for role, call, batch_size in calls:
+        vectors = np.asarray(encoder.encode(list(call), role=role, batch_size=batch_size))
+        for text, vector in zip(call, vectors):
+            found.setdefault((role, text), vector)
+    if not texts:
+        return np.zeros((0, 0))
+    return np.vstack([found[t] for t in texts])
 
 
 def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -56,20 +79,6 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         )
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     return np.where(norms > 0, (a * b).sum(axis=1) / np.where(norms > 0, norms, 1.0), 0.0)
-
-
-def encode_by_role(encoder: Encoder, texts: Sequence[tuple[Role, str]], batch_size: int | None = 32) -> np.ndarray:
-    """Vectors of ``texts`` in their order, each role encoded in one call."""
-    out: np.ndarray | None = None
-    for role in ("query", "document"):
-        rows = [i for i, (r, _) in enumerate(texts) if r == role]
-        if not rows:
-            continue
-        vectors = np.asarray(encoder.encode([texts[i][1] for i in rows], role=role, batch_size=batch_size))
-        if out is None:
-            out = np.zeros((len(texts), vectors.shape[1]))
-        out[rows] = vectors
-    return np.zeros((0, 0)) if out is None else out
 
 
 def cosine_summary(cosines: np.ndarray) -> dict[str, Any]:
@@ -88,14 +97,13 @@ def cosine_summary(cosines: np.ndarray) -> dict[str, Any]:
 def embedding_agreement(
     reference: Encoder, candidate: Encoder, tasks: Sequence[Task], options: SearchOptions
 ) -> dict[str, dict[str, Any]]:
-    """``{task: cosine_summary}`` over the texts each task encodes."""
+    """``{task: cosine_summary}`` over the texts each task encodes, each model given the task's own encode calls
+    (:func:`replayed_vectors`): vectors a run of the task cached are served, none encoded again."""
     out = {}
     for task in tasks:
-        texts = task_texts(task, options)
-        a, b = (
-            encode_by_role(reference, texts, options.batch_size),
-            encode_by_role(candidate, texts, options.batch_size),
-        )
+        recorded = _record(task, options)
+        texts = list(recorded.texts)
+        a, b = (replayed_vectors(reference, recorded.calls, texts), replayed_vectors(candidate, recorded.calls, texts))
         if a.shape != b.shape:
             out[task.name] = {"embedding_agreement": f"dimensions differ ({a.shape[1]} vs {b.shape[1]})"}
         else:

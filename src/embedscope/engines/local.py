@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from embedscope.engines.base import EngineSettings, register_engine
-from embedscope.models.device import resolve_devices
+from embedscope.models.device import parse_dtype, resolve_devices
 
 
 class LocalEngine(EngineSettings):
@@ -15,22 +15,24 @@ class LocalEngine(EngineSettings):
     name: Literal["local"] = "local"
 
     def devices(self, spec: str | None) -> list[str]:
-        return resolve_devices(spec)
+        return resolve_devices(spec)  # the one place a run's devices are resolved: handed down as placements
 
     def build(self, spec: Any, options: dict[str, Any], devices: list[str], cache_dir: Path | None) -> Any:
+        from embedscope.models.options import Placement, encoder_options
         from embedscope.models.specs import load_encoder
 
+        load = encoder_options(options)
+        placed = [load.replace(device=Placement(d, parse_dtype(load.dtype), d)) for d in devices]  # resolved once
         if len(devices) > 1:
             from embedscope.engines.devices import DeviceShards
 
-            return DeviceShards([load_encoder(spec, device=d, **options) for d in devices])
+            return DeviceShards([load_encoder(spec, one) for one in placed])
+        one = placed[0]
         if cache_dir is None or not isinstance(spec, str):
-            return load_encoder(spec, device=devices[0], **options)
+            return load_encoder(spec, one)
         from embedscope.models.lazy import lazy_encoder
 
-        return lazy_encoder(
-            spec, options, devices[0], cache_dir, lambda: load_encoder(spec, device=devices[0], **options)
-        )
+        return lazy_encoder(spec, load, devices[0], cache_dir, lambda: load_encoder(spec, one))
 
 
 register_engine(LocalEngine)

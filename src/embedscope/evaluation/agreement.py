@@ -24,11 +24,13 @@ def compare_model_runs(
     *,
     cache: bool | str = True,
     limits: int | None = None,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     show_progress: bool = False,
 ) -> Comparison:
     """Evaluate two models on ``tasks`` (stored results are reused), compare them with fidelity measures, and add
-    each task's per-text embedding agreement (``embedding_cosine_*``) to the comparison rows."""
+    each task's per-text embedding agreement (``embedding_cosine_*``) to the comparison rows. ``batch_size``: None
+    is each model's device default (:func:`~embedscope.models.device.default_batch_size`), as ``run`` uses, so the
+    vectors a run cached are served."""
     from embedscope.evaluation.runner import evaluate
     from embedscope.models.cache import CachedEncoder, EmbeddingCache
     from embedscope.models.specs import load_encoder

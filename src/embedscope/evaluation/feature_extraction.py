@@ -148,7 +148,7 @@ def evaluate_feature_extraction(
     split: str = "test",
     samples: int | None = None,
     columns: Mapping[str, str] | None = None,
-    batch_size: int = 32,
+    batch_size: int | None = None,  # None: the device's default (models.device.default_batch_size)
     reference: Encoder | None = None,
 ) -> dict[str, Any]:
     """Run the evaluator and return the seed's JSON record (with ``reference``: the fidelity section)."""

@@ -12,9 +12,11 @@ from typing import Any
 
 from embedscope.engines import build_encoder
 from embedscope.errors import ConfigError
+from embedscope.models.backends import backend
 from embedscope.models.cache import EmbeddingCache, default_cache_dir, with_cache
 from embedscope.models.device import short_dtype
-from embedscope.models.exports import EXPORT_VARIANT, calibration_hash, calibration_sample
+from embedscope.models.exports import calibration_hash, calibration_sample
+from embedscope.models.options import EncoderOptions, encoder_options
 from embedscope.settings.run import ModelRun, RunSettings
 from embedscope.tasks.base import Task
 
@@ -40,25 +42,25 @@ class TaskCalibration:
         return f"task-texts:{calibration_hash(self())}"
 
 
-def _fast_path_options(
-    options: dict[str, Any],
+def _with_fast_path(
+    load: EncoderOptions,
     entry: ModelRun,
     settings: RunSettings,
     cache: EmbeddingCache | None,
     tasks: list[Task] | None,
-) -> dict[str, Any]:
-    """The export folder (the cache folder's ``exports/``, also without ``--no-cache``) and, for static int8 with
-    no calibration file, the tasks' own texts: what a fast backend (:mod:`embedscope.models.exports`) needs."""
-    if options.get("backend") not in EXPORT_VARIANT:
-        return {}
-    extra: dict[str, Any] = {
-        "exports_dir": str(cache.directory if cache else settings.cache_dir or default_cache_dir())
-    }
-    if options.get("backend") == "openvino-int8" and options.get("calibration") is None:
+) -> EncoderOptions:
+    """``load`` with what an exporting backend (its registry record has an ``export``) needs: the export folder (the
+    cache folder's ``exports/``, also without ``--no-cache``) and, for one that calibrates with no calibration file,
+    the tasks' own texts."""
+    record = backend(load.backend) if load.backend is not None else None
+    if record is None or record.export is None:
+        return load
+    load = load.replace(exports_dir=str(cache.directory if cache else settings.cache_dir or default_cache_dir()))
+    if record.calibrates and load.calibration is None:
         from embedscope.evaluation.plan import entry_tasks
 
-        extra["calibration_texts"] = TaskCalibration(lambda: entry_tasks(tasks, entry, settings))
-    return extra
+        load = load.replace(calibration_texts=TaskCalibration(lambda: entry_tasks(tasks, entry, settings)))
+    return load
 
 
 def _single(model: Any) -> Any:
@@ -78,15 +80,15 @@ def build_model(
     options = dict(entry.options)
     if not isinstance(model, (str, Mapping)):
         return _held_model(model, options, settings, cache)
-    devices = settings.engine.devices(options.pop("device", None) or settings.device)
-    dtype = options.pop("dtype", None) or settings.dtype
-    load = {**options, **({"dtype": dtype} if dtype else {})}
+    devices = settings.engine.devices(options.pop("device", None) or settings.device)  # resolved once, here
+    dtype = options.pop("dtype", None) or settings.dtype  # parsed once, by the settings
+    load = encoder_options(options, dtype=dtype)
     if isinstance(model, Mapping):
-        return _single(Pipeline.build(**model, cache=cache, model_options={**load, "device": devices[0]}))
+        return _single(Pipeline.build(**model, cache=cache, model_options={**load.given(), "device": devices[0]}))
     if is_pipeline_spec(model):
-        return _single(model_pipeline(model, cache=cache, model_options={**load, "device": devices[0]}))
-    load.update(_fast_path_options(load, entry, settings, cache, tasks))
-    encoder = build_encoder(model, load, settings.engine, devices, cache.directory if cache else None)
+        return _single(model_pipeline(model, cache=cache, model_options={**load.given(), "device": devices[0]}))
+    load = _with_fast_path(load, entry, settings, cache, tasks)
+    encoder = build_encoder(model, load.given(), settings.engine, devices, cache.directory if cache else None)
     return with_cache(encoder, cache)
 
 

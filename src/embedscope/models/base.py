@@ -18,8 +18,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from embedscope.models.device import default_batch_size, device_kind, parse_dtype, resolve_device, with_oom_halving
+from embedscope.models.device import default_batch_size, device_kind, with_oom_halving
 from embedscope.models.fingerprint import hash_dict
+from embedscope.models.options import Placement
 from embedscope.types import Role
 
 Similarity = Literal["cosine", "dot"]
@@ -143,10 +144,11 @@ class ModelBase:
     supported_dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
     given_fingerprint: str | None = None  # a fingerprint the user vouches for, used instead of the derived one
 
-    def _place(self, device: str | None, dtype: str | None) -> None:
-        """Resolve ``device`` (``auto`` → the best accelerator here) and check ``dtype``."""
-        self.device = resolve_device(device)
-        self.dtype = parse_dtype(dtype)
+    def _place(self, device: str | Placement | None, dtype: str | None) -> None:
+        """Take ``device`` as resolved (a :class:`~embedscope.models.options.Placement`), else resolve it (``auto`` →
+        the best accelerator here), and check ``dtype``."""
+        placement = Placement.resolve(device, dtype)
+        self.device, self.dtype = placement.device, placement.dtype
         if self.dtype not in self.supported_dtypes:
             from embedscope.errors import ConfigError
 

@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from embedscope.models.base import batches, length_order
+from embedscope.models.device import CPU_BATCH_SIZE
 
 
 def encode_sorted(
     texts: Sequence[str],
     encode_batch: Callable[[list[str]], np.ndarray],
     *,
-    batch_size: int = 32,
+    batch_size: int = CPU_BATCH_SIZE,
     show_progress: bool = False,
     desc: str | None = None,
     dim: int | None = None,

@@ -54,25 +54,15 @@ from embedscope.models.folder import (
     st_prompts,
     st_similarity,
 )
+from embedscope.models.options import EncoderOptions
 
 logger = logging.getLogger(__name__)
 
 EXPORTS = "exports"  # the exports' folder inside the cache folder
 MANIFEST = "export.json"
 FORMAT = 1  # bump when an export's layout or steps change
-FAST_BACKENDS: tuple[str, ...] = ("onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
-"""Backends that always run an export (``onnx`` exports too when the source is a torch model)."""
-EXPORT_VARIANT = {
-    "onnx": "onnx",
-    "onnx-int8": "onnx-int8",
-    "openvino": "openvino",
-    "openvino-bf16": "openvino",  # the same IR, run with bf16 inference precision
-    "openvino-int8": "openvino-int8",
-}
-QUANTIZATION = {"onnx-int8": "int8-dynamic", "openvino-int8": "int8-static", "openvino-bf16": "bf16"}
 CALIBRATION_SIZE = 300
 CALIBRATION_SEED = 0
-_STATIC = ("openvino-int8",)
 _KEPT_MODULES = ("Transformer", "Pooling", "Normalize")
 _TOKENIZER_FILES = (
     "tokenizer.json",
@@ -86,7 +76,6 @@ _TOKENIZER_FILES = (
     "added_tokens.json",
 )
 _GRAPH_LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime", "openvino", "nncf")
-_EXTRA = {"onnx": "onnx-export", "openvino": "openvino"}
 
 
 class MissingExtraError(MissingDependencyError):
@@ -101,11 +90,6 @@ class MissingExtraError(MissingDependencyError):
 def missing_extra(extra: str, backend: str) -> MissingDependencyError:
     """The one-line error for a fast backend whose extra is not installed."""
     return MissingExtraError(extra, backend)
-
-
-def needs_export(backend: str | None, kind: str) -> bool:
-    """Whether ``backend`` on a model of ``kind`` (what :func:`~embedscope.models.specs.detect_kind` found) exports."""
-    return kind in ("sentence-transformers", "transformers") and (backend in FAST_BACKENDS or backend == "onnx")
 
 
 # -- the source model ----------------------------------------------------------------------------
@@ -511,58 +495,45 @@ def build_openvino(source: ExportSource, variant: str, target: Path, calibration
 # -- the encoder ---------------------------------------------------------------------------------
 
 
-def fast_encoder(
-    path: str | Path,
-    backend: str,
-    *,
-    exports_dir: str | Path | None = None,
-    calibration: str | None = None,
-    calibration_texts: Callable[[], Sequence[str]] | None = None,
-    name: str | None = None,
-    revision: str | None = None,
-    pooling: str | None = None,
-    max_seq_length: int | None = None,
-    prompts: dict[str, str] | None = None,
-    query_prompt: str | None = None,
-    normalize: bool | None = None,
-    source: str | None = None,
-    device: str | None = "auto",
-    dtype: str | None = None,
-) -> Any:
-    """An encoder on the ``backend`` fast path of the torch model folder ``path``, exported once into
-    ``<exports_dir>/exports/<key>/`` (``exports_dir``: the cache folder, default ``~/.cache/embedscope``).
+def fast_encoder(path: str | Path, backend: str, options: EncoderOptions) -> Any:
+    """An encoder on the ``backend`` fast path (a registered backend with an ``export``) of the torch model folder
+    ``path``, exported once into ``<exports_dir>/exports/<key>/`` (``options.exports_dir``: the cache folder,
+    default ``~/.cache/embedscope``).
 
     The source's pooling, normalisation, prompts, similarity and maximum length apply unless given here."""
+    from embedscope.models.backends import backend as backend_record
+    from embedscope.models.backends import backends
     from embedscope.models.cache import default_cache_dir
     from embedscope.models.device import parse_dtype
 
-    if parse_dtype(dtype) != "float32":
-        raise SettingError(
-            "model_options.dtype",
-            f"{{model_options.backend}} {backend} sets its own precision; {{model_options.dtype}} {dtype!r} cannot "
-            "apply (leave it fp32)",
-        )
-    if calibration is not None and backend not in _STATIC:
+    record = backend_record(backend)
+    if record.export is None:
+        raise ConfigError(f"--backend {backend} runs no export")
+    if parse_dtype(options.dtype) != "float32":
         raise ConfigError(
-            f"calibration applies to statically quantized backends ({', '.join(_STATIC)}) only, not {backend}"
+            f"--backend {backend} sets its own precision; dtype {options.dtype!r} cannot apply (leave it fp32)"
         )
-    given = read_calibration_file(calibration) if calibration is not None else None
+    if options.calibration is not None and not record.calibrates:
+        static = ", ".join(b.name for b in backends() if b.calibrates)
+        raise ConfigError(f"calibration applies to statically quantized backends ({static}) only, not {backend}")
+    given = read_calibration_file(options.calibration) if options.calibration is not None else None
     quantization: dict[str, Any] | None = None
-    if backend.startswith("onnx"):
+    if record.export.startswith("onnx"):
         _import_onnx_tools(backend)
-    elif backend in _STATIC:
+    elif record.calibrates:
         quantization = openvino_module(backend).INT8_DEFAULT.key()
     else:
         openvino_module(backend)
     src = export_source(path, backend)
-    length = int(max_seq_length or src.max_seq_length)
+    length = int(options.max_seq_length or src.max_seq_length)
     if length < 1:
         raise ConfigError(f"max_seq_length must be >= 1, got {length}")
     src = dataclasses.replace(src, max_seq_length=length)
-    variant = EXPORT_VARIANT[backend]
+    variant = record.export
     texts: list[str] | None = None
-    if backend in _STATIC:
-        texts = calibration_sample(given if given is not None else (calibration_texts() if calibration_texts else []))
+    if record.calibrates:
+        sample = options.calibration_texts
+        texts = calibration_sample(given if given is not None else (sample() if sample else []))
         if not texts:
             raise SettingError(
                 "model_options.calibration",
@@ -570,7 +541,7 @@ def fast_encoder(
                 "({model_options.calibration})",
             )
     key = export_key(src.fingerprint, variant, length, calibration_hash(texts), quantization)
-    exports = Path(exports_dir or default_cache_dir()) / EXPORTS
+    exports = Path(options.exports_dir or default_cache_dir()) / EXPORTS
     meta = {
         "variant": variant,
         "source": {"path": str(src.root), "fingerprint": src.fingerprint},
@@ -587,19 +558,15 @@ def fast_encoder(
             build_openvino(src, variant, target, texts)
 
     folder, manifest = ensure_export(key, exports, build, meta)
-    own_prompts = {**dict(manifest.get("prompts") or {}), **(prompts or {})}
-    common: dict[str, Any] = {
-        "name": name or src.root.resolve().name,
-        "revision": revision or short(src.fingerprint),
-        "prompts": own_prompts,
-        "query_prompt": query_prompt,
-        "max_seq_length": length,
-        "normalize": manifest["normalize"] if normalize is None else normalize,
-        "source": source or str(path),
-        "device": device,
-        "dtype": dtype,
-    }
-    mode = pooling or manifest["pooling"]
+    common = options.replace(
+        name=options.name or src.root.resolve().name,
+        revision=options.revision or short(src.fingerprint),
+        prompts={**dict(manifest.get("prompts") or {}), **(options.prompts or {})},
+        max_seq_length=length,
+        normalize=manifest["normalize"] if options.normalize is None else options.normalize,
+        source=options.source or str(path),
+    ).common()
+    mode = options.pooling or manifest["pooling"]
     if variant.startswith("onnx"):
         from embedscope.models.onnx_backend import OnnxEncoder
 
@@ -612,13 +579,13 @@ def fast_encoder(
             folder,
             tokenizer=folder,
             pooling=mode,
-            inference_precision="bf16" if backend == "openvino-bf16" else "f32",
+            inference_precision="bf16" if record.quantization == "bf16" else "f32",
             **common,
         )
         encoder.similarity = manifest["similarity"]
     encoder.fast_path = {
         "backend": backend,
-        "quantization": QUANTIZATION.get(backend),
+        "quantization": record.quantization,
         "export": key,
         "source_fingerprint": src.fingerprint,
         "calibration": meta["calibration"],

@@ -74,9 +74,11 @@ def corrupt_model_error(path: Path, error: Exception) -> ConfigError:
 
 
 LOAD_ERRORS: tuple[type[Exception], ...] = (ValueError, OSError, RuntimeError, KeyError, EOFError)
-LOAD_ERROR_MODULES = ("safetensors", "onnxruntime", "onnx", "tokenizers", "google")
 
 
 def is_load_error(error: Exception) -> bool:
-    """An exception a model library raises for unreadable files (not a bug of ours)."""
-    return isinstance(error, LOAD_ERRORS) or type(error).__module__.split(".")[0] in LOAD_ERROR_MODULES
+    """An exception a model library raises for unreadable files (not a bug of ours): one of :data:`LOAD_ERRORS`, or
+    raised by a module a registered backend names (:func:`~embedscope.models.backends.error_modules`)."""
+    from embedscope.models.backends import error_modules
+
+    return isinstance(error, LOAD_ERRORS) or type(error).__module__.split(".")[0] in error_modules()

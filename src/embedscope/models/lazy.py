@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +30,19 @@ import numpy as np
 
 from embedscope.models.base import IDENTITY_META, encoder_identity
 from embedscope.models.fingerprint import hash_dict, hash_file, hash_folder
+from embedscope.models.options import EncoderOptions, encoder_options
 from embedscope.types import Role
 
 logger = logging.getLogger(__name__)
 
-_LOADERS = ("embedscope", "sentence-transformers", "transformers", "tokenizers", "onnxruntime", "model2vec", "torch")
-_EXPORTERS = ("onnx", "openvino", "nncf")  # shape an exported fast path's graph (embedscope.models.exports)
-
 
 def _versions(exported: bool = False) -> dict[str, str | None]:
+    """Versions of embedscope and of the libraries every registered backend loads with (``exported``: and those that
+    shape an exported fast path's graph)."""
+    from embedscope.models.backends import libraries
+
     found: dict[str, str | None] = {}
-    for dist in _LOADERS + (_EXPORTERS if exported else ()):
+    for dist in ("embedscope", *libraries(exported)):
         try:
             found[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -52,8 +54,9 @@ def _content(path: Path) -> str:
     return hash_file(path) if path.is_file() else hash_folder(path)
 
 
-def identity_key(spec: str, options: dict[str, Any], device: str) -> str | None:
-    """The key of a local model's identity, or None (a hub id: what it resolves to can change)."""
+def identity_key(spec: str, options: EncoderOptions | Mapping[str, Any], device: str) -> str | None:
+    """The key of a local model's identity, or None (a hub id: what it resolves to can change). ``options``: the
+    load options (those set count, the device apart: ``device`` is the resolved one)."""
     from embedscope.models.specs import ALIASES, alias_path
 
     key = spec.strip().lower()
@@ -67,16 +70,17 @@ def identity_key(spec: str, options: dict[str, Any], device: str) -> str | None:
             return None
         extra = []
     contents = [_content(path)] + [_content(Path(p)) for p in extra]
-    tokenizer = options.get("tokenizer")
+    given = encoder_options(options).given()
+    tokenizer = given.get("tokenizer")
     if tokenizer and Path(str(tokenizer)).exists():
         contents.append(_content(Path(str(tokenizer))))
     return hash_dict(
         {
             "spec": key if key in ALIASES else str(path.resolve()),
             "contents": contents,
-            "options": {k: v for k, v in sorted(options.items()) if k != "device"},
+            "options": dict(sorted(given.items())),
             "device": device,
-            "versions": _versions(exported="exports_dir" in options),
+            "versions": _versions(exported="exports_dir" in given),
         }
     )
 
@@ -150,7 +154,7 @@ class LazyEncoder:
 
 
 def lazy_encoder(
-    spec: str, options: dict[str, Any], device: str, cache_dir: str | Path, load: Callable[[], Any]
+    spec: str, options: EncoderOptions, device: str, cache_dir: str | Path, load: Callable[[], Any]
 ) -> Any:
     """A :class:`LazyEncoder` when this model's identity is stored, else the loaded encoder (whose
     identity is stored now, for the next run)."""

@@ -41,6 +41,7 @@ from embedscope.models.folder import (
     st_prompts,
     st_similarity,
 )
+from embedscope.models.options import Placement, requested_device
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
 from embedscope.types import Role
 
@@ -236,7 +237,7 @@ class OnnxEncoder(BaseEncoder):
         similarity: Similarity | None = None,
         threads: int | None = None,
         source: str | None = None,
-        device: str | None = "auto",
+        device: str | Placement | None = "auto",
         dtype: str | None = None,
     ) -> None:
         try:
@@ -244,7 +245,11 @@ class OnnxEncoder(BaseEncoder):
         except ImportError as e:  # pragma: no cover
             raise MissingDependencyError("onnxruntime", "The ONNX backend") from e
         self._place(device, dtype)
-        if device in (None, "auto") and device_kind(self.device) != "cpu" and not _has_cuda_provider(ort):
+        if (
+            requested_device(device) in (None, "auto")
+            and device_kind(self.device) != "cpu"
+            and not _has_cuda_provider(ort)
+        ):
             self.device = "cpu"  # auto: onnxruntime without its CUDA provider runs on the CPU
         self.onnx_file = find_onnx_file(model_path)
         self.source = source or str(model_path)

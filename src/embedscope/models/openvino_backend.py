@@ -44,6 +44,7 @@ from embedscope.models.folder import (
     st_similarity,
 )
 from embedscope.models.onnx_backend import _Tokenizer
+from embedscope.models.options import Placement, requested_device
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
 from embedscope.types import Role
 
@@ -335,12 +336,13 @@ class OpenVinoEncoder(BaseEncoder):
         threads: int | None = None,
         streams: int | None = None,
         source: str | None = None,
-        device: str | None = None,
+        device: str | Placement | None = None,
         dtype: str | None = None,
     ) -> None:
-        if device not in (None, "auto") and device_kind(str(device)) != "cpu":
+        asked = requested_device(device)
+        if asked not in (None, "auto") and device_kind(str(asked)) != "cpu":
             raise DeviceUnavailableError(
-                f"device {device!r}: the OpenVINO backend runs on the CPU only (use device cpu, or another backend)"
+                f"device {asked!r}: the OpenVINO backend runs on the CPU only (use --device cpu, or another backend)"
             )
         self.inference_precision = parse_precision(inference_precision, dtype)
         self._place("cpu", PRECISIONS[self.inference_precision])

@@ -27,6 +27,7 @@ from embedscope.errors import ConfigError, MissingDependencyError
 from embedscope.models.base import BaseEncoder, Similarity, batches
 from embedscope.models.fingerprint import hash_folder, hash_tensors, short
 from embedscope.models.folder import quiet_loading, resolve_prompts, similarity_name, snapshot_folder
+from embedscope.models.options import Placement
 from embedscope.models.pooling import check_pooling_mode
 from embedscope.types import Role
 
@@ -90,7 +91,7 @@ class SentenceTransformerEncoder(BaseEncoder):
         normalize: bool | None = None,
         model: Any = None,
         source: str | None = None,
-        device: str | None = "auto",
+        device: str | Placement | None = "auto",
         dtype: str | None = None,
     ) -> None:
         path = Path(model_name_or_path)

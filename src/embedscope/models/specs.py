@@ -18,77 +18,23 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
-from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, SettingError, UnknownNameError
+from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, UnknownNameError
+from embedscope.models.backends import Backend, backend, backend_names, check_options, detect_backend
+from embedscope.models.backends import normalize_backend as normalize_backend
 from embedscope.models.base import Encoder
-from embedscope.models.exports import EXPORT_VARIANT, FAST_BACKENDS, needs_export
 from embedscope.models.folder import hub_offline, snapshot_folder
+from embedscope.models.options import EncoderOptions, Placement, encoder_options
 from embedscope.models.pooling import check_pooling_mode
 
-BACKENDS: tuple[str, ...] = (
-    "sentence-transformers",
-    "transformers",
-    "onnx",
-    "model2vec",
-    # fast paths of a torch model, exported once into the cache folder (embedscope.models.exports)
-    "onnx-int8",
-    "openvino",
-    "openvino-bf16",
-    "openvino-int8",
-)
-_BACKEND_SYNONYMS = {
-    "st": "sentence-transformers",
-    "sentence_transformers": "sentence-transformers",
-    "sbert": "sentence-transformers",
-    "hf": "transformers",
-    "huggingface": "transformers",
-    "auto": "transformers",
-    "onnxruntime": "onnx",
-    "ort": "onnx",
-    "static": "model2vec",
-    "m2v": "model2vec",
-    "onnx_int8": "onnx-int8",
-    "ort-int8": "onnx-int8",
-    "ov": "openvino",
-    "openvino-fp32": "openvino",
-    "openvino_bf16": "openvino-bf16",
-    "ov-bf16": "openvino-bf16",
-    "openvino_int8": "openvino-int8",
-    "ov-int8": "openvino-int8",
-}
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 
-
-class _EncoderOptions(TypedDict):
-    """The keyword arguments every backend's encoder takes."""
-
-    name: str | None
-    revision: str | None
-    prompts: dict[str, str] | None
-    query_prompt: str | None
-    max_seq_length: int | None
-    normalize: bool | None
-    source: str | None
-    device: str | None
-    dtype: str | None
-
-
-class _LoadOptions(TypedDict):
-    """The options :func:`load_encoder` passes on to :func:`_build`."""
-
-    pooling: str | None
-    max_seq_length: int | None
-    prompts: dict[str, str] | None
-    query_prompt: str | None
-    tokenizer: str | None
-    normalize: bool | None
-    output_name: str | None
-    device: str | None
-    dtype: str | None
+def __getattr__(name: str) -> Any:
+    if name == "BACKENDS":  # the registered names, read when asked (a plugin may register one later)
+        return backend_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ModelUnavailableError(EmbedscopeError):
@@ -159,17 +105,6 @@ def list_aliases() -> dict[str, str]:
     return {alias: a.description for alias, a in ALIASES.items()}
 
 
-def normalize_backend(backend: str | None) -> str | None:
-    """The canonical backend name, or :class:`UnknownNameError` with suggestions."""
-    if backend is None:
-        return None
-    key = backend.strip().lower()
-    key = _BACKEND_SYNONYMS.get(key, key)
-    if key not in BACKENDS:
-        raise UnknownNameError("backend", backend, BACKENDS, hint=f"Synonyms: {', '.join(sorted(_BACKEND_SYNONYMS))}.")
-    return key
-
-
 def alias_path(alias: str) -> Path:
     """Where an alias's model file or folder is installed; :class:`MissingDependencyError` if not."""
     a = ALIASES[alias]
@@ -212,42 +147,32 @@ def tokenizer_location(name: str) -> str:
 # -- kind detection -----------------------------------------------------------------------------
 
 
-def _has_weights(folder: Path) -> bool:
-    return any(p.suffix in _WEIGHT_SUFFIXES for p in folder.iterdir() if p.is_file())
-
-
 def detect_kind(path: str | Path) -> str:
-    """The backend a local path needs: ``sentence-transformers``, ``transformers``, ``onnx`` or ``model2vec``.
+    """The backend a local path needs: the first registered backend (by its ``detect_order``) whose model form the
+    path is in (:func:`~embedscope.models.backends.detect_backend`). Built in:
 
-    * a ``.onnx`` file, or a folder with ``model.onnx`` (or ``onnx/model.onnx``) and no torch weights → ``onnx``;
     * a folder with ``modules.json`` or ``config_sentence_transformers.json`` → ``sentence-transformers``;
     * a model2vec folder (``config.json`` without ``architectures`` but with ``normalize`` or
       ``model_type: model2vec``, ``model.safetensors``, ``tokenizer.json``, no ``modules.json``) → ``model2vec``;
-    * a folder with ``config.json`` and weights → ``transformers``.
+    * a folder with ``config.json`` and weights → ``transformers``;
+    * a ``.onnx`` file, or a folder with ``model.onnx`` (or ``onnx/model.onnx``) and no torch weights → ``onnx``.
     """
-    from embedscope.models.static_backend import is_model2vec_folder
-
     p = Path(path)
-    if p.is_file():
-        if p.suffix == ".onnx":
-            return "onnx"
-        raise ConfigError(f"{path}: a model file must be .onnx; other models are folders")
-    if not p.is_dir():
+    if not p.exists():
         raise ConfigError(f"{path}: no such file or folder")
-    if (p / "modules.json").is_file() or (p / "config_sentence_transformers.json").is_file():
-        return "sentence-transformers"
-    if is_model2vec_folder(p):
-        return "model2vec"
-    has_onnx = (p / "model.onnx").is_file() or (p / "onnx" / "model.onnx").is_file() or any(p.glob("*.onnx"))
-    has_config = (p / "config.json").is_file()
-    if has_config and _has_weights(p):
-        return "transformers"
-    if has_onnx:
-        return "onnx"
-    raise ConfigError(
-        f"{path}: not a model folder embedscope recognises (expected a sentence-transformers folder with "
-        "modules.json, a transformers folder with config.json and weights, an ONNX model, or a model2vec folder)"
-    )
+    found = detect_backend(p)
+    if found is not None:
+        return found
+    if p.is_file():
+        raise ConfigError(f"{path}: a model file must be .onnx; other models are folders")
+    forms = "; ".join(f"{', '.join(b.forms)} ({b.name})" for b in _loaders())
+    raise ConfigError(f"{path}: not a model folder embedscope recognises (expected one of: {forms})")
+
+
+def _loaders() -> list[Backend]:
+    from embedscope.models.backends import backends
+
+    return [b for b in backends() if b.detect is not None]
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -265,79 +190,30 @@ def _unavailable(spec: str, reason: str) -> ModelUnavailableError:
     )
 
 
-def _build(
-    kind: str,
-    path: str | Path,
-    *,
-    name: str | None = None,
-    revision: str | None = None,
-    pooling: str | None = None,
-    max_seq_length: int | None = None,
-    prompts: dict[str, str] | None = None,
-    query_prompt: str | None = None,
-    tokenizer: str | None = None,
-    normalize: bool | None = None,
-    output_name: str | None = None,
-    source: str | None = None,
-    device: str | None = "auto",
-    dtype: str | None = None,
-) -> Encoder:
-    if output_name is not None and kind != "onnx":
-        raise ConfigError(f"output_name applies to the onnx backend only, not {kind}")
-    if tokenizer is not None and kind not in ("onnx", "transformers"):
-        raise ConfigError(f"tokenizer applies to the onnx and transformers backends only, not {kind}")
-    common = _EncoderOptions(
-        name=name,
-        revision=revision,
-        prompts=prompts,
-        query_prompt=query_prompt,
-        max_seq_length=max_seq_length,
-        normalize=normalize,
-        source=source,
-        device=device,
-        dtype=dtype,
-    )
-    if kind == "sentence-transformers":
-        from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
-
-        return SentenceTransformerEncoder(path, pooling=pooling, **common)
-    if kind == "transformers":
-        from embedscope.models.transformers_backend import TransformersEncoder
-
-        return TransformersEncoder(path, pooling=pooling, tokenizer=tokenizer, **common)
-    if kind == "onnx":
-        from embedscope.models.onnx_backend import OnnxEncoder
-
-        return OnnxEncoder(path, pooling=pooling, tokenizer=tokenizer, output_name=output_name, **common)
-    if pooling not in (None, "mean"):
-        raise ConfigError(f"a model2vec model always mean-pools; pooling={pooling!r} cannot apply")
-    from embedscope.models.static_backend import StaticEncoder
-
-    return StaticEncoder(path, **common)
+def _build(kind: str, path: str | Path, options: EncoderOptions) -> Encoder:
+    """The ``kind`` backend's encoder of ``path`` (its record's loader; options it does not take refused)."""
+    record = backend(kind)
+    check_options(record, options)
+    if record.load is None:
+        raise ConfigError(f"backend {kind!r} runs exports of a torch model only; {path} is not one")
+    encoder: Encoder = record.load(path, options)
+    return encoder
 
 
-_NOT_EXPORTABLE = {
-    "onnx": "it is an ONNX model already (use backend onnx to run it as it is)",
-    "model2vec": "a model2vec static model has no transformer to export",
-}
-
-
-def _fast(
-    path: Path, backend: str, options: _LoadOptions, fast: dict[str, Any], *, name: str | None, **given: Any
-) -> Encoder:
+def _fast(path: Path, record: Backend, options: EncoderOptions) -> Encoder:
     """The exported fast path of a torch model (options that cannot act on it refused)."""
     from embedscope.models.exports import fast_encoder
 
     for option in ("tokenizer", "output_name"):
-        if options.get(option) is not None:
-            raise SettingError(
-                f"model_options.{option}",
-                f"{{model_options.{option}}} cannot apply to {{model_options.backend}} {backend}: the export uses "
-                "the model's own",
-            )
-    kept: dict[str, Any] = {k: v for k, v in options.items() if k not in ("tokenizer", "output_name")}
-    encoder: Encoder = fast_encoder(path, backend, name=name, **fast, **given, **kept)
+        if getattr(options, option) is not None:
+            raise ConfigError(f"{option} cannot apply to --backend {record.name}: the export uses the model's own")
+    encoder: Encoder = fast_encoder(path, record.name, options)
     return encoder
+
+
+def _not_exportable(spec: str, record: Backend, kind: str) -> ConfigError:
+    reason = backend(kind).not_exportable or f"a {kind} model has no transformer to export"
+    return ConfigError(f"{spec} cannot be exported for --backend {record.name}: {reason}")
 
 
 def _hub_snapshot(spec: str, revision: str | None) -> Path:
@@ -359,137 +235,39 @@ def _hub_snapshot(spec: str, revision: str | None) -> Path:
         raise _unavailable(spec, f"{type(e).__name__}: {e}") from e
 
 
-def load_encoder(
-    spec: str,
-    *,
-    backend: str | None = None,
-    pooling: str | None = None,
-    max_seq_length: int | None = None,
-    prompts: dict[str, str] | None = None,
-    query_prompt: str | None = None,
-    revision: str | None = None,
-    tokenizer: str | None = None,
-    normalize: bool | None = None,
-    output_name: str | None = None,
-    device: str | None = "auto",
-    dtype: str | None = None,
-    calibration: str | None = None,
-    calibration_texts: Callable[[], Sequence[str]] | None = None,
-    exports_dir: str | Path | None = None,
-) -> Encoder:
+def load_encoder(spec: str, options: EncoderOptions | None = None, /, **given: Any) -> Encoder:
     """An encoder for ``spec``: a built-in alias (:func:`list_aliases`), a local path or a hub id.
 
     Args:
         spec: alias, path to a model folder or ``.onnx`` file, or hub id (``org/name``).
-        backend: force ``sentence-transformers``, ``transformers``, ``onnx`` or ``model2vec``.
-        pooling: pooling mode (``cls``, ``mean``, ``max``, ``lasttoken``, ``weightedmean``, ``mean_sqrt_len_tokens``).
-        max_seq_length: truncation length in tokens.
-        prompts: role (``query``/``document``) → prompt prepended to the text.
-        query_prompt: prompt for queries only (EvalScope's ``prompt``).
-        revision: hub revision (for a local model, the revision recorded in results).
-        tokenizer: tokenizer path or hub id (onnx and transformers backends).
-        normalize: force L2 normalisation on or off.
-        output_name: ONNX graph output to use.
-        device: ``auto`` (the best accelerator here), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
-        dtype: ``fp32`` (the exact path), ``fp16`` or ``bf16``.
-        calibration: text file (one text a line, or ``.jsonl`` with ``text``) that calibrates ``openvino-int8``.
-        calibration_texts: the texts to sample for calibration when no file is given (the run's own tasks').
-        exports_dir: the cache folder whose ``exports/`` holds fast-path exports (default ``~/.cache/embedscope``).
+        options: the load options as one object (:class:`~embedscope.models.options.EncoderOptions`: backend,
+            pooling, max_seq_length, prompts, query_prompt, revision, tokenizer, normalize, output_name, device,
+            dtype, calibration, calibration_texts, exports_dir).
+        **given: any of those options by keyword (on top of ``options``).
 
-    ``backend`` ``onnx-int8``, ``openvino``, ``openvino-bf16`` or ``openvino-int8`` (and ``onnx`` on a torch
-    model) exports the model once (:mod:`embedscope.models.exports`).
+    A backend that exports (``onnx-int8``, ``openvino``, ``openvino-bf16``, ``openvino-int8``, and ``onnx`` on a
+    torch model: :func:`~embedscope.models.backends.fast_paths`) exports the model once
+    (:mod:`embedscope.models.exports`).
     """
-    from embedscope.models.device import parse_dtype, resolve_device
-
-    backend = normalize_backend(backend)
-    resolve_device(device)  # fail at once, before any model loads, if the device is not here
-    parse_dtype(dtype)
-    if pooling is not None:
-        check_pooling_mode(pooling)
+    opts = encoder_options(options, **given)
+    name = normalize_backend(opts.backend)
+    record = backend(name) if name is not None else None
+    placement = Placement.resolve(opts.device, opts.dtype)  # once: fails before any model loads if not here
+    opts = opts.replace(backend=name, device=placement)
+    if opts.pooling is not None:
+        check_pooling_mode(opts.pooling)
+    if opts.calibration is not None and not (record and record.calibrates):
+        takers = ", ".join(b.name for b in _calibrated())
+        raise ConfigError(f"calibration applies to --backend {takers} only, not {name or 'the default backend'}")
     spec = str(spec)
-    options = _LoadOptions(
-        pooling=pooling,
-        max_seq_length=max_seq_length,
-        prompts=prompts,
-        query_prompt=query_prompt,
-        tokenizer=tokenizer,
-        normalize=normalize,
-        output_name=output_name,
-        device=device,
-        dtype=dtype,
-    )
-
-    fast: dict[str, Any] = {
-        "calibration": calibration,
-        "calibration_texts": calibration_texts,
-        "exports_dir": exports_dir,
-    }
-    if calibration is not None and backend != "openvino-int8":
-        raise SettingError(
-            "model_options.calibration",
-            "{model_options.calibration} applies to {model_options.backend} openvino-int8 only, not "
-            f"{backend or 'the default backend'}",
-        )
 
     key = spec.strip().lower()
     if key in ALIASES:
-        a = ALIASES[key]
-        path = alias_path(key)
-        if backend is not None and needs_export(backend, a.backend):
-            return _fast(path, backend, options, fast, name=a.name, revision=revision, source=f"alias:{key} ({path})")
-        if backend in FAST_BACKENDS:
-            raise SettingError(
-                "model_options.backend",
-                f"alias {key!r} cannot be exported for {{model_options.backend}} {backend}: "
-                f"{_NOT_EXPORTABLE[a.backend]}",
-            )
-        kind = backend or a.backend
-        merged: dict[str, Any] = {**a.options, **{k: v for k, v in options.items() if v is not None}}
-        if kind != "onnx" and a.backend == "onnx":
-            raise ConfigError(f"alias {key!r} is an ONNX model; backend={backend!r} cannot load it")
-        if kind == "onnx" and a.backend != "onnx":
-            raise ConfigError(f"alias {key!r} has no ONNX file; use backend sentence-transformers or transformers")
-        if kind == "model2vec" and a.backend != "model2vec" or a.backend == "model2vec" and kind != "model2vec":
-            raise ConfigError(f"alias {key!r} needs backend {a.backend!r}, not {kind!r}")
-        if kind == "onnx" and merged.get("tokenizer") is None and a.tokenizer_from:
-            merged["tokenizer"] = str(alias_path(a.tokenizer_from))
-        return _build(kind, path, name=a.name, revision=revision, source=f"alias:{key} ({path})", **merged)
+        return _load_alias(key, record, opts)
 
     expanded = Path(os.path.expanduser(spec))
     if expanded.exists():
-        from embedscope.models.integrity import check_model_files, corrupt_model_error, is_load_error
-
-        check_model_files(expanded, tokenizer)
-        detected = detect_kind(expanded) if backend is None or backend in EXPORT_VARIANT else None
-        has_onnx = expanded.is_file() or any(expanded.glob("*.onnx")) or (expanded / "onnx" / "model.onnx").is_file()
-        if backend == "onnx" and has_onnx:
-            detected = "onnx"  # an ONNX file is there: run it as it is
-        if backend is not None and detected is not None and needs_export(backend, detected):
-            return _fast(expanded, backend, options, fast, name=None, revision=revision, source=str(expanded))
-        if backend in FAST_BACKENDS:
-            raise SettingError(
-                "model_options.backend",
-                f"{spec} cannot be exported for {{model_options.backend}} {backend}: {_NOT_EXPORTABLE[str(detected)]}",
-            )
-        kind = backend or str(detected)
-        if (
-            kind == "onnx"
-            and expanded.is_dir()
-            and not (
-                (expanded / "model.onnx").is_file()
-                or (expanded / "onnx" / "model.onnx").is_file()
-                or any(expanded.glob("*.onnx"))
-            )
-        ):
-            raise ConfigError(f"{spec}: backend onnx needs a .onnx file or a folder with model.onnx")
-        try:
-            return _build(kind, expanded, name=None, revision=revision, source=str(expanded), **options)
-        except EmbedscopeError:
-            raise
-        except Exception as e:
-            if is_load_error(e):
-                raise corrupt_model_error(expanded, e) from e
-            raise
+        return _load_path(spec, expanded, record, opts)
 
     if _looks_like_path(spec):
         raise ConfigError(f"{spec}: no such file or folder")
@@ -497,15 +275,75 @@ def load_encoder(
         close = UnknownNameError("model alias", spec, ALIASES)
         if "Did you mean" in close.message:
             raise UnknownNameError("model alias", spec, ALIASES, hint="A local path or a hub id (org/name) also works.")
+    return _load_hub(spec, record or backend("sentence-transformers"), opts)
 
-    kind = backend or "sentence-transformers"
-    if kind in FAST_BACKENDS:
-        snapshot = _hub_snapshot(spec, revision)  # filed under its commit, as the sentence-transformers backend does
-        return _fast(snapshot, kind, options, fast, name=spec, revision=snapshot.name, source=f"hub:{spec}")
-    if kind == "model2vec" or kind == "onnx":
-        raise ConfigError(f"backend {kind!r} loads local files only; download {spec!r} and pass its path")
+
+def _calibrated() -> list[Backend]:
+    from embedscope.models.backends import backends
+
+    return [b for b in backends() if b.calibrates]
+
+
+def _load_alias(key: str, record: Backend | None, opts: EncoderOptions) -> Encoder:
+    """A built-in alias, on its own backend or (a torch alias) exported for a fast path."""
+    a = ALIASES[key]
+    path = alias_path(key)
+    source = f"alias:{key} ({path})"
+    if record is not None and record.exports_from(a.backend):
+        return _fast(path, record, opts.replace(name=a.name, source=source))
+    if record is not None and record.always_exports:
+        raise ConfigError(
+            f"alias {key!r} cannot be exported for --backend {record.name}: {backend(a.backend).not_exportable}"
+        )
+    kind = record.name if record is not None else a.backend
+    merged = opts.replace(**{k: v for k, v in a.options.items() if getattr(opts, k) is None})
+    if kind != "onnx" and a.backend == "onnx":
+        raise ConfigError(f"alias {key!r} is an ONNX model; backend={kind!r} cannot load it")
+    if kind == "onnx" and a.backend != "onnx":
+        raise ConfigError(f"alias {key!r} has no ONNX file; use backend sentence-transformers or transformers")
+    if kind != a.backend and "model2vec" in (kind, a.backend):
+        raise ConfigError(f"alias {key!r} needs backend {a.backend!r}, not {kind!r}")
+    if kind == "onnx" and merged.tokenizer is None and a.tokenizer_from:
+        merged = merged.replace(tokenizer=str(alias_path(a.tokenizer_from)))
+    return _build(kind, path, merged.replace(name=a.name, source=source))
+
+
+def _load_path(spec: str, expanded: Path, record: Backend | None, opts: EncoderOptions) -> Encoder:
+    """A local file or folder, its kind detected (a torch model is exported when ``record`` exports it)."""
+    from embedscope.models.builtin_backends import has_onnx
+    from embedscope.models.integrity import check_model_files, corrupt_model_error, is_load_error
+
+    check_model_files(expanded, opts.tokenizer)
+    detected = detect_kind(expanded) if record is None or record.export is not None else None
+    if record is not None and record.name == "onnx" and has_onnx(expanded):
+        detected = "onnx"  # an ONNX file is there: run it as it is
+    opts = opts.replace(source=str(expanded))
+    if record is not None and detected is not None and record.exports_from(detected):
+        return _fast(expanded, record, opts)
+    if record is not None and record.always_exports:
+        raise _not_exportable(spec, record, str(detected))
+    kind = record.name if record is not None else str(detected)
+    if kind == "onnx" and expanded.is_dir() and not has_onnx(expanded):
+        raise ConfigError(f"{spec}: backend onnx needs a .onnx file or a folder with model.onnx")
+    try:
+        return _build(kind, expanded, opts)
+    except EmbedscopeError:
+        raise
+    except Exception as e:
+        if is_load_error(e):
+            raise corrupt_model_error(expanded, e) from e
+        raise
+
+
+def _load_hub(spec: str, record: Backend, opts: EncoderOptions) -> Encoder:
+    """A hub id: on a backend that loads hub ids, or exported from its snapshot for a fast path."""
+    if record.always_exports:
+        snapshot = _hub_snapshot(spec, opts.revision)  # filed under its commit, as the sentence-transformers backend
+        return _fast(snapshot, record, opts.replace(name=spec, revision=snapshot.name, source=f"hub:{spec}"))
+    if not record.hub:
+        raise ConfigError(f"backend {record.name!r} loads local files only; download {spec!r} and pass its path")
     if hub_offline():
-        if snapshot_folder(spec, revision) is None:
+        if snapshot_folder(spec, opts.revision) is None:
             from embedscope.hub import offline_reason
 
             raise _unavailable(
@@ -514,7 +352,7 @@ def load_encoder(
                 "in the local Hugging Face cache",
             )
     try:
-        return _build(kind, spec, name=spec, revision=revision, source=f"hub:{spec}", **options)
+        return _build(record.name, spec, opts.replace(name=spec, source=f"hub:{spec}"))
     except EmbedscopeError:
         raise
     except Exception as e:

@@ -20,6 +20,7 @@ from embedscope.errors import ConfigError, MissingDependencyError
 from embedscope.models.base import BaseEncoder, Similarity, prompted_texts
 from embedscope.models.fingerprint import hash_folder, short
 from embedscope.models.folder import resolve_prompts
+from embedscope.models.options import Placement
 from embedscope.types import Role
 
 BACKEND = "model2vec"
@@ -78,7 +79,7 @@ class StaticEncoder(BaseEncoder):
         prompts: dict[str, str] | None = None,
         query_prompt: str | None = None,
         source: str | None = None,
-        device: str | None = "auto",
+        device: str | Placement | None = "auto",
         dtype: str | None = None,
     ) -> None:
         try:

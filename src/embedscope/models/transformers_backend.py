@@ -30,6 +30,7 @@ from embedscope.models.folder import (
     st_prompts,
     st_similarity,
 )
+from embedscope.models.options import Placement
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
 from embedscope.types import Role
 
@@ -71,7 +72,7 @@ class TransformersEncoder(BaseEncoder):
         query_prompt: str | None = None,
         tokenizer: str | Path | None = None,
         source: str | None = None,
-        device: str | None = "auto",
+        device: str | Placement | None = "auto",
         dtype: str | None = None,
     ) -> None:
         try:

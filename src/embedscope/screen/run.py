@@ -1,6 +1,6 @@
 """Screen many models on a fast path, then confirm the best on the exact one (``embedscope screen``).
 
-1. Every model runs on the fast path: its own options with the fast path's overrides (:data:`FAST_PATHS`, e.g.
+1. Every model runs on the fast path: its own options with the fast path's overrides (:func:`fast_paths`, e.g.
    ``{"dtype": "bf16"}``), through :func:`~embedscope.evaluation.runner.run`, so stored results and the embedding
    cache are reused, an interrupted screen resumes, and the fast results land in their own experiments folder (the
    overrides are model options, which :func:`~embedscope.results.settings.experiment_kwargs` records).
@@ -39,49 +39,74 @@ from embedscope.errors import ConfigError, EmbedscopeError, UnknownNameError
 from embedscope.settings import Layer, RunSettings, build_settings
 from embedscope.settings.run import ModelEntry, ModelOptions, ModelRun
 
-# a fast path: the model options it sets on every model entry
-FAST_PATHS: dict[str, dict[str, str]] = {
-    "openvino-int8": {"backend": "openvino-int8"},
-    "openvino-bf16": {"backend": "openvino-bf16"},
-    "openvino": {"backend": "openvino"},
-    "onnx-int8": {"backend": "onnx-int8"},
-    "onnx": {"backend": "onnx"},
-    "bf16": {"dtype": "bf16"},
-}
-# the default: the first of these whose backend this embedscope knows and whose extra is installed. Fastest first,
-# as bench/bench_fast_backends.py measured MiniLM's encode on 2 Zen 4 cores (~240-token texts, against torch fp32):
-# OpenVINO int8 4.51×, OpenVINO bf16 2.86×, torch bf16 1.28× (ONNX int8 1.81×, OpenVINO fp32 1.63×).
-PREFERENCE = ("openvino-int8", "openvino-bf16", "bf16")
-# the module each fast path needs, and the extra that installs it (issue 23's names)
-_NEEDS = {"openvino": ("openvino", "openvino"), "onnx": ("onnxruntime", "onnx-export"), "bf16": ("torch", "torch")}
+# the fast paths that are not a backend: the model options each sets, its rank in the default order, the module it
+# needs and the extra that installs it. Every registered backend that declares a fast path joins them
+# (:func:`fast_paths`).
+DTYPE_FAST_PATHS: dict[str, tuple[dict[str, str], int, str, str]] = {"bf16": ({"dtype": "bf16"}, 3, "torch", "torch")}
+# The default order (each backend's ``fast_rank``): fastest first, as bench/bench_fast_backends.py measured MiniLM's
+# encode on 2 Zen 4 cores (~240-token texts, against torch fp32): OpenVINO int8 4.51×, OpenVINO bf16 2.86×, torch
+# bf16 1.28× (ONNX int8 1.81×, OpenVINO fp32 1.63×).
 DEFAULT_CONFIRM = 2
+
+
+def fast_paths() -> dict[str, dict[str, str]]:
+    """Every fast path → the model options it sets on every model entry: each registered backend that declares one
+    (:func:`~embedscope.models.backends.fast_paths`: ``{"backend": NAME}``), then the dtype paths."""
+    from embedscope.models.backends import fast_paths as backend_fast_paths
+
+    found = {b.name: {"backend": b.name} for b in backend_fast_paths()}
+    return {**found, **{name: dict(path[0]) for name, path in DTYPE_FAST_PATHS.items()}}
+
+
+def preference() -> tuple[str, ...]:
+    """The fast paths in the default order (those with a rank; lower first)."""
+    from embedscope.models.backends import fast_paths as backend_fast_paths
+
+    ranked = [(b.fast_rank, b.name) for b in backend_fast_paths() if b.fast_rank is not None]
+    ranked += [(path[1], name) for name, path in DTYPE_FAST_PATHS.items()]
+    return tuple(name for _, name in sorted(ranked))
+
+
+def _needs(name: str) -> tuple[str, str] | None:
+    """The module fast path ``name`` needs and the extra that installs it."""
+    from embedscope.models.backends import backend as backend_record
+    from embedscope.models.backends import backend_names
+
+    if name in DTYPE_FAST_PATHS:
+        return DTYPE_FAST_PATHS[name][2], DTYPE_FAST_PATHS[name][3]
+    if name in backend_names():
+        record = backend_record(name)
+        return (record.module, record.extra or record.module) if record.module else None
+    return None
 
 
 def fast_path_overrides(name: str) -> dict[str, str]:
     """The model options of fast path ``name``; a name this embedscope cannot run is a ConfigError naming --fast."""
-    if name not in FAST_PATHS:
-        raise UnknownNameError("fast path (--fast)", name, FAST_PATHS)
-    overrides = FAST_PATHS[name]
+    paths = fast_paths()
+    if name not in paths:
+        raise UnknownNameError("fast path (--fast)", name, paths)
+    overrides = paths[name]
     try:
         ModelOptions.model_validate(overrides)
     except (EmbedscopeError, ValueError) as e:  # a backend this embedscope does not know yet
         reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else "unknown"
         raise ConfigError(f"--fast {name}: this embedscope cannot run it ({reason})") from None
-    needed = next((needs for prefix, needs in _NEEDS.items() if name.startswith(prefix)), None)
+    needed = _needs(name)
     if needed is not None and importlib.util.find_spec(needed[0]) is None:
         raise ConfigError(f"--fast {name} needs {needed[0]}: pip install 'embedscope[{needed[1]}]'")
     return dict(overrides)
 
 
 def default_fast_path() -> str:
-    """The first of :data:`PREFERENCE` that this embedscope can run here."""
-    for name in PREFERENCE:
+    """The first of :func:`preference` that this embedscope can run here."""
+    order = preference()
+    for name in order:
         try:
             fast_path_overrides(name)
         except ConfigError:
             continue
         return name
-    raise ConfigError(f"no fast path can run here ({', '.join(PREFERENCE)}): name one with --fast")
+    raise ConfigError(f"no fast path can run here ({', '.join(order)}): name one with --fast")
 
 
 # -- scores with intervals ------------------------------------------------------------------------------------
@@ -433,8 +458,11 @@ def _embedding_agreement(
     for extra in ({}, overrides):
         one = _one_model(settings, run, extra)
         built.append(build_model(one.model_runs()[0], one, cache))
-    batch = run.batch_size or settings.batch_size or 32
-    search = RunSettings(limits=settings.limits).search_options(batch_size=batch, show_progress=False)
+    # None: each encoder's device default (models.device.default_batch_size), as the runner's passes had: the
+    # same batches, so every vector those passes cached is served
+    search = RunSettings(limits=settings.limits, corpus_chunk_size=settings.corpus_chunk_size).search_options(
+        batch_size=run.batch_size or settings.batch_size, show_progress=False
+    )
     return embedding_agreement(built[0], built[1], tasks, search)
 
 

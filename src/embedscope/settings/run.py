@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -39,6 +39,9 @@ from pydantic import (
 from embedscope.engines.base import EngineSettings, engine_names, engine_settings
 from embedscope.errors import ConfigError, SettingError
 from embedscope.settings.options import option, register_root
+
+if TYPE_CHECKING:
+    from embedscope.models.options import EncoderOptions
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +164,7 @@ class ModelOptions(BaseModel):
     @field_validator("backend")
     @classmethod
     def _backend(cls, value: str | None) -> str | None:
-        from embedscope.models.specs import normalize_backend
+        from embedscope.models.backends import normalize_backend
 
         return normalize_backend(value) if value is not None else None
 
@@ -196,6 +199,12 @@ class ModelOptions(BaseModel):
     def given(self) -> dict[str, Any]:
         """The options that are set."""
         return self.model_dump(exclude_none=True)
+
+    def to_encoder_options(self) -> EncoderOptions:
+        """These options as the encoder's one options object (:class:`~embedscope.models.options.EncoderOptions`)."""
+        from embedscope.models.options import EncoderOptions
+
+        return EncoderOptions(**self.given())
 
 
 MODEL_OPTION_KEYS = tuple(ModelOptions.model_fields)

@@ -63,7 +63,8 @@ class SettingsWithSources(RunSettings):
         names = self._private("names")
         if key in names:
             return names[key]
-        return setting_name(self._private("layers") or [], key)
+        layers = (self.__pydantic_private__ or {}).get("layers", [])
+        return setting_name(layers, key)
 
     def _private(self, name: str) -> dict[str, Any]:
         return (self.__pydantic_private__ or {}).get(name, {})

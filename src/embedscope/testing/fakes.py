@@ -132,7 +132,7 @@ class WordTokenEncoder:
         return int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.dim
 
     def encode_tokens(
-        self, texts: Sequence[str], *, role: Role, batch_size: int = 32, show_progress: bool = False
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
     ) -> list[np.ndarray]:
         self.calls.append((role, len(texts)))
         out = []
