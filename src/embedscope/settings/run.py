@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -39,6 +39,9 @@ from pydantic import (
 
 from embedscope.engines.base import EngineSettings, engine_names, engine_settings
 from embedscope.errors import ConfigError, SettingError
+
+if TYPE_CHECKING:
+    from embedscope.retrieval.base import SearchOptions
 
 logger = logging.getLogger(__name__)
 
@@ -481,12 +484,6 @@ class RunSettings(BaseModel):
         }
         return {k: v for k, v in values.items() if v is not None}
 
-    def retrieval_settings(self) -> dict[str, Any]:
-        """The retrieval settings that change a score apart from the model's: dense post-processing and chunking
-        (each result records them, and they name the result's experiments folder)."""
-        chunking = {"chunking": self.chunking.record()} if self.chunking is not None else {}
-        return {**self.dense_post_processing(), **chunking}
-
     # -- resolved parts ------------------------------------------------------------------------
 
     def model_runs(self) -> list[ModelRun]:
@@ -528,7 +525,7 @@ class RunSettings(BaseModel):
 
     # -- views for the layers below: computed from the fields above, where each default lives ---------------
 
-    def search_options(self, **resolved: Any) -> Any:
+    def search_options(self, **resolved: Any) -> SearchOptions:
         """The search's :class:`~embedscope.retrieval.base.SearchOptions`: each of its fields is the setting of the
         same name (chunking as the data layer's options); ``resolved`` overrides what the runner works out per model
         (``batch_size``, ``show_progress``)."""
