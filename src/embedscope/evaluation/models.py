@@ -34,7 +34,11 @@ class TaskCalibration:
         if self._sample is None:
             from embedscope.compare.embeddings import task_texts
 
-            texts = [text for task in self.tasks() for _, text in task_texts(task, RunSettings().search_options())]
+            texts = [
+                text
+                for task in self.tasks()
+                for _, text in task_texts(task, RunSettings().search_options(show_progress=False))
+            ]
             self._sample = calibration_sample(texts)
         return self._sample
 

@@ -43,6 +43,9 @@ from embedscope.settings.options import option, register_root
 if TYPE_CHECKING:
     from embedscope.models.options import EncoderOptions
 
+if TYPE_CHECKING:
+    from embedscope.retrieval.base import SearchOptions
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "minilm"
@@ -933,12 +936,6 @@ class RunSettings(BaseModel):
         }
         return {k: v for k, v in values.items() if v is not None}
 
-    def retrieval_settings(self) -> dict[str, Any]:
-        """The retrieval settings that change a score apart from the model's: dense post-processing and chunking
-        (each result records them, and they name the result's experiments folder)."""
-        chunking = {"chunking": self.chunking.record()} if self.chunking is not None else {}
-        return {**self.dense_post_processing(), **chunking}
-
     # -- resolved parts ------------------------------------------------------------------------
 
     def model_runs(self) -> list[ModelRun]:
@@ -980,7 +977,7 @@ class RunSettings(BaseModel):
 
     # -- views for the layers below: computed from the fields above, where each default lives ---------------
 
-    def search_options(self, **resolved: Any) -> Any:
+    def search_options(self, **resolved: Any) -> SearchOptions:
         """The search's :class:`~embedscope.retrieval.base.SearchOptions`: each of its fields is the setting of the
         same name (chunking as the data layer's options); ``resolved`` overrides what the runner works out per model
         (``batch_size``, ``show_progress``)."""
