@@ -145,3 +145,25 @@ def test_a_sweep_point_where_an_option_acts_nowhere_is_refused_before_any_point_
     err = _error(capsys)
     assert "sweep point top_k=5: axis top_k=5 has no effect on the task(s) of this run (STS)" in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--calibration", "texts.txt"], "--calibration applies to --backend openvino-int8 only, not the default"),
+        (["--calibration", "t.txt", "--backend", "onnx"], "--calibration applies to --backend openvino-int8 only"),
+    ],
+)
+def test_a_model_option_for_another_backend_is_refused_before_any_model_loads(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", *argv, "--print-settings"]) == 2
+    assert expected in _error(capsys)
+
+
+def test_a_models_entry_s_own_option_is_named_by_its_position(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, "models: [minilm, {model: minilm, calibration: t.txt}]\n")
+    assert main(["run", "--config", config, "--print-settings"]) == 2
+    assert "models[1].calibration applies to --backend openvino-int8 only" in _error(capsys)

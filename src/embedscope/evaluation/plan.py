@@ -17,7 +17,7 @@ from embedscope.engines.base import EngineSettings
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.messages import listing
 from embedscope.results.store import check_path_name
-from embedscope.settings.options import option_at
+from embedscope.settings.options import acts_nowhere, option_at
 from embedscope.settings.run import ModelRun, RunSettings
 from embedscope.tasks.base import Task
 from embedscope.tasks.registry import DEFAULT_TASKS, resolve_task
@@ -111,6 +111,22 @@ def _check_run_options(tasks: Sequence[Task], settings: RunSettings) -> None:
         )
 
 
+def check_model_options(settings: RunSettings) -> None:
+    """A model option given for a model whose backend it does not act on (``calibration`` without openvino-int8) is
+    an error, before any model loads: each option declares its backends."""
+    shared = settings.model_options.given()
+    for n, run in enumerate(settings.model_runs()):
+        if not isinstance(run.model, str):
+            continue
+        backend = str(run.options.get("backend") or "the default backend")
+        for key in run.options:
+            idle = acts_nowhere(f"model_options.{key}", {"backend": [backend]})
+            if idle is None:
+                continue
+            named = _named(settings, f"model_options.{key}") if key in shared else f"models[{n}].{key}"
+            raise ConfigError(f"{named} applies to --backend {' or '.join(idle[1])} only, not {backend}: drop it")
+
+
 def check_run(settings: RunSettings) -> None:
     """The checks a run makes before any model loads (tasks resolved and filtered, every option acting somewhere),
     for ``--print-settings``."""
@@ -119,7 +135,9 @@ def check_run(settings: RunSettings) -> None:
 
 
 def resolve_tasks(settings: RunSettings) -> list[Task] | None:
-    """The run's tasks, checked before any model loads; None when none are named (each model's default suite)."""
+    """The run's tasks, checked before any model loads (each model's options too); None when none are named (each
+    model's default suite)."""
+    check_model_options(settings)
     specs = settings.task_specs()
     if specs is None:
         if settings.task_types is not None or settings.languages is not None or settings.task_params or settings.splits:

@@ -160,6 +160,7 @@ class ModelOptions(BaseModel):
         None,
         group="model options",
         metavar="FILE",
+        acts={"backend": ["openvino-int8"]},
         help="--backend openvino-int8: texts to calibrate on (one a line, or .jsonl with 'text'); "
         "default: a seeded sample of 300 of the run's task texts",
     )
