@@ -309,7 +309,7 @@ CONFIGS: dict[str, str] = {
         {"eval_config": {"models": [{"model_name_or_path": "m"}], "eval": {"task_names": ["x"], "verbosity": 7}}}
     ),
     "evalscope work_dir": json.dumps(
-        {"eval_backend": "RAGEval", "work_dir": "x", "eval_config": {"models": [{"model_name_or_path": "m"}]}}
+        {"eval_backend": "RAGEval", "work_dir": " ", "eval_config": {"models": [{"model_name_or_path": "m"}]}}
     ),
 }
 _CONFIG_MENTION = {

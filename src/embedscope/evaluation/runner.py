@@ -42,6 +42,7 @@ from embedscope.results.settings import (
 from embedscope.results.store import OverwriteStrategy, ResultStore, splits_to_run
 from embedscope.retrieval.roles import model_roles
 from embedscope.settings import Layer, RunSettings, build_settings
+from embedscope.settings.evalscope import work_dir_session
 from embedscope.settings.files import config_layer
 from embedscope.settings.run import ModelRun
 from embedscope.tasks.base import SearchOptions, Task
@@ -394,7 +395,9 @@ def evaluate(
 def evaluate_config(config: str | Path | dict[str, Any], **overrides: Any) -> list[EvaluationReport]:
     """Run a YAML/JSON config file (embedscope's or EvalScope's ``eval_config`` schema); ``overrides`` (any
     :class:`~embedscope.settings.RunSettings` key) win over the file's values."""
-    return run(build_settings([config_layer(config), Layer("evaluate_config()", overrides, "api")]))
+    layers = [config_layer(config), Layer("evaluate_config()", overrides, "api")]
+    with work_dir_session(layers):  # an EvalScope config's work_dir: its configuration and log
+        return run(build_settings(layers))
 
 
 def score_run(
