@@ -4,8 +4,6 @@ seed. Nothing runs, nothing is encoded, nothing is written."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from embedscope.cli.main import main

@@ -290,7 +290,7 @@ def _preflight(
     the model available, its options), the output folder, the report files and the seed; one error lists all."""
     from embedscope.sweep.preflight import Preflight, check_outputs, check_seed, check_settings
 
-    check = Preflight("screen")
+    check = Preflight("screen", "model")
     check_seed(check, "--seed", options.seed)
     check_outputs(check, outputs)
     for run in runs:

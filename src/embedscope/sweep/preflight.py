@@ -31,6 +31,7 @@ class Preflight:
     """The problems found so far, each with where it was seen (first seen first)."""
 
     what: str
+    unit: str = "point"  # what the places are (a sweep's points, a screen's models)
     problems: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, where: str, problem: str) -> None:
@@ -47,7 +48,8 @@ class Preflight:
     def message(self) -> str:
         parts = []
         for n, (problem, places) in enumerate(self.problems.items(), start=1):
-            more = f" (and {len(places) - 1} more point{'s' if len(places) > 2 else ''})" if len(places) > 1 else ""
+            unit = self.unit + ("s" if len(places) > 2 else "")
+            more = f" (and {len(places) - 1} more {unit})" if len(places) > 1 else ""
             parts.append(f"({n}) {places[0]}{more}: {problem}")
         count = f"{len(parts)} problem{'s' if len(parts) != 1 else ''}"
         return f"{self.what} cannot start, {count} (nothing ran): " + "; ".join(parts)
@@ -116,6 +118,19 @@ def check_model_available(spec: str, options: Mapping[str, Any]) -> None:
     from embedscope.models.specs import ALIASES, alias_path, normalize_backend
 
     backend = normalize_backend(options.get("backend"))
+    key = spec.strip().lower()
+    if key in ALIASES:
+        alias_path(key)
+    elif not Path(spec).expanduser().exists():
+        if _looks_like_path(spec):
+            raise ConfigError(f"{spec}: no such file or folder")
+        if "/" not in spec:
+            close = UnknownNameError("model alias", spec, ALIASES)
+            if "Did you mean" in close.message:
+                hint = "A local path or a hub id (org/name) also works."
+                raise UnknownNameError("model alias", spec, ALIASES, hint=hint)
+        if snapshot_folder(spec, options.get("revision")) is None and hub_offline():
+            raise ConfigError(f"model {spec!r}: not in the local hub cache and the Hugging Face hub is offline")
     calibration = options.get("calibration")
     if calibration is not None:
         if backend != "openvino-int8":
@@ -124,20 +139,6 @@ def check_model_available(spec: str, options: Mapping[str, Any]) -> None:
             )
         if not Path(str(calibration)).expanduser().is_file():
             raise ConfigError(f"calibration {calibration}: no such file")
-    key = spec.strip().lower()
-    if key in ALIASES:
-        alias_path(key)
-        return
-    if Path(spec).expanduser().exists():
-        return
-    if _looks_like_path(spec):
-        raise ConfigError(f"{spec}: no such file or folder")
-    if "/" not in spec:
-        close = UnknownNameError("model alias", spec, ALIASES)
-        if "Did you mean" in close.message:
-            raise UnknownNameError("model alias", spec, ALIASES, hint="A local path or a hub id (org/name) also works.")
-    if snapshot_folder(spec, options.get("revision")) is None and hub_offline():
-        raise ConfigError(f"model {spec!r}: not in the local hub cache and the Hugging Face hub is offline")
 
 
 _MODEL_STAGES = ("dense", "colbert", "cross-encoder")
