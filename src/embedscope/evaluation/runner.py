@@ -123,7 +123,8 @@ def _run_task(
     stored_all = _matching(_load_stored(store, task.name, strategy), record, strategy, task.name, store.path(task.name))
     stored, other_subsets = _split_by_subset(stored_all, task.hf_subset)
     if stored is not None and options.latency_sample is not None and not stored.extra.get("query_latency"):
-        stored = _remeasured(task.name, store.path(task.name), strategy)  # latency is asked: never silently absent
+        _remeasure(task.name, store.path(task.name), strategy)  # latency is asked: never silently absent
+        stored = None
     fresh = stored is None or strategy == "always"
     splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
     if not splits and stored is not None:
@@ -209,7 +210,7 @@ def _run_task(
     return TaskOutcome(task, result, path, reused=False, splits_run=splits, timings=timings)
 
 
-def _remeasured(task_name: str, path: Path, strategy: OverwriteStrategy) -> None:
+def _remeasure(task_name: str, path: Path, strategy: OverwriteStrategy) -> None:
     """A stored result without the latency ``latency_sample`` asks for: run again (said in the log), or a one-line
     error when the strategy keeps stored results."""
     if strategy in ("never", "only-cache"):

@@ -16,6 +16,7 @@ writability — and :meth:`Preflight.raise_if_any` turns them into one ConfigErr
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -255,7 +256,7 @@ def check_settings(check: Preflight, where: str, settings: RunSettings, runs: Se
 
     check.check(where, lambda: resolve_tasks(settings))
     for run in runs if runs is not None else settings.model_runs():
-        check.check(where, lambda run=run: check_model_run(run, settings))
+        check.check(where, functools.partial(check_model_run, run, settings))
     problem = output_folder_problem(settings.output_folder)
     if problem:
         check.add(where, f"output_folder: {problem}")
