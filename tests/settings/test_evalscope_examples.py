@@ -93,6 +93,32 @@ CUSTOM_RETRIEVAL: dict[str, Any] = {
     },
 }
 
+# the legacy custom-retrieval example of the same page's earlier version (CustomRetrieval over eval.dataset_path)
+LEGACY_CUSTOM_RETRIEVAL: dict[str, Any] = {
+    "eval_backend": "RAGEval",
+    "eval_config": {
+        "tool": "MTEB",
+        "model": [
+            {
+                "model_name_or_path": "AI-ModelScope/m3e-base",
+                "pooling_mode": None,
+                "max_seq_length": 512,
+                "prompt": "",
+                "model_kwargs": {"torch_dtype": "auto"},
+                "encode_kwargs": {"batch_size": 128},
+            }
+        ],
+        "eval": {
+            "tasks": ["CustomRetrieval"],
+            "dataset_path": "custom_eval/text/retrieval",
+            "verbosity": 2,
+            "output_folder": "outputs",
+            "overwrite_results": True,
+            "limits": 500,
+        },
+    },
+}
+
 DOCS = [
     "Climate change is leading to more extreme weather patterns.",
     "The stock market surged today, led by tech stocks.",
@@ -269,3 +295,42 @@ def test_an_empty_work_dir_is_one_line(tmp_path, capsys):
     assert main(["run", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "work_dir" in err and err.count("\n") == 1
+
+
+def test_legacy_custom_retrieval_example_runs_unchanged(tmp_path, monkeypatch, models):
+    monkeypatch.chdir(tmp_path)
+    write_retrieval_data(tmp_path / "custom_eval" / "text" / "retrieval", "tsv")  # its dataset_path, as written
+    example = copy.deepcopy(LEGACY_CUSTOM_RETRIEVAL)
+    example["eval_config"]["model"][0]["model_name_or_path"] = models["encoder"]
+    (report,) = evaluate_config(example, cache=False)
+    stored = json.loads(_one_result(tmp_path / "outputs", "CustomRetrieval").read_text())
+    assert stored["scores"]["test"][0]["main_score"] == stored["scores"]["test"][0]["recall_at_5"]  # EvalScope's
+    assert not any(p.name == "configs" for p in (tmp_path / "outputs").rglob("*"))  # no work_dir: nothing kept
+
+
+@pytest.mark.slow
+def test_custom_retrieval_example_with_minilm(tmp_path, monkeypatch):
+    """The guide's example with the built-in MiniLM: the score equals sentence-transformers + pytrec_eval's."""
+    import numpy as np
+    import pytrec_eval
+    from sentence_transformers import SentenceTransformer
+
+    from embedscope.models.specs import alias_path
+
+    monkeypatch.chdir(tmp_path)
+    write_retrieval_data(tmp_path / "my_retrieval_data", "jsonl")
+    example = copy.deepcopy(CUSTOM_RETRIEVAL)
+    example["eval_config"]["models"][0]["model_name_or_path"] = "minilm"
+    evaluate_config(example, cache=False)
+    stored = json.loads(_one_result(tmp_path / "outputs", "CustomRetrieval").read_text())
+    model = SentenceTransformer(str(alias_path("minilm")), device="cpu")
+    model.max_seq_length = 512
+    q = model.encode(QUERIES, normalize_embeddings=True)
+    d = model.encode(DOCS, normalize_embeddings=True)
+    scores = q @ d.T
+    run = {f"query{i + 1}": {f"doc{j + 1}": float(scores[i, j]) for j in range(len(DOCS))} for i in range(len(QUERIES))}
+    qrels = {f"query{i}": {f"doc{i}": 1} for i in range(1, 11)}
+    ndcg = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(run)
+    expected = float(np.mean([v["ndcg_cut_10"] for v in ndcg.values()]))
+    assert stored["scores"]["test"][0]["ndcg_at_10"] == pytest.approx(expected, abs=1e-5)
+    _check_work_dir(tmp_path, example)
