@@ -723,6 +723,22 @@ def _number_cases() -> list[Case]:
 # -- issue 31: sweep grids and sub-grids, screen, sweep manifests, EvalScope's work_dir ---------------------------
 
 
+def _screen_two_models(screen: Callable[..., Argv]) -> Argv:
+    """A screen that runs to the end: static-64 (no bf16 path: screened exact) and a tiny sentence-transformers
+    model (the torch bf16 fast path), both confirmed, inside the sandbox's HOME and TMPDIR."""
+
+    def argv(root: Path) -> list[str]:
+        from support.tiny_models import build_tiny_sentence_transformer
+
+        tiny = root / "in" / "tiny-st"
+        if not tiny.exists():
+            build_tiny_sentence_transformer(tiny, seed=1)
+        json_file, csv_file = str(root / "out" / "s.json"), str(root / "out" / "s.csv")
+        return screen("--models", "static-64", str(tiny), "--json", json_file, "--csv", csv_file)(root)
+
+    return argv
+
+
 def _sweep_screen_cases() -> list[Case]:
     """Sweeps (flags, grids, sub-grids, bad points found before any point runs), screens (two spellings of one
     model, problems found before any model runs), manifests leading outside their folder, EvalScope's work_dir."""
@@ -843,6 +859,7 @@ def _sweep_screen_cases() -> list[Case]:
         ),
         Case("screen --confirm 0", screen("--models", "static-64", "minilm", "--confirm", "0"), "--confirm"),
         Case("screen one model", screen("--models", "static-64"), "two models"),
+        Case("screen two models", _screen_two_models(screen), "screen", refused=False),
     ]
 
     def manifest(points: object, link: bool = False) -> Argv:
@@ -1015,7 +1032,7 @@ def test_no_traceback_no_write_outside_and_refusals_are_one_line(outcomes):
 
 
 def test_the_valid_issue_31_cases_run(outcomes):
-    """The sweep, sub-grid and work_dir inputs that are valid run to the end (exit 0), inside the named folders."""
+    """The sweep, sub-grid, screen and work_dir inputs that are valid run to the end (exit 0), inside the named folders."""
     valid = [c.name for c in _sweep_screen_cases() if not c.refused]
-    assert len(valid) == 3
+    assert len(valid) == 4
     assert {name: outcomes[name][0] for name in valid} == dict.fromkeys(valid, 0)
