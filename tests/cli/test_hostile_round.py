@@ -309,7 +309,7 @@ CONFIGS: dict[str, str] = {
         {"eval_config": {"models": [{"model_name_or_path": "m"}], "eval": {"task_names": ["x"], "verbosity": 7}}}
     ),
     "evalscope work_dir": json.dumps(
-        {"eval_backend": "RAGEval", "work_dir": "x", "eval_config": {"models": [{"model_name_or_path": "m"}]}}
+        {"eval_backend": "RAGEval", "work_dir": " ", "eval_config": {"models": [{"model_name_or_path": "m"}]}}
     ),
 }
 _CONFIG_MENTION = {
@@ -722,6 +722,226 @@ def _number_cases() -> list[Case]:
     return cases
 
 
+# -- issue 31: sweep grids and sub-grids, screen, sweep manifests, EvalScope's work_dir ---------------------------
+
+
+def _screen_two_models(screen: Callable[..., Argv]) -> Argv:
+    """A screen that runs to the end: static-64 (no bf16 path: screened exact) and a tiny sentence-transformers
+    model (the torch bf16 fast path), both confirmed, inside the sandbox's HOME and TMPDIR."""
+
+    def argv(root: Path) -> list[str]:
+        from support.tiny_models import build_tiny_sentence_transformer
+
+        tiny = root / "in" / "tiny-st"
+        if not tiny.exists():
+            build_tiny_sentence_transformer(tiny, seed=1)
+        json_file, csv_file = str(root / "out" / "s.json"), str(root / "out" / "s.csv")
+        return screen("--models", "static-64", str(tiny), "--json", json_file, "--csv", csv_file)(root)
+
+    return argv
+
+
+def _sweep_screen_cases() -> list[Case]:
+    """Sweeps (flags, grids, sub-grids, bad points found before any point runs), screens (two spellings of one
+    model, problems found before any model runs), manifests leading outside their folder, EvalScope's work_dir."""
+
+    def fill(root: Path, args: tuple[str, ...]) -> list[str]:
+        (root / "in").mkdir(exist_ok=True)
+        (root / "in" / "f.txt").write_text("x")
+        (root / "in" / "tiny").mkdir(exist_ok=True)
+        return [a.replace("{root}", str(root)) for a in args]
+
+    def sweep(*args: str, grid: dict | None = None) -> Argv:
+        def argv(root: Path) -> list[str]:
+            data = str(write_tiny_beir(root / "data"))
+            head = ["sweep", "--tasks", data, "--output-folder", str(root / "out"), "-q", "--rounds", "50"]
+            head += ["--set", "show_progress=false", "--set", "cache=false"]
+            if grid is not None:
+                text = json.dumps(grid).replace("{root}", str(root))
+                head += ["--grid", _file(root, "grid.json", text)]
+            return head + fill(root, args)
+
+        return argv
+
+    def screen(*args: str) -> Argv:
+        def argv(root: Path) -> list[str]:
+            data = str(write_tiny_beir(root / "data"))
+            calibration = json.dumps({"model_options": {"calibration": str(root / "in" / "cal.txt")}})
+            _file(root, "calibration.json", calibration)
+            head = ["screen", "--tasks", data, "--output-folder", str(root / "out"), "--fast", "bf16"]
+            return head + ["--rounds", "50", "--no-progress"] + fill(root, args)
+
+        return argv
+
+    pipeline = "pipeline={retrievers: [bm25, fts5], fusion: {method: wsum, weights: [1, 1]}}"
+    cases = [
+        Case("sweep --seed -1", sweep("--axis", "model=bm25,fts5", "--seed", "-1"), "--seed"),
+        Case("sweep --seed huge negative", sweep("--axis", "model=bm25", "--seed", "-" + "9" * 23), "--seed"),
+        Case("sweep --csv folder", sweep("--axis", "model=bm25", "--csv", "{root}/in"), "--csv"),
+        Case("sweep --html under a file", sweep("--axis", "model=bm25", "--html", "{root}/in/f.txt/p.html"), "--html"),
+        Case("sweep --csv empty", sweep("--axis", "model=bm25", "--csv", ""), "--csv"),
+        Case("sweep point missing model", sweep("--axis", "model=bm25,./no_model"), "no_model"),
+        Case("sweep point unknown alias", sweep("--axis", "model=bm25,minilmm"), "minilmm"),
+        Case("sweep point hub model offline", sweep("--axis", "model=bm25,org/not-here"), "org/not-here"),
+        Case("sweep latency on bm25", sweep("--set", "latency_sample=2", "--axis", "model=bm25"), "latency_sample"),
+        Case("sweep truncate_dim on bm25", sweep("--set", "truncate_dim=8", "--axis", "model=bm25,fts5"), "truncate"),
+        Case(
+            "sweep fusion weights wrong length",
+            sweep("--set", pipeline, "--axis", "pipeline.fusion.weights=[[1, 2], [1, 2, 3]]"),
+            "fusion",
+        ),
+        Case(
+            "sweep fusion on one retriever",
+            sweep("--set", "pipeline={retrievers: [bm25]}", "--axis", "pipeline.fusion=rrf,wsum"),
+            "fusion",
+        ),
+        Case("sweep stage option unknown", sweep("--axis", "model=bm25,bm25:foo=1"), "foo"),
+        Case(
+            "sweep reranker missing",
+            sweep("--set", "pipeline={retrievers: [bm25]}", "--axis", "pipeline.rerankers=[[./no_ce]]"),
+            "no_ce",
+        ),
+        Case(
+            "sweep every problem at once",
+            sweep("--axis", "model=bm25,./no_model", "--csv", "{root}/in", "--seed", "-2"),
+            "3 problems",
+        ),
+        Case("sweep --tune-folds 1", sweep("--axis", "model=bm25,fts5", "--tune-folds", "1"), "--tune-folds"),
+        Case("sweep --rounds 0", sweep("--axis", "model=bm25", "--rounds", "0"), "--rounds"),
+        Case("sweep --test bogus", sweep("--axis", "model=bm25", "--test", "bogus"), "bogus"),
+        Case(
+            "sweep output_folder axis",
+            sweep("--axis", "output_folder={root}/out/a,{root}/out/b", "--axis", "model=bm25"),
+            "output_folder",
+            refused=False,
+        ),
+        Case(
+            "sweep sub-grids",
+            sweep(grid={"grids": [{"axes": {"model": ["bm25"]}}, {"axes": {"model": ["fts5"], "top_k": [3, 5]}}]}),
+            "grids",
+            refused=False,
+        ),
+    ]
+    bad_grids: dict[str, tuple[dict, str]] = {
+        "not a list": ({"grids": {"axes": {"top_k": [1]}}}, "grids"),
+        "empty": ({"grids": []}, "grids"),
+        "entry without axes": ({"grids": [{}]}, "grids[0]"),
+        "entry extra key": ({"grids": [{"axes": {"top_k": [1]}, "more": 1}]}, "grids[0]"),
+        "unknown key": ({"grids": [{"axes": {"nosuch": [1]}}]}, "nosuch"),
+        "empty values": ({"grids": [{"axes": {"top_k": []}}]}, "top_k"),
+        "axis twice": ({"axes": {"top_k": [1]}, "grids": [{"axes": {"top_k": [2]}}]}, "top_k"),
+        "bad point": ({"grids": [{"axes": {"model": ["bm25"]}}, {"axes": {"model": ["./no_model"]}}]}, "no_model"),
+        "bad value": ({"grids": [{"axes": {"model": ["bm25"], "top_k": [0, 5]}}]}, "top_k"),
+        "wrong weights": (
+            {"grids": [{"axes": {"pipeline": [{"retrievers": ["bm25", "fts5"], "fusion": {"weights": [1]}}]}}]},
+            "fusion",
+        ),
+    }
+    cases += [Case(f"sweep sub-grid {name}", sweep(grid=grid), mention) for name, (grid, mention) in bad_grids.items()]
+    cases += [
+        Case("screen one model two spellings", screen("--models", "{root}/in/tiny", "{root}/in/tiny/"), "twice"),
+        Case("screen alias in two cases", screen("--models", "minilm", "MiniLM"), "minilm"),
+        Case("screen --seed -1", screen("--models", "static-64", "minilm", "--seed", "-1"), "--seed"),
+        Case("screen --json folder", screen("--models", "static-64", "minilm", "--json", "{root}/in"), "--json"),
+        Case(
+            "screen --csv under a file",
+            screen("--models", "static-64", "minilm", "--csv", "{root}/in/f.txt/s.csv"),
+            "--csv",
+        ),
+        Case("screen missing model", screen("--models", "static-64", "./no_model"), "no_model"),
+        Case(
+            "screen calibration in config",
+            screen("--models", "static-64", "minilm", "--config", "{root}/in/calibration.json"),
+            "calibration",
+        ),
+        Case(
+            "screen every problem at once",
+            screen("--models", "static-64", "./no_model", "--json", "{root}/in", "--seed", "-1"),
+            "3 problems",
+        ),
+        Case("screen --confirm 0", screen("--models", "static-64", "minilm", "--confirm", "0"), "--confirm"),
+        Case("screen one model", screen("--models", "static-64"), "two models"),
+        Case("screen two models", _screen_two_models(screen), "screen", refused=False),
+    ]
+
+    def manifest(points: object, link: bool = False) -> Argv:
+        def argv(root: Path) -> list[str]:
+            folder = Path(_results(root, "a"))
+            data = {
+                "format": "embedscope-sweep",
+                "version": 2,
+                "grid": "x",
+                "complete": True,
+                "points_total": 1,
+                "axes": [{"key": "top_k", "values": [1]}],
+                "grids": [],
+                "axis_keys": ["top_k"],
+                "points": points,
+            }
+            text = json.dumps(data).replace("{root}", str(root))
+            (folder / "sweeps").mkdir(exist_ok=True)
+            if link:
+                target = _file(root, "m.json", text)
+                if not (folder / "sweeps" / "m.json").exists():
+                    os.symlink(target, folder / "sweeps" / "m.json")
+            else:
+                (folder / "sweeps" / "m.json").write_text(text)
+            return ["report", str(folder), "--html", str(root / "out" / "r.html"), "--rounds", "50"]
+
+        return argv
+
+    def point(path: str) -> list[dict]:
+        return [
+            {
+                "index": 0,
+                "label": "top_k=1",
+                "values": {"top_k": 1},
+                "done": True,
+                "model": "m",
+                "reused": False,
+                "seconds": 1.0,
+                "paths": {"T": path},
+                "truncate_dim": None,
+                "precision": "fp32",
+            }
+        ]
+
+    for name, target in {
+        "system file": "/etc/passwd",
+        "climbing out": "../../../../../../../../etc/passwd",
+        "another folder": "../../in/f.txt",
+        "empty path": "",
+    }.items():
+        cases.append(Case(f"report manifest path {name}", manifest(point(target)), "m.json"))
+    cases.append(Case("report manifest points not a list", manifest("x"), "m.json"))
+    cases.append(Case("report manifest linked outside", manifest(point("x.json"), link=True), "m.json"))
+
+    def evalscope(work_dir: str) -> Argv:
+        def argv(root: Path) -> list[str]:
+            config = {
+                "work_dir": work_dir.replace("{root}", str(root)),
+                "eval_backend": "RAGEval",
+                "eval_config": {
+                    "tool": "MTEB",
+                    "models": [{"model_name_or_path": "static-64", "encode_kwargs": {"batch_size": 8}}],
+                    "eval": {
+                        "custom_tasks": [{"name": "Tiny", "data_path": str(write_tiny_beir(root / "data"))}],
+                        "output_folder": str(root / "out" / "res"),
+                        "overwrite_results": True,
+                        "limits": 500,
+                    },
+                },
+            }
+            fill(root, ())
+            return ["run", "--config", _file(root, "evalscope.json", json.dumps(config)), "--no-cache"]
+
+        return argv
+
+    cases.append(Case("evalscope work_dir run", evalscope("{root}/out/work"), "work_dir", refused=False))
+    cases.append(Case("evalscope work_dir under a file", evalscope("{root}/in/f.txt/work"), "work_dir"))
+    return cases
+
+
 argv_of: dict[str, list[str]] = {}  # each case's argv as it ran (paths in its sandbox)
 CASES = (
     _number_cases()
@@ -731,6 +951,7 @@ CASES = (
     + _score_cases()
     + _compare_cases()
     + _other_cases()
+    + _sweep_screen_cases()
 )
 
 
@@ -810,3 +1031,10 @@ def test_no_traceback_no_write_outside_and_refusals_are_one_line(outcomes):
     print(f"hostile round: {len(CASES)} cases, {len(problems)} failed, {len(weak)} weak: {weak}")
     assert not problems, f"{len(problems)} of {len(CASES)} cases failed:\n" + "\n".join(problems)
     assert len(weak) <= 5, f"{len(weak)} weak messages:\n" + "\n".join(weak)
+
+
+def test_the_valid_issue_31_cases_run(outcomes):
+    """The sweep, sub-grid, screen and work_dir inputs that are valid run to the end (exit 0), inside the named folders."""
+    valid = [c.name for c in _sweep_screen_cases() if not c.refused]
+    assert len(valid) == 4
+    assert {name: outcomes[name][0] for name in valid} == dict.fromkeys(valid, 0)

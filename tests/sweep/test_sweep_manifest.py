@@ -110,7 +110,7 @@ def test_an_interrupted_sweep_leaves_a_valid_manifest_of_the_points_done(tmp_pat
     ("text", "message"),
     [
         ("{not json", "not valid JSON"),  # the report's own reading of every JSON file says so first
-        ('{"format": "other"}', "not a embedscope-sweep version 1 manifest"),
+        ('{"format": "other"}', "not a embedscope-sweep version 2 manifest"),
     ],
 )
 def test_a_broken_manifest_is_one_line(swept, tmp_path, capsys, text, message):

@@ -102,7 +102,7 @@ def _sweep_views(folders: list[str], options: Any) -> list[Any]:
     views = []
     for folder in folders:
         for path in find_manifests(folder):
-            recorded = read_manifest(path)
+            recorded = read_manifest(path, folder)  # only results inside the folder given
             report = sweep_report(recorded.outcomes, recorded.axes, options)
             views.append(SweepView(str(path), report, len(recorded.outcomes), recorded.total))
     return views

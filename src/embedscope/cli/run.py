@@ -74,7 +74,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         and not os.path.isdir(settings.cache_dir)
     ):
         raise ConfigError(f"{settings.display_name('cache_dir')} {settings.cache_dir} is a file: give a folder")
-    for report in run(settings):
+    from embedscope.settings.evalscope import work_dir_session
+
+    with work_dir_session(layers):  # an EvalScope config's work_dir: its configuration and log
+        reports = run(settings)
+    for report in reports:
         if getattr(args, "json", False):
             print(json.dumps([o.result.to_dict() for o in report.outcomes], indent=2))
             continue

@@ -85,8 +85,9 @@ def _cmd_screen(args: argparse.Namespace) -> int:
     layers = [config_layer(args.config)] if getattr(args, "config", None) else []
     layers.append(settings_layer(args))
     settings = build_settings(layers)
+    outputs = {"--json": getattr(args, "json_file", None), "--csv": getattr(args, "csv_file", None)}
     report = screen_settings(
-        settings, getattr(args, "fast", None), confirm, options, not getattr(args, "no_fidelity", False)
+        settings, getattr(args, "fast", None), confirm, options, not getattr(args, "no_fidelity", False), outputs
     )
     print(report.text(digits))
     if getattr(args, "json_file", None):

@@ -102,20 +102,11 @@ def _base_layers(
     return layers, axes, grids
 
 
-def _check_point(point: Any) -> None:
-    """The checks a run makes before any model loads, for one sweep point (an option acting on none of its tasks)."""
-    from embedscope.evaluation.plan import check_run
-
-    try:
-        check_run(point.settings)
-    except ConfigError as e:
-        raise ConfigError(f"sweep point {point.label}: {e}") from None
-
-
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from embedscope.compare.core import CompareOptions, check_options
     from embedscope.sweep.grid import SweepGrid, run_sweep
-    from embedscope.sweep.manifest import SweepManifest
+    from embedscope.sweep.manifest import manifests_for_grid
+    from embedscope.sweep.preflight import check_sweep
     from embedscope.sweep.report import sweep_report
 
     options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed)
@@ -124,13 +115,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"--tune-folds {args.tune_folds}: give 2 or more folds")
     layers, axes, grids = _base_layers(args)
     grid = SweepGrid(layers, axes, grids)
-    for point in grid.points():  # every point valid, and every option acting in it, before any runs
-        _check_point(point)
-    manifest = SweepManifest.for_grid(grid)  # report --html finds the sweep by it; valid after each point
-    manifest.write()
-    outcomes = run_sweep(grid, None if args.quiet else sys.stderr, on_point=manifest.add)
+    check_sweep(grid, {"--csv": args.csv, "--html": args.html}, args.seed)  # every problem at once, before any runs
+    manifests = manifests_for_grid(grid)  # in each output folder; report --html finds the sweep by them
+    for manifest in manifests:
+        manifest.write()
+
+    def record(outcome: Any) -> None:
+        next(m for m in manifests if m.owns(outcome.point)).add(outcome)
+
+    outcomes = run_sweep(grid, None if args.quiet else sys.stderr, on_point=record)
     if not args.quiet:
-        print(f"sweep manifest: {manifest.path}", file=sys.stderr)
+        for manifest in manifests:
+            print(f"sweep manifest: {manifest.path}", file=sys.stderr)
     report = sweep_report(outcomes, grid.axis_keys, options, args.tune_folds)
     if args.csv:
         from embedscope.files import atomic_write_text

@@ -35,6 +35,7 @@ from embedscope.results.settings import data_fingerprint, experiment_name, setti
 from embedscope.results.store import OverwriteStrategy, ResultStore, splits_to_run
 from embedscope.retrieval.roles import model_roles
 from embedscope.settings import Layer, RunSettings, build_settings
+from embedscope.settings.evalscope import work_dir_session
 from embedscope.settings.files import config_layer
 from embedscope.settings.run import ModelRun
 from embedscope.tasks.base import SearchOptions, Task
@@ -114,6 +115,9 @@ def _run_task(
     )
     stored_all = _matching(_load_stored(store, task.name, strategy), record, strategy, task.name, store.path(task.name))
     stored, other_subsets = _split_by_subset(stored_all, task.hf_subset)
+    if stored is not None and options.latency_sample is not None and not stored.extra.get("query_latency"):
+        _remeasure(task.name, store.path(task.name), strategy)  # latency is asked: never silently absent
+        stored = None
     fresh = stored is None or strategy == "always"
     splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
     if not splits and stored is not None:
@@ -197,6 +201,19 @@ def _run_task(
     if predictions:
         store.save_predictions(task.name, {task.hf_subset: predictions})
     return TaskOutcome(task, result, path, reused=False, splits_run=splits, timings=timings)
+
+
+def _remeasure(task_name: str, path: Path, strategy: OverwriteStrategy) -> None:
+    """A stored result without the latency ``latency_sample`` asks for: run again (said in the log), or a one-line
+    error when the strategy keeps stored results."""
+    if strategy in ("never", "only-cache"):
+        raise ConfigError(
+            f"latency_sample: the stored result {path} has no latency measurement and --overwrite {strategy} keeps "
+            "it; run with --overwrite always (or only-missing) to measure it, or drop latency_sample"
+        )
+    logger.warning(
+        "%s: stored result %s has no latency measurement: running it again (latency_sample)", task_name, path
+    )
 
 
 def _load_stored(store: ResultStore, task_name: str, strategy: OverwriteStrategy) -> TaskResult | None:
@@ -349,7 +366,9 @@ def evaluate(
 def evaluate_config(config: str | Path | dict[str, Any], **overrides: Any) -> list[EvaluationReport]:
     """Run a YAML/JSON config file (embedscope's or EvalScope's ``eval_config`` schema); ``overrides`` (any
     :class:`~embedscope.settings.RunSettings` key) win over the file's values."""
-    return run(build_settings([config_layer(config), Layer("evaluate_config()", overrides, "api")]))
+    layers = [config_layer(config), Layer("evaluate_config()", overrides, "api")]
+    with work_dir_session(layers):  # an EvalScope config's work_dir: its configuration and log
+        return run(build_settings(layers))
 
 
 def score_run(

@@ -286,11 +286,42 @@ def _check(settings: RunSettings, confirm: int, fast_keys: Sequence[str]) -> lis
         taken = [k for k in fast_keys if run.options.get(k) is not None]
         if taken:
             raise ConfigError(f"screen: {run.model} sets {taken[0]}, which the fast path sets: drop it")
-    names = [r.model for r in runs]
-    twice = next((n for n in names if names.count(n) > 1), None)
-    if twice is not None:
-        raise ConfigError(f"screen: model {twice} is given twice")
+    seen: dict[str, str] = {}
+    for run in runs:
+        key = _model_key(str(run.model))
+        if key in seen:
+            same = f"{seen[key]} and {run.model} are" if seen[key] != run.model else f"{run.model} is"
+            where = f" (both {key})" if seen[key] != run.model else ""
+            raise ConfigError(f"screen: {same} one model given twice{where}: give it once")
+        seen[key] = str(run.model)
     return runs
+
+
+def _model_key(model: str) -> str:
+    """What a model name stands for: the resolved path of a local model (``./tiny`` and ``tiny/`` alike), an
+    alias in lower case, else the name as given."""
+    from embedscope.models.specs import ALIASES
+
+    path = Path(model).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    return model.strip().lower() if model.strip().lower() in ALIASES else model
+
+
+def _preflight(
+    settings: RunSettings, runs: Sequence[ModelRun], options: CompareOptions, outputs: Mapping[str, Any]
+) -> None:
+    """Everything the screen will need, before its first model runs: each model's exact-pass settings (its tasks,
+    the model available, its options), the output folder, the report files and the seed; one error lists all."""
+    from embedscope.sweep.preflight import Preflight, check_outputs, check_seed, check_settings
+
+    check = Preflight("screen", "model")
+    check_seed(check, "--seed", options.seed)
+    check_outputs(check, outputs)
+    for run in runs:
+        one = _one_model(settings, run, {})
+        check_settings(check, f"model {run.model}", one, one.model_runs())
+    check.raise_if_any()
 
 
 def _one_model(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any]) -> RunSettings:
@@ -345,15 +376,18 @@ def screen_settings(
     confirm: int = DEFAULT_CONFIRM,
     options: CompareOptions = CompareOptions(),
     fidelity: bool = True,
+    outputs: Mapping[str, Any] | None = None,
 ) -> ScreenReport:
     """Screen the models of ``settings`` on fast path ``fast`` (default: :func:`default_fast_path`) and confirm the
     best ``confirm`` (and those whose interval overlaps theirs) exact; see the module docstring. ``fidelity``
     False leaves out the per-text cosines (they encode every text of the confirmed models' tasks twice more, unless
-    the cache holds them)."""
+    the cache holds them). ``outputs``: the report files that will be written (``{"--json": path}``), checked with
+    everything else before the first model runs."""
     check_options(options)
     fast = fast if fast is not None else default_fast_path()
     overrides = fast_path_overrides(fast)
     runs = _check(settings, confirm, list(overrides))
+    _preflight(settings, runs, options, outputs or {})
     models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
     fast_passes = {str(r.model): _fast_pass(settings, r, overrides, models[str(r.model)]) for r in runs}
     tasks = _shared_tasks({k: p.items for k, p in fast_passes.items()})

@@ -20,6 +20,12 @@ ModelScope). Per-task ``prompts`` split a model into one entry per prompt, each 
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -116,8 +122,8 @@ def _validate(data: dict[str, Any], label: str) -> tuple[EvalScopeConfig, str]:
         ]
         raise _one_line(problems) from None
     if isinstance(cfg, EvalScopeTaskConfig):
-        if cfg.work_dir is not None:
-            raise ConfigError(f"{label}: work_dir: give eval_config.eval.output_folder (where results go) instead")
+        if cfg.work_dir is not None and not cfg.work_dir.strip():
+            raise ConfigError(f"{label}: work_dir: empty; give a folder (the run's configuration and log go there)")
         return cfg.eval_config, "eval_config."
     assert isinstance(cfg, EvalScopeConfig)
     return cfg, ""
@@ -261,7 +267,65 @@ def evalscope_layer(data: dict[str, Any], label: str) -> Layer:
         "languages": f"{eval_key}.languages",
         "top_k": f"{eval_key}.top_k",
     }
-    return Layer(label, {k: v for k, v in values.items() if v is not None}, "file", names)
+    work_dir = data.get("work_dir") if "eval_config" in data else None
+    kept = {k: v for k, v in values.items() if v is not None}
+    return EvalScopeLayer(label, kept, "file", names, work_dir=work_dir, config=data)
+
+
+@dataclass
+class EvalScopeLayer(Layer):
+    """An EvalScope config's settings, with its ``work_dir`` (where EvalScope keeps the run's configuration dump and
+    log; the MTEB results go to ``eval.output_folder``) and the config as given."""
+
+    work_dir: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+DEFAULT_WORK_DIR = "outputs"  # EvalScope's: a run under it gets its own time-stamped folder
+
+
+def work_dir_folder(work_dir: str, run_time: str) -> Path:
+    """Where a run keeps its configuration and log: ``work_dir`` itself, or ``work_dir/<run_time>`` when it is
+    EvalScope's default ``outputs`` (as EvalScope's ``setup_work_directory`` does)."""
+    folder = Path(work_dir)
+    return folder / run_time if os.path.normpath(work_dir) == DEFAULT_WORK_DIR else folder
+
+
+@contextlib.contextmanager
+def work_dir_session(layers: Sequence[Layer]) -> Iterator[Path | None]:
+    """Act on an EvalScope config's ``work_dir`` for the run inside the ``with``: its configuration dumped to
+    ``<folder>/configs/task_config.yaml`` and embedscope's log written to ``<folder>/logs/eval_log.log``
+    (:func:`work_dir_folder`). Nothing happens for layers without one."""
+    found = next((x for x in layers if isinstance(x, EvalScopeLayer) and x.work_dir), None)
+    if found is None or found.work_dir is None:
+        yield None
+        return
+    import yaml
+
+    from embedscope.files import atomic_write_text
+
+    folder = work_dir_folder(found.work_dir, time.strftime("%Y%m%d_%H%M%S"))
+    try:
+        (folder / "logs").mkdir(parents=True, exist_ok=True)
+        atomic_write_text(folder / "configs" / "task_config.yaml", yaml.safe_dump(found.config, sort_keys=False))
+        handler = logging.FileHandler(folder / "logs" / "eval_log.log", encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{found.label}: work_dir {found.work_dir}: cannot write in it ({e.strerror or e})") from None
+    handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+    logger = logging.getLogger("embedscope")
+    previous = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    handler.setLevel(logging.INFO)
+    logger.info("run of %s; configuration in %s", found.label, folder / "configs" / "task_config.yaml")
+    try:
+        yield folder
+    finally:
+        logger.info("run of %s ended", found.label)
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+        handler.close()
 
 
 def _reranker(m: EvalScopeModel, where: str) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from embedscope.errors import ConfigError
+from embedscope.errors import ConfigError, EmbedscopeError
 from embedscope.settings import Layer, RunSettings, build_settings
 from embedscope.settings.files import config_layer, read_config_file
 from embedscope.settings.options import option_at
@@ -168,6 +168,21 @@ class SweepGrid:
         if self._points is None:
             self._points = [self._point(i, combo) for i, combo in enumerate(self._combinations())]
         return self._points
+
+    def checked_points(self) -> tuple[list[SweepPoint], list[tuple[str, str]]]:
+        """The valid points and, for each invalid one, its label and its one-line error (every point is built)."""
+        if self._points is not None:
+            return self._points, []
+        points, problems = [], []
+        for i, combo in enumerate(self._combinations()):
+            try:
+                points.append(self._point(i, combo))
+            except EmbedscopeError as e:
+                label = ", ".join(f"{k}={_shown(v)}" for k, v in combo.items()) or "base"
+                problems.append((f"point {label}", " ".join(str(getattr(e, "message", None) or e).split())))
+        if not problems:
+            self._points = points
+        return points, problems
 
     def _combinations(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

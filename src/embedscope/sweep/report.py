@@ -80,6 +80,7 @@ class SweepRow:
     costs: dict[str, float | None] = field(default_factory=dict)
     pareto: list[str] = field(default_factory=list)
     path: str = ""
+    note: str = ""  # why a figure is missing (a result without its per-item rows: no CI, no p-value)
 
 
 @dataclass
@@ -122,6 +123,9 @@ class SweepReport:
             rows = [r for r in self.rows if r.task == task]
             parts.append(f"### {task} ({rows[0].metric}; Δ and p against the best point, Holm over {len(rows) - 1})")
             parts.append(markdown_table(self.header(), [self.cells(r) for r in rows]))
+            notes = [f"- point {r.point} ({r.label}): {r.note}" for r in rows if r.note]
+            if notes:
+                parts.append("\n".join(notes))
         for f in self.folds:
             parts.append(
                 f"### {f.task}: choice by {f.folds}-fold over {f.n_items} items\n"
@@ -162,9 +166,9 @@ class SweepReport:
             str(r.point),
             *[_text(r.values.get(a)) for a in self.axes],
             _num(r.score) + (" (best)" if r.best else ""),
-            f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
+            "n/a: no per-item rows" if r.note else f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
             "" if r.best else f"{r.delta:+.5f}",
-            "" if r.best else _p(r.p_adjusted),
+            "" if r.best else ("n/a: no per-item rows" if r.note else _p(r.p_adjusted)),
             _num(c.get("encode_s"), 2),
             _num(c.get("query_s"), 3),
             _num(c.get("ms_per_query"), 3),
@@ -199,6 +203,7 @@ class SweepReport:
                 *names,
                 "pareto",
                 "path",
+                "note",
             ]
         )
         for r in self.rows:
@@ -221,6 +226,7 @@ class SweepReport:
                     *[_csv(r.costs.get(n)) for n in names],
                     ";".join(r.pareto),
                     r.path,
+                    r.note,
                 ]
             )
         return out.getvalue()
@@ -346,7 +352,21 @@ def _row(outcome: PointOutcome, task: str, items: TaskItems) -> SweepRow:
         reused=outcome.reused,
         costs=result_costs(outcome.paths[task], len(items.keys), point.settings),
         path=str(outcome.paths[task]),
+        note=_missing_items_note(outcome.paths[task], items),
     )
+
+
+def _missing_items_note(path: Path, items: TaskItems) -> str:
+    """Marks a result whose per-item rows are gone (a reused point whose per-item file was deleted): its interval
+    and paired p-value cannot be computed, and the report says so instead of leaving the cells blank."""
+    from embedscope.results.per_item import per_item_path
+
+    if items.kind == "none" and not per_item_path(Path(path)).exists():
+        return (
+            f"no per-item rows beside {path} (file missing): no 95% CI and no p-value for this point; rerun it with "
+            "overwrite: always to compute them"
+        )
+    return ""
 
 
 def _encoder_of(path: str) -> str | None:
