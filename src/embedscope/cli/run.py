@@ -27,6 +27,9 @@ _MODEL_OPTION_FLAGS = (
     "tokenizer",
     "revision",
     "calibration",
+    *("api_base", "api_key_env", "api_key_file", "dimensions", "price_per_mtok", "max_concurrency"),
+    *("requests_per_minute", "tokens_per_minute", "texts_per_request", "tokens_per_request", "request_timeout"),
+    *("max_retries", "tls_verify"),
 )
 
 
@@ -198,6 +201,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--query-prompt", help="instruction prepended to queries only")
     p.add_argument("--tokenizer", help="tokenizer.json or folder (ONNX models without one)")
     p.add_argument("--revision", help="hub revision of the model")
+    add_api_options(p)
     p.add_argument(
         "--no-progress",
         dest="show_progress",
@@ -206,6 +210,39 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.set_defaults(func=_cmd_run, parser=p)
+
+
+def add_api_options(p: argparse.ArgumentParser) -> None:
+    """The options of a model behind an API (--model openai:NAME, cohere:NAME, voyage:NAME); no flag takes the key
+    itself (a command line is seen by others): --api-key-env or --api-key-file."""
+    g = p.add_argument_group("models behind an API (--model openai:NAME | cohere:NAME | voyage:NAME)")
+    g.add_argument(
+        "--api-base",
+        metavar="URL",
+        help="the service's base URL, e.g. http://127.0.0.1:8000/v1 for any "
+        "OpenAI-compatible server (default: the provider's); plain http is for local addresses",
+    )
+    g.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the key (default OPENAI_API_KEY, CO_API_KEY or VOYAGE_API_KEY)",
+    )
+    g.add_argument("--api-key-file", metavar="FILE", help="file whose first line is the key")
+    g.add_argument("--dimensions", metavar="D", help="vector dimensions the service returns (Matryoshka models)")
+    g.add_argument("--price-per-mtok", metavar="USD", help="price per million tokens, for the reported cost")
+    g.add_argument("--max-concurrency", metavar="N", help="requests in flight at once (default 4)")
+    g.add_argument("--requests-per-minute", metavar="N", help="rate limit: requests a minute")
+    g.add_argument("--tokens-per-minute", metavar="N", help="rate limit: tokens a minute")
+    g.add_argument("--texts-per-request", metavar="N", help="texts per request (default: --batch-size)")
+    g.add_argument("--tokens-per-request", metavar="N", help="estimated tokens per request at most")
+    g.add_argument("--request-timeout", metavar="S", help="seconds before a request times out (default 60)")
+    g.add_argument("--max-retries", metavar="N", help="retries of a throttled or failed request (default 6)")
+    g.add_argument(
+        "--no-tls-verify",
+        dest="tls_verify",
+        action="store_false",
+        help="do not verify the service's TLS certificate (a self-signed local server)",
+    )
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:

@@ -372,8 +372,10 @@ def load_encoder(
     calibration: str | None = None,
     calibration_texts: Callable[[], Sequence[str]] | None = None,
     exports_dir: str | Path | None = None,
+    **api_options: Any,
 ) -> Encoder:
-    """An encoder for ``spec``: a built-in alias (:func:`list_aliases`), a local path or a hub id.
+    """An encoder for ``spec``: a built-in alias (:func:`list_aliases`), a local path, a hub id, or a model behind an
+    API (``openai:NAME``, ``cohere:NAME``, ``voyage:NAME``, or a name with ``api_base``: :mod:`embedscope.models.api`).
 
     Args:
         spec: alias, path to a model folder or ``.onnx`` file, or hub id (``org/name``).
@@ -391,12 +393,29 @@ def load_encoder(
         calibration: text file (one text a line, or ``.jsonl`` with ``text``) that calibrates ``openvino-int8``.
         calibration_texts: the texts to sample for calibration when no file is given (the run's own tasks').
         exports_dir: the cache folder whose ``exports/`` holds fast-path exports (default ``~/.cache/embedscope``).
+        api_options: a model behind an API's options (``api_base``, ``dimensions``, ``api_key_env`` …:
+            :data:`embedscope.models.api.API_OPTIONS`).
 
     ``backend`` ``onnx-int8``, ``openvino``, ``openvino-bf16`` or ``openvino-int8`` (and ``onnx`` on a torch
     model) exports the model once (:mod:`embedscope.models.exports`).
     """
+    from embedscope.models.api import API_OPTIONS, api_encoder, is_api_model
     from embedscope.models.device import parse_dtype, resolve_device
 
+    unknown = sorted(set(api_options) - set(API_OPTIONS))
+    if unknown:
+        raise TypeError(f"load_encoder() got unexpected keyword arguments: {', '.join(unknown)}")
+    api_given = {k: v for k, v in api_options.items() if v is not None}
+    if is_api_model(str(spec), api_given):
+        local = {"backend": backend, "pooling": pooling, "max_seq_length": max_seq_length, "tokenizer": tokenizer}
+        local |= {"normalize": normalize, "output_name": output_name, "calibration": calibration, "dtype": dtype}
+        shared = {"prompts": prompts, "query_prompt": query_prompt, "revision": revision}
+        return api_encoder(str(spec), **shared, **local, **api_given)
+    if api_given:
+        raise ConfigError(
+            f"{', '.join(sorted(api_given))}: for models behind an API only (openai:NAME, cohere:NAME, voyage:NAME, "
+            f"or a model name with api_base), not {spec}"
+        )
     backend = normalize_backend(backend)
     resolve_device(device)  # fail at once, before any model loads, if the device is not here
     parse_dtype(dtype)

@@ -28,7 +28,11 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
+    SecretStr,
     SerializeAsAny,
     Tag,
     ValidationInfo,
@@ -98,6 +102,21 @@ class ModelOptions(BaseModel):
     device: str | None = None
     dtype: str | None = None
     calibration: str | None = None  # texts that calibrate --backend openvino-int8 (default: a sample of the tasks')
+    # a model behind an API: openai:NAME, cohere:NAME, voyage:NAME, or a name with api_base (embedscope.models.api)
+    api_base: str | None = Field(None, description="the service's base URL (default: the provider's)")
+    api_key: SecretStr | None = Field(None, description="the key itself (EvalScope's api_key); shown masked")
+    api_key_env: str | None = Field(None, description="environment variable with the key (default OPENAI_API_KEY …)")
+    api_key_file: str | None = Field(None, description="file whose first line is the key")
+    dimensions: PositiveInt | None = Field(None, description="vector dimensions the service returns (Matryoshka)")
+    price_per_mtok: NonNegativeFloat | None = Field(None, description="price per million tokens: the cost reported")
+    max_concurrency: PositiveInt | None = Field(None, description="requests in flight at once (default 4)")
+    requests_per_minute: PositiveInt | None = Field(None, description="at most this many requests a minute")
+    tokens_per_minute: PositiveInt | None = Field(None, description="at most this many tokens a minute")
+    texts_per_request: PositiveInt | None = Field(None, description="texts per request (default: the batch size)")
+    tokens_per_request: PositiveInt | None = Field(None, description="estimated tokens per request at most")
+    request_timeout: PositiveFloat | None = Field(None, description="seconds before a request times out (default 60)")
+    max_retries: NonNegativeInt | None = Field(None, description="retries of a throttled or failed request (default 6)")
+    tls_verify: bool | None = Field(None, description="verify the service's TLS certificate (default true)")
 
     @field_validator("backend")
     @classmethod
