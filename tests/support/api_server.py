@@ -74,6 +74,8 @@ class ApiServer:
     on_request: Callable[[int], None] | None = None
     requests: list[Received] = field(default_factory=list)
     answered: list[str] = field(default_factory=list)  # texts answered with vectors, in order
+    most_at_once: int = 0  # the most requests the server was answering at one time
+    _at_once: int = 0
     _faults: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -212,6 +214,16 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                 self.path, {k.lower(): v for k, v in self.headers.items()}, body, _texts(self.path, body)
             )
             n, fault = server._next(received)
+            with server._lock:
+                server._at_once += 1
+                server.most_at_once = max(server.most_at_once, server._at_once)
+            try:
+                self._answer(n, fault, body)
+            finally:
+                with server._lock:
+                    server._at_once -= 1
+
+        def _answer(self, n: int, fault: str | None, body: dict[str, Any]) -> None:
             if server.on_request is not None:
                 server.on_request(n)
             if server.delay:

@@ -153,6 +153,7 @@ class ApiEncoder(BaseEncoder):
         if not model:
             raise ConfigError(f"{provider.name}: give the model name, e.g. --model {provider.name}:NAME")
         self.provider = provider
+        self.backend = f"{provider.name}-api"
         self.model = model
         self.options = options
         self.base_url = check_base_url(options.api_base or provider.base_url)
@@ -188,9 +189,6 @@ class ApiEncoder(BaseEncoder):
             "dimensions": self.options.dimensions,
             "input_types": dict(self.provider.input_types),
         }
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "backend": f"{self.provider.name}-api"}
 
     def __repr__(self) -> str:
         return f"ApiEncoder(name={self.name!r}, base_url={self.base_url!r})"

@@ -18,6 +18,7 @@ import email.utils
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 
@@ -85,7 +86,8 @@ def classify(error: BaseException, scrub: Any) -> ApiFailure:
             return Refused(f"HTTP {status}: the service refused the key (check api_key_env / api_key_file)")
         if 300 <= status < 400:
             return Refused(f"HTTP {status}: a redirect, not followed (the key goes to the configured base URL only)")
-        message = scrub(" ".join(str(getattr(error, "message", "") or "").split()))[:200]
+        body = error.body if isinstance(error.body, dict) else {}
+        message = scrub(" ".join(str(body.get("message") or error.message or "").split()))[:200]
         failure = Transient if status in RETRIED_STATUS or status >= 500 else Refused
         return failure(f"HTTP {status} ({message})", retry_after(getattr(error.response, "headers", None)))
     if isinstance(error, (ValueError, KeyError, TypeError, IndexError)):  # a truncated or malformed body
@@ -99,9 +101,16 @@ class RateLimiter:
 
     WINDOW = 60.0
 
-    def __init__(self, requests_per_minute: int | None, tokens_per_minute: int | None) -> None:
+    def __init__(
+        self,
+        requests_per_minute: int | None,
+        tokens_per_minute: int | None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.rpm = requests_per_minute
         self.tpm = tokens_per_minute
+        self.clock, self.sleep = clock, sleep
         self._sent: deque[tuple[float, int]] = deque()
         self._lock = threading.Lock()
 
@@ -133,9 +142,9 @@ class RateLimiter:
             return
         while True:
             with self._lock:
-                now = time.monotonic()
+                now = self.clock()
                 wait = self.wait_time(tokens, now)
                 if wait <= 0:
                     self.take(tokens, now)
                     return
-            time.sleep(min(wait, 5.0))
+            self.sleep(min(wait, 5.0))
