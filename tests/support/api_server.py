@@ -16,7 +16,7 @@ cut short), ``wrong_count``, ``wrong_dim``, ``nan``, ``drop`` (the connection cl
 
 The server records every request (path, texts, headers) and every text it answered, so tests count what was paid
 for. ``on_request(n)`` is called as request ``n`` (1-based) arrives, before it is answered (a test kills its client
-there).
+there); when it returns True the request is dropped unanswered.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class ApiServer:
     usage: bool = True  # report token usage (else the client must count)
     delay: float = 0.0  # every answer waits this long (throughput tests)
     redirect_to: str = "http://127.0.0.1:9/v1/embeddings"
-    on_request: Callable[[int], None] | None = None
+    on_request: Callable[[int], bool | None] | None = None  # True: drop that request unanswered
     requests: list[Received] = field(default_factory=list)
     answered: list[str] = field(default_factory=list)  # texts answered with vectors, in order
     most_at_once: int = 0  # the most requests the server was answering at one time
@@ -224,8 +224,9 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                     server._at_once -= 1
 
         def _answer(self, n: int, fault: str | None, body: dict[str, Any]) -> None:
-            if server.on_request is not None:
-                server.on_request(n)
+            if server.on_request is not None and server.on_request(n):
+                self.close_connection = True  # dropped unanswered
+                return
             if server.delay:
                 time.sleep(server.delay)
             if fault == "429":
