@@ -12,9 +12,11 @@ from typing import Any
 
 from embedscope.engines import build_encoder
 from embedscope.errors import ConfigError
+from embedscope.models.api import is_api_model
 from embedscope.models.cache import EmbeddingCache, default_cache_dir, with_cache
 from embedscope.models.device import short_dtype
 from embedscope.models.exports import EXPORT_VARIANT, calibration_hash, calibration_sample
+from embedscope.models.specs import load_encoder
 from embedscope.settings.run import ModelRun, RunSettings
 from embedscope.tasks.base import Task
 
@@ -86,6 +88,10 @@ def build_model(
         return _single(Pipeline.build(**model, cache=cache, model_options={**load, "device": devices[0]}))
     if is_pipeline_spec(model):
         return _single(model_pipeline(model, cache=cache, model_options={**load, "device": devices[0]}))
+    if is_api_model(model, load):  # a service: no devices to shard over, its own concurrency
+        if settings.engine.name != "local":
+            raise ConfigError(f"{model}: a model behind an API is requested from this process; drop the engine")
+        return with_cache(load_encoder(model, **load), cache)
     load.update(_fast_path_options(load, entry, settings, cache, tasks))
     encoder = build_encoder(model, load, settings.engine, devices, cache.directory if cache else None)
     return with_cache(encoder, cache)

@@ -140,7 +140,7 @@ def _api_model(m: EvalScopeModel, where: str) -> tuple[str, dict[str, Any]]:
     name = m.model_name or m.model_name_or_path
     if not name:
         raise ConfigError(f"{where}: an API model needs 'model_name' (the name the service knows it by)")
-    local = {"pooling_mode": m.pooling_mode, "max_seq_length": m.max_seq_length, "hub": m.hub}
+    local: dict[str, Any] = {"pooling_mode": m.pooling_mode, "max_seq_length": m.max_seq_length, "hub": m.hub}
     local |= {
         "config_kwargs": m.config_kwargs or None,
         "model_kwargs": m.model_kwargs.torch_dtype or m.model_kwargs.dtype,
