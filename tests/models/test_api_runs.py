@@ -17,8 +17,10 @@ import pytest
 
 import embedscope
 from embedscope.cli.main import main
+from embedscope.errors import ConfigError
 from embedscope.evaluation.runner import evaluate
 from embedscope.models.api import ApiEncoder
+from embedscope.models.specs import load_encoder
 from embedscope.testing.tiny import tiny_retrieval_task, write_tiny_beir
 from support.api_server import ApiServer
 
@@ -86,8 +88,7 @@ def test_retries_running_out_end_in_one_line_and_exit_2(server, tmp_path, monkey
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert err.startswith("embedscope: error: tiny: ")
-    assert "HTTP 500 (internal error), after its retries ran out; 0 of " in err
-    assert "kept in the embedding cache" in err and KEY not in err
+    assert "HTTP 500 (internal error), after its retries ran out; none of the " in err and KEY not in err
 
 
 def test_evaluate_takes_an_api_model_and_its_options(server, tmp_path):
@@ -200,3 +201,39 @@ def test_a_run_killed_mid_corpus_requests_only_the_texts_never_answered(server, 
     time.sleep(0.1)
     assert subprocess.run([*command, "--overwrite"], env=env, capture_output=True, timeout=300).returncode == 0
     assert server.requests == []  # a third run: nothing sent
+
+
+def test_evalscopes_api_entry_becomes_an_openai_model_with_its_options():
+    from embedscope.settings.evalscope import evalscope_layer
+
+    entry = {"model_name": "text-embedding-v3", "api_base": "https://example.com/compatible-mode/v1"}
+    entry |= {"api_key": KEY, "dimensions": 1024, "encode_kwargs": {"batch_size": 10}}
+    layer = evalscope_layer({"eval_config": {"models": [entry], "eval": {"task_names": QUICK, "limits": 30}}}, "c")
+    (model,) = layer.values["models"]
+    assert model["model"] == "openai:text-embedding-v3" and model["api_key"].get_secret_value() == KEY
+    assert (model["api_base"], model["dimensions"], model["batch_size"]) == (entry["api_base"], 1024, 10)
+    with pytest.raises(ConfigError, match=r"c: eval_config.models\[0\].pooling_mode: cannot act on an API model"):
+        evalscope_layer(
+            {"eval_config": {"models": [{**entry, "pooling_mode": "cls"}], "eval": {"task_names": QUICK}}}, "c"
+        )
+
+
+def test_an_api_model_runs_in_this_process_only(server, tmp_path):
+    with pytest.raises(ConfigError, match="engine ray: openai:fake is a model behind an API"):
+        evaluate(
+            "openai:fake",
+            [tiny_retrieval_task()],
+            model_options={"api_base": server.url},
+            engine="ray",
+            output_folder=str(tmp_path),
+            cache=False,
+        )
+    assert server.requests == []
+
+
+def test_the_progress_bar_shows_texts_tokens_and_spend(server, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    enc = load_encoder("openai:fake", api_base=server.url, price_per_mtok=2.0, texts_per_request=2)
+    enc.encode(["one two", "three", "four"], role="document", show_progress=True)
+    err = capsys.readouterr().err
+    assert "corpus (3 texts) [openai API]" in err and "3/3" in err and "4 tokens, $0.0000" in err

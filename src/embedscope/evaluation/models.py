@@ -81,6 +81,8 @@ def build_model(
     options = dict(entry.options)
     if not isinstance(model, (str, Mapping)):
         return _held_model(model, options, settings, cache)
+    if isinstance(model, str) and is_api_model(model, options):
+        return _api_model(model, options, settings, cache)
     devices = settings.engine.devices(options.pop("device", None) or settings.device)
     dtype = options.pop("dtype", None) or settings.dtype
     load = {**options, **({"dtype": dtype} if dtype else {})}
@@ -88,13 +90,21 @@ def build_model(
         return _single(Pipeline.build(**model, cache=cache, model_options={**load, "device": devices[0]}))
     if is_pipeline_spec(model):
         return _single(model_pipeline(model, cache=cache, model_options={**load, "device": devices[0]}))
-    if is_api_model(model, load):  # a service: no devices to shard over, its own concurrency
-        if settings.engine.name != "local":
-            raise ConfigError(f"{model}: a model behind an API is requested from this process; drop the engine")
-        return with_cache(load_encoder(model, **load), cache)
     load.update(_fast_path_options(load, entry, settings, cache, tasks))
     encoder = build_encoder(model, load, settings.engine, devices, cache.directory if cache else None)
     return with_cache(encoder, cache)
+
+
+def _api_model(model: str, options: dict[str, Any], settings: RunSettings, cache: EmbeddingCache | None) -> Any:
+    """A model behind an API: requested from this process (its own concurrency), no devices to resolve or shard."""
+    if settings.engine.name != "local":
+        raise ConfigError(
+            f"engine {settings.engine.name}: {model} is a model behind an API, requested from this process: "
+            "drop the engine"
+        )
+    options.pop("device", None)
+    dtype = options.pop("dtype", None) or settings.dtype
+    return with_cache(load_encoder(model, **options, **({"dtype": dtype} if dtype else {})), cache)
 
 
 def _held_model(model: Any, options: dict[str, Any], settings: RunSettings, cache: EmbeddingCache | None) -> Any:

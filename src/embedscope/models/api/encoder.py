@@ -322,17 +322,16 @@ class ApiEncoder(BaseEncoder):
 
     def _error(self, failure: ApiFailure, label: str, done: int, total: int, kept: bool) -> ApiError:
         what = "after its retries ran out" if isinstance(failure, Transient) else "refused, not retried"
-        if kept:
-            fate = f"kept in the embedding cache: a re-run requests only the {total - done:,} others"
-        else:
-            fate = "not kept (the embedding cache is off): a re-run requests them again"
-        return ApiError(
-            scrub(
-                f"{label}: {self.name} at {self.base_url}: {failure.reason}, {what}; "
-                f"{done:,} of {total:,} texts were answered, {fate}",
-                self._key,
+        if not done:
+            fate = f"none of the {total:,} texts was answered"
+        elif kept:
+            fate = (
+                f"{done:,} of {total:,} texts were answered, kept in the embedding cache: a re-run requests only the "
+                f"{total - done:,} others"
             )
-        )
+        else:
+            fate = f"{done:,} of {total:,} texts were answered, not kept (the embedding cache is off)"
+        return ApiError(scrub(f"{label}: {self.name} at {self.base_url}: {failure.reason}, {what}; {fate}", self._key))
 
     # -- one request ----------------------------------------------------------------------------------
 
