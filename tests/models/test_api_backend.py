@@ -284,3 +284,24 @@ def test_options_that_cannot_act_are_refused():
         load_encoder("openai:m", api_base="http://127.0.0.1:1/v1", dtype="fp16")
     with pytest.raises(ConfigError, match="dimensions: for models behind an API only"):
         load_encoder("minilm", dimensions=8)
+
+
+def test_tls_is_verified_unless_turned_off_and_redirects_and_local_proxies_are_off(monkeypatch):
+    import openai
+
+    made: list[dict] = []
+    real = openai.DefaultHttpxClient
+
+    def recording(**kwargs):
+        made.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(openai, "DefaultHttpxClient", recording)
+    api_encoder("openai:m", api_base="https://example.com/v1", api_key="k").client()
+    api_encoder("openai:m", api_base="https://example.com/v1", api_key="k", tls_verify=False).client()
+    api_encoder("openai:m", api_base="http://127.0.0.1:1/v1").client()
+    assert [(m["verify"], m["follow_redirects"], m["trust_env"]) for m in made] == [
+        (True, False, True),
+        (False, False, True),
+        (True, False, False),  # a local server: no proxy from the environment sees the key
+    ]
