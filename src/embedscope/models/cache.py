@@ -453,7 +453,7 @@ class CachedEncoder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        if getattr(self.encoder, "vectors_per_text", False):
+        if getattr(type(self.encoder), "vectors_per_text", False):  # the class's: a lazy encoder stays unloaded
             return self._encode_per_text(texts, role, batch_size, show_progress)
         fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
         key = call_key(role, prompt, self._batch_size(batch_size), texts)
