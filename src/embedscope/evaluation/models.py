@@ -103,8 +103,8 @@ def _api_model(model: str, options: dict[str, Any], settings: RunSettings, cache
             "drop the engine"
         )
     options.pop("device", None)
-    dtype = options.pop("dtype", None) or settings.dtype
-    return with_cache(load_encoder(model, **options, **({"dtype": dtype} if dtype else {})), cache)
+    options["dtype"] = options.get("dtype") or settings.dtype
+    return with_cache(load_encoder(model, **options), cache)
 
 
 def _held_model(model: Any, options: dict[str, Any], settings: RunSettings, cache: EmbeddingCache | None) -> Any:
