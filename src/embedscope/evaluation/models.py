@@ -12,11 +12,13 @@ from typing import Any
 
 from embedscope.engines import build_encoder
 from embedscope.errors import ConfigError
+from embedscope.models.api import API_OPTIONS, is_api_model
 from embedscope.models.backends import backend
 from embedscope.models.cache import EmbeddingCache, default_cache_dir, with_cache
 from embedscope.models.device import short_dtype
 from embedscope.models.exports import calibration_hash, calibration_sample
 from embedscope.models.options import EncoderOptions, encoder_options
+from embedscope.models.specs import load_encoder
 from embedscope.settings.run import ModelRun, RunSettings
 from embedscope.tasks.base import Task
 
@@ -84,6 +86,9 @@ def build_model(
     options = dict(entry.options)
     if not isinstance(model, (str, Mapping)):
         return _held_model(model, options, settings, cache)
+    if isinstance(model, str) and is_api_model(model, options):
+        return _api_model(model, options, settings, cache)
+    _refuse_api_options(model, options)
     devices = settings.engine.devices(options.pop("device", None) or settings.device)  # resolved once, here
     dtype = options.pop("dtype", None) or settings.dtype  # parsed once, by the settings
     load = encoder_options(options, dtype=dtype)
@@ -94,6 +99,30 @@ def build_model(
     load = _with_fast_path(load, entry, settings, cache, tasks)
     encoder = build_encoder(model, load.given(), settings.engine, devices, cache.directory if cache else None)
     return with_cache(encoder, cache)
+
+
+def _api_model(model: str, options: dict[str, Any], settings: RunSettings, cache: EmbeddingCache | None) -> Any:
+    """A model behind an API: requested from this process (its own concurrency), no devices to resolve or shard."""
+    if settings.engine.name != "local":
+        raise ConfigError(
+            f"engine {settings.engine.name}: {model} is a model behind an API, requested from this process: "
+            "drop the engine"
+        )
+    options.pop("device", None)
+    options["dtype"] = options.get("dtype") or settings.dtype
+    return with_cache(load_encoder(model, **options), cache)
+
+
+def _refuse_api_options(model: Any, options: Mapping[str, Any]) -> None:
+    """A model that is not behind an API takes none of an API model's options (they would act nowhere)."""
+    given = sorted(k for k in API_OPTIONS if options.get(k) is not None)
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)}: for models behind an API only (openai:NAME, cohere:NAME, voyage:NAME, or a model "
+            f"name with api_base), not {model if isinstance(model, str) else 'a pipeline'}"
+        )
+    for key in API_OPTIONS:
+        options.pop(key, None)  # type: ignore[attr-defined]
 
 
 def _held_model(model: Any, options: dict[str, Any], settings: RunSettings, cache: EmbeddingCache | None) -> Any:

@@ -335,7 +335,9 @@ def evaluate(
     """Evaluate one model on tasks and write MTEB-format results.
 
     Args:
-        model: a built-in alias (``minilm``, ``minilm-int8``, …), a local path, a hub id, an Encoder, a retriever
+        model: a built-in alias (``minilm``, ``minilm-int8``, …), a local path, a hub id, a model behind an API
+            (``openai:NAME``, ``cohere:NAME``, ``voyage:NAME``; ``model_options`` ``api_base``, ``dimensions`` …), an
+            Encoder, a retriever
             spec (``bm25``, ``fts5``, ``colbert:minilm`` …), a :class:`~embedscope.retrieval.pipeline.Pipeline`
             (or the keyword arguments of ``Pipeline.build``), or a model object: a ``SentenceTransformer`` or
             ``CrossEncoder`` (on its own device), an mteb model, or anything with ``encode(list[str]) -> array``.

@@ -388,6 +388,25 @@ class _EncodesBatch(Protocol):
     def encode_batch(self, texts: Sequence[str], *, role: Role) -> np.ndarray: ...
 
 
+class _EncodesPerText(Protocol):
+    """An encoder whose vectors do not depend on their batch companions (``vectors_per_text = True``): it requests
+    the texts given and hands each answer to ``sink(indices, vectors)`` as it arrives
+    (:class:`~embedscope.models.api.encoder.ApiEncoder`)."""
+
+    def encode_into(
+        self,
+        texts: Sequence[str],
+        *,
+        role: Role,
+        sink: Callable[[Sequence[int], np.ndarray], None],
+        batch_size: int | None = None,
+        show_progress: bool = False,
+        kept: bool = False,
+    ) -> None: ...
+
+    def note_cached(self, texts: Sequence[str], *, role: Role, batch_size: int | None = None) -> None: ...
+
+
 class CachedEncoder:
     """An :class:`Encoder` that serves whole batches from an :class:`EmbeddingCache` and encodes the rest.
 
@@ -434,6 +453,8 @@ class CachedEncoder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        if getattr(type(self.encoder), "vectors_per_text", False):  # the class's: a lazy encoder stays unloaded
+            return self._encode_per_text(texts, role, batch_size, show_progress)
         fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
         key = call_key(role, prompt, self._batch_size(batch_size), texts)
         plan = self.cache.get_plan(fp, key)  # a warm call needs no model, not even to plan its batches
@@ -457,6 +478,37 @@ class CachedEncoder:
                 out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
             out[batch] = vectors
         assert out is not None
+        return check_finite(out, texts, self.name, f"the embedding cache ({self.cache.directory})")
+
+    def _encode_per_text(self, texts: list[str], role: Role, batch_size: int | None, show_progress: bool) -> np.ndarray:
+        """An encoder whose vector of a text does not depend on the texts encoded with it (``vectors_per_text``: a
+        service behind an API) is cached per text, each vector under the key of a batch of that text alone. The
+        encoder is asked only for the distinct texts missing (``encode_into``), and each answer is stored as it
+        arrives, in its own transaction: a killed run keeps every vector it was given. It is told which texts the
+        cache served (``note_cached``), so it can count what they would have cost."""
+        fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
+        keys = [batch_vector_keys(role, prompt, [t])[0] for t in texts]
+        found = self.cache.get(fp, keys)
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
+        encoder = cast(_EncodesPerText, self.encoder)
+        encoder.note_cached(
+            list(dict.fromkeys(t for t, k in zip(texts, keys) if k in found)), role=role, batch_size=batch_size
+        )
+        if missing:
+            missing_keys = [batch_vector_keys(role, prompt, [t])[0] for t in missing]
+
+            def store(idx: Sequence[int], vectors: np.ndarray) -> None:
+                check_finite(vectors, [missing[i] for i in idx], self.name)  # never stored, never scored
+                answered = [missing_keys[i] for i in idx]
+                self.cache.put(fp, answered, vectors)
+                found.update(zip(answered, np.asarray(vectors, dtype=np.float32)))
+
+            encoder.encode_into(
+                missing, role=role, sink=store, batch_size=batch_size, show_progress=show_progress, kept=True
+            )
+        self.stats.hits += len(texts) - len(missing)
+        self.stats.encoded += len(missing)
+        out = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
         return check_finite(out, texts, self.name, f"the embedding cache ({self.cache.directory})")
 
     def _batch_size(self, batch_size: int | None) -> int:

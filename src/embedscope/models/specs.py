@@ -236,20 +236,41 @@ def _hub_snapshot(spec: str, revision: str | None) -> Path:
 
 
 def load_encoder(spec: str, options: EncoderOptions | None = None, /, **given: Any) -> Encoder:
-    """An encoder for ``spec``: a built-in alias (:func:`list_aliases`), a local path or a hub id.
+    """An encoder for ``spec``: a built-in alias (:func:`list_aliases`), a local path, a hub id, or a model behind an
+    API (``openai:NAME``, ``cohere:NAME``, ``voyage:NAME``, or a name with ``api_base``: :mod:`embedscope.models.api`).
 
     Args:
         spec: alias, path to a model folder or ``.onnx`` file, or hub id (``org/name``).
         options: the load options as one object (:class:`~embedscope.models.options.EncoderOptions`: backend,
             pooling, max_seq_length, prompts, query_prompt, revision, tokenizer, normalize, output_name, device,
             dtype, calibration, calibration_texts, exports_dir).
-        **given: any of those options by keyword (on top of ``options``).
+        **given: any of those options by keyword (on top of ``options``), and a model behind an API's options
+            (``api_base``, ``dimensions``, ``api_key_env`` …: :data:`embedscope.models.api.API_OPTIONS`).
 
     A backend that exports (``onnx-int8``, ``openvino``, ``openvino-bf16``, ``openvino-int8``, and ``onnx`` on a
     torch model: :func:`~embedscope.models.backends.fast_paths`) exports the model once
     (:mod:`embedscope.models.exports`).
     """
+    from embedscope.models.api import API_OPTIONS, api_encoder, is_api_model
+
+    api_given = {k: given.pop(k) for k in list(given) if k in API_OPTIONS}
+    api_given = {k: v for k, v in api_given.items() if v is not None}
     opts = encoder_options(options, **given)
+    if is_api_model(str(spec), api_given):
+        local: dict[str, Any] = {
+            "backend": opts.backend,
+            "pooling": opts.pooling,
+            "max_seq_length": opts.max_seq_length,
+        }
+        local |= {"tokenizer": opts.tokenizer, "normalize": opts.normalize, "output_name": opts.output_name}
+        local |= {"calibration": opts.calibration, "dtype": opts.dtype}
+        shared = {"prompts": opts.prompts, "query_prompt": opts.query_prompt, "revision": opts.revision}
+        return api_encoder(str(spec), **shared, **local, **api_given)
+    if api_given:
+        raise ConfigError(
+            f"{', '.join(sorted(api_given))}: for models behind an API only (openai:NAME, cohere:NAME, voyage:NAME, "
+            f"or a model name with api_base), not {spec}"
+        )
     name = normalize_backend(opts.backend)
     record = backend(name) if name is not None else None
     placement = Placement.resolve(opts.device, opts.dtype)  # once: fails before any model loads if not here

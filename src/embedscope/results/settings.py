@@ -20,11 +20,13 @@ from typing import Any
 
 from embedscope.data.builtin import builtin_data_files
 from embedscope.data.fingerprint import file_hashes
+from embedscope.models.api import TRANSPORT_OPTIONS
 from embedscope.models.fingerprint import hash_dict, short
 from embedscope.tasks.base import INFO_FIELDS, TaskInfo
 
-# model_options that do not change a vector, or that already name the result folder
-NOT_SETTINGS = ("device", "devices", "revision", "name")
+# model_options that do not change a vector, or that already name the result folder (an API model's transport and
+# key: its fingerprint has the base URL)
+NOT_SETTINGS = ("device", "devices", "revision", "name", *TRANSPORT_OPTIONS)
 
 
 def run_settings(model: Any, search: Mapping[str, Any], pipeline: bool = False) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """EvalScope's ``eval_config`` schema (its RAGEval/MTEB tool) as a settings layer: exactly EvalScope's keys, each acted on.
 
 Current keys (EvalScope 1.14): ``models`` (``model_name_or_path``, ``is_cross_encoder``, ``pooling_mode``,
-``max_seq_length``, ``prompt``, ``prompts``, ``model_kwargs``, ``config_kwargs``, ``encode_kwargs``, ``hub``; the API
-model keys are refused), ``eval.task_names``, ``eval.task_types`` and ``eval.languages`` (filters, as
+``max_seq_length``, ``prompt``, ``prompts``, ``model_kwargs``, ``config_kwargs``, ``encode_kwargs``, ``hub``; an API
+model's ``model_name``, ``api_base``, ``api_key`` and ``dimensions``: ``openai:NAME`` behind that base URL, its
+``encode_kwargs.batch_size`` the texts per request), ``eval.task_names``, ``eval.task_types`` and ``eval.languages`` (filters, as
 ``mteb.get_tasks``), ``eval.custom_tasks``, ``output_folder``, ``overwrite_results``, ``limits``, ``hub``, ``top_k``,
 ``verbosity``, ``encode_kwargs``. Legacy keys: ``model``, ``eval.tasks``, ``eval.dataset_path``, ``topk``. Optionally
 wrapped in ``{eval_backend: RAGEval, eval_config: …}``.
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, SecretStr, ValidationError
 
 from embedscope.errors import ConfigError
 from embedscope.settings.run import CustomTask
@@ -72,7 +73,7 @@ class EvalScopeModel(BaseModel):
     hub: Hub | None = None
     model_name: str | None = None
     api_base: str | None = None
-    api_key: str | None = None
+    api_key: SecretStr | None = None  # shown masked, never recorded
     dimensions: int | None = None
 
 
@@ -135,9 +136,31 @@ def _is_local(spec: str) -> bool:
     return spec.strip().lower() in ALIASES or Path(spec).expanduser().exists()
 
 
+def _is_api(m: EvalScopeModel) -> bool:
+    return bool(m.api_base or m.api_key or m.model_name or m.dimensions is not None)
+
+
+def _api_model(m: EvalScopeModel, where: str) -> tuple[str, dict[str, Any]]:
+    """EvalScope's API model (``model_name`` — else ``model_name_or_path`` — ``api_base``, ``api_key``,
+    ``dimensions``) as ``openai:NAME`` with its options; its ``encode_kwargs.batch_size`` is texts per request."""
+    name = m.model_name or m.model_name_or_path
+    if not name:
+        raise ConfigError(f"{where}: an API model needs 'model_name' (the name the service knows it by)")
+    local: dict[str, Any] = {"pooling_mode": m.pooling_mode, "max_seq_length": m.max_seq_length, "hub": m.hub}
+    local |= {
+        "config_kwargs": m.config_kwargs or None,
+        "model_kwargs": m.model_kwargs.torch_dtype or m.model_kwargs.dtype,
+    }
+    for key, value in local.items():
+        if value is not None:
+            raise ConfigError(f"{where}.{key}: cannot act on an API model (the service decides how it encodes)")
+    options: dict[str, Any] = {"api_base": m.api_base, "api_key": m.api_key, "dimensions": m.dimensions}
+    if m.prompt:
+        options["query_prompt"] = m.prompt
+    return f"openai:{name}", {k: v for k, v in options.items() if v is not None}
+
+
 def _model_options(m: EvalScopeModel, where: str) -> dict[str, Any]:
-    if m.api_base or m.api_key or m.model_name or m.dimensions is not None:
-        raise ConfigError(f"{where}: API embedding models (model_name/api_base/api_key/dimensions) are not supported")
     if not m.model_name_or_path:
         raise ConfigError(f"{where}: needs 'model_name_or_path'")
     if m.config_kwargs:
@@ -221,7 +244,11 @@ def evalscope_layer(data: dict[str, Any], label: str) -> Layer:
         )
     entries: list[Any] = []
     for i, m in encoders:
-        options = _model_options(m, f"{where}{key}[{i}]")
+        spec = m.model_name_or_path
+        if _is_api(m):
+            spec, options = _api_model(m, f"{where}{key}[{i}]")
+        else:
+            options = _model_options(m, f"{where}{key}[{i}]")
         prompts = m.prompts or {}
         groups: dict[str | None, list[Any]] = {}
         for t in tasks:
@@ -231,15 +258,11 @@ def evalscope_layer(data: dict[str, Any], label: str) -> Layer:
             batch = m.encode_kwargs.batch_size or ev.encode_kwargs.batch_size
             limited = {"tasks": group} if len(groups) > 1 else {}
             if rerankers:  # EvalScope's two-stage evaluation: top_k stage-1 candidates, then the cross-encoder
-                stage = {"type": "dense", "model": m.model_name_or_path, **own}
+                stage = {"type": "dense", "model": spec, **own}
                 entries.append({"retrievers": [stage], "rerankers": [_reranker(rerankers[0], where)], **limited})
             else:
                 extra = {"batch_size": batch} if batch else {}
-                entries.append(
-                    {"model": m.model_name_or_path, **own, **extra, **limited}
-                    if own or extra or limited
-                    else m.model_name_or_path
-                )
+                entries.append({"model": spec, **own, **extra, **limited} if own or extra or limited else spec)
     progress = [e.show_progress_bar for e in [ev.encode_kwargs, *(m.encode_kwargs for m in models)]]
     values: dict[str, Any] = {
         "models": entries,

@@ -29,6 +29,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    SecretStr,
     SerializeAsAny,
     Tag,
     ValidationInfo,
@@ -69,6 +70,9 @@ def _not_bool(value: Any) -> Any:
 Int = Annotated[int, BeforeValidator(_not_bool)]
 Float = Annotated[float, BeforeValidator(_not_bool)]
 PositiveInt = Annotated[int, BeforeValidator(_not_bool), Field(gt=0)]
+NonNegativeInt = Annotated[int, BeforeValidator(_not_bool), Field(ge=0)]
+PositiveFloat = Annotated[float, BeforeValidator(_not_bool), Field(gt=0)]
+NonNegativeFloat = Annotated[float, BeforeValidator(_not_bool), Field(ge=0)]
 
 
 def _strict(arbitrary_types_allowed: bool = False) -> ConfigDict:
@@ -164,6 +168,82 @@ class ModelOptions(BaseModel):
         help="--backend openvino-int8: texts to calibrate on (one a line, or .jsonl with 'text'); "
         "default: a seeded sample of 300 of the run's task texts",
     )
+    # a model behind an API: openai:NAME, cohere:NAME, voyage:NAME, or a name with api_base (embedscope.models.api)
+    api_base: str | None = option(
+        None, group="model options", metavar="URL", help="API models: the service's base URL (default: the provider's)"
+    )
+    api_key: SecretStr | None = option(
+        None,
+        group="model options",
+        help="API models: the key itself (EvalScope's api_key); never written, shown masked",
+        config_only="a key on the command line stays in the shell history: give --api-key-env or --api-key-file",
+        stored=False,
+    )
+    api_key_env: str | None = option(
+        None,
+        group="model options",
+        metavar="VAR",
+        help="API models: the environment variable holding the key (default OPENAI_API_KEY, CO_API_KEY, VOYAGE_API_KEY)",
+        stored=False,
+    )
+    api_key_file: str | None = option(
+        None, group="model options", metavar="FILE", help="API models: a file whose first line is the key", stored=False
+    )
+    dimensions: PositiveInt | None = option(
+        None, group="model options", metavar="D", help="API models: the dimensions the service returns (Matryoshka)"
+    )
+    price_per_mtok: NonNegativeFloat | None = option(
+        None,
+        group="model options",
+        metavar="USD",
+        help="API models: the price per million tokens, for the cost columns (none is built in: prices change)",
+        stored=False,
+    )
+    max_concurrency: PositiveInt | None = option(
+        None,
+        group="model options",
+        metavar="N",
+        help="API models: requests in flight at once (default 4)",
+        stored=False,
+    )
+    requests_per_minute: PositiveInt | None = option(
+        None, group="model options", metavar="N", help="API models: at most this many requests a minute", stored=False
+    )
+    tokens_per_minute: PositiveInt | None = option(
+        None, group="model options", metavar="N", help="API models: at most this many tokens a minute", stored=False
+    )
+    texts_per_request: PositiveInt | None = option(
+        None,
+        group="model options",
+        metavar="N",
+        help="API models: texts per request (default: the batch size)",
+        stored=False,
+    )
+    tokens_per_request: PositiveInt | None = option(
+        None, group="model options", metavar="N", help="API models: estimated tokens per request at most", stored=False
+    )
+    request_timeout: PositiveFloat | None = option(
+        None,
+        group="model options",
+        metavar="S",
+        help="API models: request timeout in seconds (default 60)",
+        stored=False,
+    )
+    max_retries: NonNegativeInt | None = option(
+        None,
+        group="model options",
+        metavar="N",
+        help="API models: retries of a failed request (default 6)",
+        stored=False,
+    )
+    tls_verify: bool | None = option(
+        None,
+        group="model options",
+        flags=("--tls-verify",),
+        action="boolean",
+        help="API models: verify the service's TLS certificate (default: on; --no-tls-verify turns it off)",
+        stored=False,
+    )
 
     @field_validator("backend")
     @classmethod
@@ -208,7 +288,9 @@ class ModelOptions(BaseModel):
         """These options as the encoder's one options object (:class:`~embedscope.models.options.EncoderOptions`)."""
         from embedscope.models.options import EncoderOptions
 
-        return EncoderOptions(**self.given())
+        from embedscope.models.api import API_OPTIONS
+
+        return EncoderOptions(**{k: v for k, v in self.given().items() if k not in API_OPTIONS and k != "api_key"})
 
 
 MODEL_OPTION_KEYS = tuple(ModelOptions.model_fields)
