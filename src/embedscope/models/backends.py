@@ -130,7 +130,7 @@ def backends() -> tuple[Backend, ...]:
 
 
 def backend_names() -> tuple[str, ...]:
-    """The canonical names (``--backend``'s choices)."""
+    """The canonical names (the choices of the ``model_options.backend`` setting)."""
     return tuple(_registry())
 
 
@@ -158,7 +158,7 @@ def normalize_backend(name: str | None) -> str | None:
 
 
 def backend_help() -> str:
-    """One line per backend for ``--backend``'s help and docs: name, forms, extra, fast path."""
+    """One line per backend for the ``model_options.backend`` setting's help and docs: name, forms, extra, fast path."""
     lines = []
     for b in backends():
         extra = f"; needs embedscope[{b.extra}]" if b.extra else ""

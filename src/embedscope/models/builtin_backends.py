@@ -120,7 +120,7 @@ register_backend(
         export="onnx",
         fast_path=True,
         options=frozenset({"tokenizer", "output_name"}),
-        not_exportable="it is an ONNX model already (use --backend onnx to run it as it is)",
+        not_exportable="it is an ONNX model already (use backend onnx to run it as it is)",
         libraries=("onnxruntime", "tokenizers", "transformers"),
         export_libraries=("onnx",),
         error_modules=("onnxruntime", "onnx", "google"),

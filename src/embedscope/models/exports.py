@@ -508,10 +508,12 @@ def fast_encoder(path: str | Path, backend: str, options: EncoderOptions) -> Any
 
     record = backend_record(backend)
     if record.export is None:
-        raise ConfigError(f"--backend {backend} runs no export")
+        raise SettingError("model_options.backend", f"{{model_options.backend}} {backend} runs no export")
     if parse_dtype(options.dtype) != "float32":
-        raise ConfigError(
-            f"--backend {backend} sets its own precision; dtype {options.dtype!r} cannot apply (leave it fp32)"
+        raise SettingError(
+            "model_options.dtype",
+            f"{{model_options.backend}} {backend} sets its own precision; {{model_options.dtype}} {options.dtype!r} "
+            "cannot apply (leave it fp32)",
         )
     if options.calibration is not None and not record.calibrates:
         static = ", ".join(b.name for b in backends() if b.calibrates)

@@ -342,7 +342,7 @@ class OpenVinoEncoder(BaseEncoder):
         asked = requested_device(device)
         if asked not in (None, "auto") and device_kind(str(asked)) != "cpu":
             raise DeviceUnavailableError(
-                f"device {asked!r}: the OpenVINO backend runs on the CPU only (use --device cpu, or another backend)"
+                f"device {asked!r}: the OpenVINO backend runs on the CPU only (use device cpu, or another backend)"
             )
         self.inference_precision = parse_precision(inference_precision, dtype)
         self._place("cpu", PRECISIONS[self.inference_precision])

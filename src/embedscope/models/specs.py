@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, UnknownNameError
+from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError, SettingError, UnknownNameError
 from embedscope.models.backends import Backend, backend, backend_names, check_options, detect_backend
 from embedscope.models.backends import normalize_backend as normalize_backend
 from embedscope.models.base import Encoder
@@ -206,14 +206,20 @@ def _fast(path: Path, record: Backend, options: EncoderOptions) -> Encoder:
 
     for option in ("tokenizer", "output_name"):
         if getattr(options, option) is not None:
-            raise ConfigError(f"{option} cannot apply to --backend {record.name}: the export uses the model's own")
+            raise SettingError(
+                f"model_options.{option}",
+                f"{{model_options.{option}}} cannot apply to {{model_options.backend}} {record.name}: the export uses "
+                "the model's own",
+            )
     encoder: Encoder = fast_encoder(path, record.name, options)
     return encoder
 
 
 def _not_exportable(spec: str, record: Backend, kind: str) -> ConfigError:
     reason = backend(kind).not_exportable or f"a {kind} model has no transformer to export"
-    return ConfigError(f"{spec} cannot be exported for --backend {record.name}: {reason}")
+    return SettingError(
+        "model_options.backend", f"{spec} cannot be exported for {{model_options.backend}} {record.name}: {reason}"
+    )
 
 
 def _hub_snapshot(spec: str, revision: str | None) -> Path:
@@ -279,7 +285,11 @@ def load_encoder(spec: str, options: EncoderOptions | None = None, /, **given: A
         check_pooling_mode(opts.pooling)
     if opts.calibration is not None and not (record and record.calibrates):
         takers = ", ".join(b.name for b in _calibrated())
-        raise ConfigError(f"calibration applies to --backend {takers} only, not {name or 'the default backend'}")
+        raise SettingError(
+            "model_options.calibration",
+            f"{{model_options.calibration}} applies to {{model_options.backend}} {takers} only, not "
+            f"{name or 'the default backend'}",
+        )
     spec = str(spec)
 
     key = spec.strip().lower()
@@ -313,8 +323,10 @@ def _load_alias(key: str, record: Backend | None, opts: EncoderOptions) -> Encod
     if record is not None and record.exports_from(a.backend):
         return _fast(path, record, opts.replace(name=a.name, source=source))
     if record is not None and record.always_exports:
-        raise ConfigError(
-            f"alias {key!r} cannot be exported for --backend {record.name}: {backend(a.backend).not_exportable}"
+        raise SettingError(
+            "model_options.backend",
+            f"alias {key!r} cannot be exported for {{model_options.backend}} {record.name}: "
+            f"{backend(a.backend).not_exportable}",
         )
     kind = record.name if record is not None else a.backend
     merged = opts.replace(**{k: v for k, v in a.options.items() if getattr(opts, k) is None})

@@ -286,9 +286,8 @@ class ModelOptions(BaseModel):
 
     def to_encoder_options(self) -> EncoderOptions:
         """These options as the encoder's one options object (:class:`~embedscope.models.options.EncoderOptions`)."""
-        from embedscope.models.options import EncoderOptions
-
         from embedscope.models.api import API_OPTIONS
+        from embedscope.models.options import EncoderOptions
 
         return EncoderOptions(**{k: v for k, v in self.given().items() if k not in API_OPTIONS and k != "api_key"})
 

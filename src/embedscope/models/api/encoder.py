@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from embedscope.errors import ConfigError, EmbedscopeError, MissingDependencyError
+from embedscope.errors import EmbedscopeError, MissingDependencyError, SettingError
 from embedscope.models.api.keys import check_base_url, is_private_host, resolve_key, scrub
 from embedscope.models.api.providers import Answer, Provider
 from embedscope.models.api.throttle import ApiFailure, RateLimiter, Refused, Transient, classify
@@ -151,7 +151,7 @@ class ApiEncoder(BaseEncoder):
         revision: str | None = None,
     ) -> None:
         if not model:
-            raise ConfigError(f"{provider.name}: give the model name, e.g. --model {provider.name}:NAME")
+            raise SettingError("model", f"{provider.name}: give the model name, e.g. {{model}} {provider.name}:NAME")
         self.provider = provider
         self.backend = f"{provider.name}-api"
         self.model = model
@@ -160,9 +160,10 @@ class ApiEncoder(BaseEncoder):
         host = urlsplit(self.base_url).hostname or "api"
         self._key = resolve_key(options.api_key, options.api_key_file, options.api_key_env, provider.key_env)
         if self._key is None and not is_private_host(host):
-            raise ConfigError(
+            raise SettingError(
+                "model_options.api_key_env",
                 f"{provider.name}:{model}: no API key: set ${provider.key_env}, or name another variable with "
-                "api_key_env (--api-key-env) or a file with api_key_file (--api-key-file)"
+                "{model_options.api_key_env} or a file with {model_options.api_key_file}",
             )
         self.name = f"{provider.name}/{model.strip('/').replace('/', '__')}"
         self.revision = revision or host
