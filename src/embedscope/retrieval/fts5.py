@@ -129,12 +129,22 @@ class FTS5Retriever:
         return run_from_rows(tuple(queries.ids), tuple(corpus.ids), rows)
 
 
+def quote_identifier(name: str) -> str:
+    """An SQL identifier in double quotes (inner quotes doubled), so a keyword such as ``group`` is a plain name.
+
+    >>> quote_identifier("group"), quote_identifier('a"b')
+    ('"group"', '"a""b"')
+    """
+    return '"' + name.replace('"', '""') + '"'
+
+
 def filter_column(field: str) -> str:
     """The FTS5 column that holds a filter field: the field's own name when it is a plain identifier other
-    than ``text``, ``rank`` or ``rowid``, else ``filter_value`` (the name does not change any score).
+    than ``text``, ``rank``, ``rowid`` or the table's name, else ``filter_value`` (the name does not change any
+    score). The column is always quoted as an identifier in SQL, so SQL keywords (``group``, ``order``) work.
 
-    >>> filter_column("chapter"), filter_column("a-b")
-    ('chapter', 'filter_value')
+    >>> filter_column("chapter"), filter_column("a-b"), filter_column("group")
+    ('chapter', 'filter_value', 'group')
     """
     plain = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", field) and field.lower() not in (
         "text",
@@ -161,13 +171,14 @@ class FTS5Index:
         filter_by: tuple[str, Sequence[str | None]] | None = None,
     ) -> FTS5Index:
         con = sqlite3.connect(":memory:")
-        column = None if filter_by is None else filter_column(filter_by[0])
+        column = None if filter_by is None else quote_identifier(filter_column(filter_by[0]))
         columns = "text" if column is None else f"{column}, text"
         try:
             con.execute(f"CREATE VIRTUAL TABLE passages USING fts5({columns}, tokenize='{tokenize}')")
         except sqlite3.OperationalError as e:
             con.close()
-            raise ConfigError(f"SQLite FTS5 cannot build a table with tokenize={tokenize!r}: {e}") from e
+            field = "" if filter_by is None else f" and filter field {filter_by[0]!r}"
+            raise ConfigError(f"SQLite FTS5 cannot build a table with tokenize={tokenize!r}{field}: {e}") from e
         if filter_by is None:
             rows: Iterable[tuple] = ((i + 1, t) for i, t in enumerate(texts))
             con.executemany("INSERT INTO passages(rowid, text) VALUES (?, ?)", rows)
