@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from embedscope.errors import ConfigError, MissingDependencyError
 
-
 _INT_MAX = 2**31 - 1  # faiss stores these in C ints
 Count = Annotated[int, Field(ge=1, le=_INT_MAX)]
 

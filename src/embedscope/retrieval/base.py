@@ -183,9 +183,7 @@ def _one_value_type(values: Sequence[object], name: str, kind: str) -> None:
             examples.setdefault(type(v).__name__, v)
     if len(examples) > 1:
         shown = ", ".join(f"{kind_!s} {v!r}" for kind_, v in examples.items())
-        raise ConfigError(
-            f"filter field {name!r}: the {kind} mix value types ({shown}); give every row the same type"
-        )
+        raise ConfigError(f"filter field {name!r}: the {kind} mix value types ({shown}); give every row the same type")
 
 
 def filter_groups(queries: Queries, corpus: Corpus, name: str) -> list[FilterGroup]:
