@@ -451,6 +451,9 @@ def ensure_export(
 
 
 def _import_onnx_tools(backend: str) -> None:
+    from embedscope.models.third_party import quiet_onnxruntime
+
+    quiet_onnxruntime()  # telemetry off before onnxruntime initialises
     for module in ("onnx", "onnxruntime"):
         try:
             __import__(module)
@@ -577,6 +580,9 @@ def openvino_module(backend: str) -> Any:
     """``embedscope.models.openvino_backend``, or the missing-extra error."""
     import importlib
 
+    from embedscope.models.third_party import quiet_openvino
+
+    quiet_openvino()  # importing openvino loads its converter's telemetry, which writes ~/intel
     try:
         import openvino  # noqa: F401
 

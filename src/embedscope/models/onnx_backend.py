@@ -42,6 +42,7 @@ from embedscope.models.folder import (
     st_similarity,
 )
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
+from embedscope.models.third_party import quiet_onnxruntime
 from embedscope.types import Role
 
 BACKEND = "onnx"
@@ -239,10 +240,12 @@ class OnnxEncoder(BaseEncoder):
         device: str | None = "auto",
         dtype: str | None = None,
     ) -> None:
+        quiet_onnxruntime()  # telemetry off before onnxruntime initialises
         try:
             import onnxruntime as ort
         except ImportError as e:  # pragma: no cover
             raise MissingDependencyError("onnxruntime", "The ONNX backend") from e
+        quiet_onnxruntime()
         self._place(device, dtype)
         if device in (None, "auto") and device_kind(self.device) != "cpu" and not _has_cuda_provider(ort):
             self.device = "cpu"  # auto: onnxruntime without its CUDA provider runs on the CPU
