@@ -227,12 +227,17 @@ def load_benchmark(path_or_url: str | Path = FASTBOOK_URL) -> Benchmark:
 def read_keyword_queries(path: str | Path, benchmark: Benchmark | None = None) -> dict[str, str]:
     """A keywords CSV (``chapter,question_number,question_text,keywords``) → ``{qid: keywords}``."""
     import csv
+    import io
 
     path = Path(path)
     if not path.is_file():
         raise DataFormatError(f"{path}: no such keywords file")
     out: dict[str, str] = {}
-    with path.open(encoding="utf-8", newline="") as f:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    with io.StringIO(text, newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in ("chapter", "question_number", "keywords") if c not in (reader.fieldnames or [])]
         if missing:
