@@ -76,7 +76,11 @@ def test_a_sweep_writes_only_into_the_named_folders(tiny, tmp_path: Path) -> Non
 
 def test_a_screen_writes_only_into_the_named_folders(tiny, tmp_path: Path) -> None:
     pytest.importorskip("openvino")
+    from support.tiny_models import build_tiny_sentence_transformer
+
     model, data = tiny
-    argv = ["screen", "--models", str(model), "--tasks", str(data), "--fast", "openvino-int8", *_named(tmp_path)]
+    other = build_tiny_sentence_transformer(tmp_path / "st-other", seed=1)
+    argv = ["screen", "--models", str(model), str(other), "--tasks", str(data), "--fast", "openvino-int8"]
+    argv += _named(tmp_path)
     done = run_isolated(tmp_path, [*argv, "--rounds", "50"])
     assert "━" not in done.stderr + done.stdout
