@@ -148,7 +148,7 @@ def test_dense_and_late_interaction_filtered_equal_search_over_the_subset(tmp_pa
 
 def test_dense_filtered_matches_numpy_cosine_over_the_subset():
     corpus = Corpus(("a", "b", "c", "d"), ("cats purr", "dogs bark", "cats and dogs", "fish swim"), {"g": (1, 2, 1, 2)})
-    queries = Queries(("q1", "q2"), ("cats", "dogs"), {"g": ("1", 2)})  # values compare as text
+    queries = Queries(("q1", "q2"), ("cats", "dogs"), {"g": ("1", "2")})  # values compare as text
     encoder = HashEncoder()
     run = DenseRetriever(encoder).retrieve(
         queries, corpus, RunSettings(top_k=10, filter_field="g").search_options(show_progress=False)

@@ -83,13 +83,22 @@ def _one_line(error: BaseException) -> str:
     if isinstance(error, UnicodeDecodeError):
         return f"a file is not UTF-8 text ({error}); save it as UTF-8 (run with --verbose to see which)"
     if isinstance(error, sqlite3.Error):
-        return f"embedding cache: {error}; free some disk space, or run with --no-cache"
+        return _sqlite_line(error)
     if isinstance(error, OSError) and error.errno == errno.ENOSPC and error.filename is None:
         return f"no space left on device while writing ({error}); free some disk space and run again"
     if isinstance(error, OSError) and error.filename is not None:
         target = f" -> {error.filename2}" if error.filename2 else ""
         return f"{error.filename}{target}: {error.strerror or error}"
     return str(error)
+
+
+def _sqlite_line(error: sqlite3.Error) -> str:
+    """An SQLite error the code did not turn into its own message (the embedding cache's store is the SQLite file
+    a run writes): disk advice only when SQLite says the disk is full or failed."""
+    text = str(error)
+    if any(word in text.lower() for word in ("full", "disk i/o")):
+        return f"embedding cache: {text}; free some disk space, or run with --no-cache"
+    return f"SQLite: {text} (run with --verbose to see where)"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -82,6 +82,7 @@ class Comparison:
     scores: dict[str, dict[str, float]]  # model -> task -> main score
     rows: list[TaskComparison]
     options: CompareOptions
+    notes: list[str] = field(default_factory=list)  # about the comparison as a whole (which folder was read)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: NaN (no test possible) becomes None."""
@@ -92,6 +93,7 @@ class Comparison:
                 "scores": self.scores,
                 "options": asdict(self.options),
                 "comparisons": [asdict(r) for r in self.rows],
+                **({"notes": self.notes} if self.notes else {}),
             }
         )
 
@@ -225,7 +227,7 @@ def compare_models(
         row.p_adjusted = p
         row.significant = bool(p < options.alpha)
     scores = {n: {t: m.tasks[t].score for t in shared} for n, m in zip(names, models)}
-    return Comparison(names, shared, scores, rows, options)
+    return Comparison(names, shared, scores, rows, options, [m.note for m in models if m.note])
 
 
 def check_settings(a: TaskItems, b: TaskItems, row: TaskComparison, allow_mismatch: bool) -> None:

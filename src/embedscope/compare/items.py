@@ -28,6 +28,7 @@ from embedscope.errors import ConfigError, DataFormatError
 from embedscope.results.per_item import per_item_path, read_per_item
 from embedscope.results.report import infer_task_type, main_metric, model_name
 from embedscope.results.schema import TaskResult
+from embedscope.results.store import EXPERIMENTS
 
 Kind = Literal["mean", "pairs", "none"]
 ItemKey = tuple[str, str, str]
@@ -122,6 +123,8 @@ class ModelResults:
     name: str
     folder: Path
     tasks: dict[str, TaskItems]
+    note: str = ""
+    """What was chosen when the folder held more (a revision folder's own results beside its experiments)."""
 
 
 def revision_folders(path: Path) -> list[Path]:
@@ -145,16 +148,43 @@ def load_model_results(path: str | Path) -> ModelResults:
     folders = [f for f in revision_folders(root) if result_paths(f)]
     if not folders:
         raise DataFormatError(f"{root}: no task results found (expected <org__model>/<revision>/<Task>.json)")
-    if len(folders) > 1:
-        names = ", ".join(str(f.relative_to(root)) for f in folders)
-        raise ConfigError(f"{root} holds results of {len(folders)} models ({names}); give one model's folder each")
-    folder = folders[0]
+    folder, note = _one_folder(root, folders)
     files = result_paths(folder)
     tasks = {}
     for p in files:
         items = task_items(p)
         tasks[items.task] = items
-    return ModelResults(model_name(files[0]), folder, tasks)
+    return ModelResults(model_name(files[0]), folder, tasks, note)
+
+
+def _experiments_of(folder: Path, others: list[Path]) -> list[Path]:
+    """The folders of ``others`` inside ``folder``'s experiments folder (its runs with other settings)."""
+    return [f for f in others if f != folder and f.is_relative_to(folder / EXPERIMENTS)]
+
+
+def _one_folder(root: Path, folders: list[Path]) -> tuple[Path, str]:
+    """The one revision folder to compare among those holding results under ``root``, and a note when it was
+    chosen among several: a revision folder's own results (its default settings) when the others are its
+    experiments (a sweep's default point, a screen's exact result). Otherwise more than one is refused, naming
+    them."""
+    if len(folders) == 1:
+        return folders[0], ""
+    names = ", ".join(str(f.relative_to(root)) or "." for f in folders)
+    for folder in folders:
+        experiments = _experiments_of(folder, folders)
+        if len(experiments) == len(folders) - 1:
+            which = "its own results" if folder == root else f"the results in {folder.relative_to(root)}"
+            return folder, (
+                f"{root}: compared {which} (the model's own settings), not the {len(experiments)} run(s) with other "
+                f"settings in {folder / EXPERIMENTS}; give one of those folders to compare it"
+            )
+    parents = {f.parent.parent for f in folders if f.parent.name == EXPERIMENTS}
+    if len(parents) == 1 and all(f.parent.name == EXPERIMENTS for f in folders):
+        raise ConfigError(
+            f"{root} holds {len(folders)} experiments of one model ({names}) and no results of its own settings; "
+            "give one experiment's folder"
+        )
+    raise ConfigError(f"{root} holds results of {len(folders)} models ({names}); give one model's folder each")
 
 
 def task_items(path: Path) -> TaskItems:

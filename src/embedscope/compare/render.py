@@ -102,7 +102,8 @@ def _fmt(value: object, digits: int) -> str:
 
 def notes_text(comparison: Comparison) -> str:
     """One line per note on a comparison (unpaired items, settings that differ, unchecked settings)."""
-    lines = [f"- {r.task} ({r.model_a} vs {r.model_b}): {note}" for r in comparison.rows for note in r.notes]
+    lines = [f"- {note}" for note in comparison.notes]
+    lines += [f"- {r.task} ({r.model_a} vs {r.model_b}): {note}" for r in comparison.rows for note in r.notes]
     return "Notes:\n" + "\n".join(lines) if lines else ""
 
 

@@ -224,6 +224,38 @@ def load_benchmark(path_or_url: str | Path = FASTBOOK_URL) -> Benchmark:
     return parse_benchmark(data, text_source)
 
 
+def read_keyword_queries(path: str | Path, benchmark: Benchmark | None = None) -> dict[str, str]:
+    """A keywords CSV (``chapter,question_number,question_text,keywords``) → ``{qid: keywords}``."""
+    import csv
+    import io
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such keywords file")
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFormatError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    with io.StringIO(text, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in ("chapter", "question_number", "keywords") if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataFormatError(
+                f"{path}: missing column(s) {missing}; the header must be "
+                "chapter,question_number,question_text,keywords"
+            )
+        for line, row in enumerate(reader, start=2):
+            chapter = int_field(row["chapter"], f"{path}:{line} chapter")
+            number = int_field(row["question_number"], f"{path}:{line} question_number")
+            out[f"{chapter}-{number}"] = row["keywords"] or ""
+    if benchmark is not None:
+        unknown = sorted(set(out) - {q.qid for q in benchmark.questions})
+        if unknown:
+            raise DataFormatError(f"{path}: keywords for questions not in the benchmark: {unknown[:5]}")
+    return out
+
+
 @lru_cache(maxsize=200_000)
 def fixed(text: str) -> str:
     """``ftfy.fix_text``, memoised (passages are compared with many contexts): the rule by which a passage holds a

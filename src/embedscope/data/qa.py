@@ -10,20 +10,38 @@ metrics, the task reports the fastbook benchmark's Modified MRR@k and Recall@k o
 (:mod:`embedscope.metrics.components`; with ``ftfy.fix_text`` on both sides, as the study). Retrieval over such data is meant to be chunked: the task
 chunks the documents (the run's ``chunking``, else token windows of 500 tokens) and recomputes relevance per passage
 (:mod:`embedscope.data.chunked`).
+
+A QA folder can also carry per-stage queries: ``fts_keywords.csv`` in the fastbook study's keyword format
+(``chapter,question_number,question_text,keywords``, rows matched to questions by chapter and number) gives every
+full-text (FTS5) stage its keywords instead of the question text, as the study searched (and as ``fastbook run
+--queries fts_keywords.csv``). They travel as the queries' metadata field :func:`stage_query_field` ``("fts5")``;
+a question without a row is searched with its text.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from embedscope.data.chunked import context_qrels
 from embedscope.data.documents import chapter_from_name, document_names, document_paths, read_document
-from embedscope.data.fastbook_qa import load_benchmark
+from embedscope.data.fastbook_qa import load_benchmark, read_keyword_queries
 from embedscope.data.jsonl import iter_jsonl
 from embedscope.errors import DataFormatError
 from embedscope.types import Corpus, Queries, RetrievalData
 
 QUESTION_FILES = ("questions.json", "questions.jsonl")
+STAGE_QUERY_FILES = {"fts5": "fts_keywords.csv"}
+"""Per-stage query files a QA folder may hold: stage type → file name (the fastbook study's keywords CSV)."""
+
+
+def stage_query_field(stage: str) -> str:
+    """The queries' metadata field that holds a stage type's own query per question (None: the question text).
+
+    >>> stage_query_field("fts5")
+    'query:fts5'
+    """
+    return f"query:{stage}"
 
 
 def is_qa_folder(folder: Path) -> bool:
@@ -36,12 +54,19 @@ Components = dict[str, tuple[tuple[str, ...], ...]]
 
 def read_questions(folder: Path) -> tuple[Queries, Components]:
     """The questions of a QA folder and each one's answer components (each its context strings; a questions.jsonl
-    row is one component)."""
+    row is one component). A folder holding both files is refused: which one to score would be a guess."""
+    present = [n for n in QUESTION_FILES if (folder / n).is_file()]
+    if len(present) > 1:
+        raise DataFormatError(
+            f"{folder}: holds both {' and '.join(present)}; keep one questions file (which to score is ambiguous)"
+        )
     if (folder / "questions.json").is_file():
         benchmark = load_benchmark(folder / "questions.json")
         questions = benchmark.questions
-        chapters = {"chapter": tuple(q.chapter for q in questions)}  # filter_field chapter: the study's scope
-        queries = Queries(tuple(q.qid for q in questions), tuple(q.query_text for q in questions), chapters)
+        metadata: dict[str, tuple[Any, ...]] = {"chapter": tuple(q.chapter for q in questions)}  # the study scope
+        qids = tuple(q.qid for q in questions)
+        metadata.update(stage_queries(folder, qids))
+        queries = Queries(qids, tuple(q.query_text for q in questions), metadata)
         return queries, {q.qid: tuple(tuple(c.context) for c in q.components) for q in questions}
     path = folder / "questions.jsonl"
     ids: list[str] = []
@@ -58,7 +83,29 @@ def read_questions(folder: Path) -> tuple[Queries, Components]:
         ids.append(str(qid))
         texts.append(text)
         contexts[str(qid)] = (tuple(wanted),)
+    if any((folder / name).is_file() for name in STAGE_QUERY_FILES.values()):
+        names = ", ".join(STAGE_QUERY_FILES.values())
+        raise DataFormatError(
+            f"{folder}: {names} matches questions by chapter and question_number, which questions.jsonl has not; "
+            "use questions.json (the fastbook format) with it"
+        )
     return Queries(tuple(ids), tuple(texts)), contexts
+
+
+def stage_queries(folder: Path, ids: tuple[str, ...]) -> dict[str, tuple[str | None, ...]]:
+    """The per-stage query fields of a QA folder's questions (``{stage_query_field(stage): (query or None, …)}``)
+    from the files of :data:`STAGE_QUERY_FILES` it holds; a row for a question the folder has not is refused."""
+    fields: dict[str, tuple[str | None, ...]] = {}
+    for stage, name in STAGE_QUERY_FILES.items():
+        path = folder / name
+        if not path.is_file():
+            continue
+        by_question = read_keyword_queries(path)
+        unknown = sorted(set(by_question) - set(ids))
+        if unknown:
+            raise DataFormatError(f"{path}: rows for questions not in questions.json: {', '.join(unknown[:5])}")
+        fields[stage_query_field(stage)] = tuple(by_question.get(q) for q in ids)
+    return fields
 
 
 def load_qa_folder(folder: str | Path, split: str = "test") -> RetrievalData:

@@ -19,10 +19,13 @@ cannot be installed beside it; the steps they wrap (``torch.onnx.export``, onnxr
 
 The export key is the sha256 of the source model's files, the variant, the maximum length, the calibration
 sample's hash (static int8) and the versions of the libraries that shape the graph. An export is built in a
-temporary folder and renamed into place; its ``export.json`` lists the sha256 of every file, and a folder whose
-files do not match (a killed or damaged export) is removed and built again, never used. The manifest carries the
-source's pooling, normalisation, prompts, similarity and maximum length, read from the source folder, and the
-encoder uses exactly those.
+temporary folder and renamed into place; its ``export.json`` lists the sha256 of every file and carries one
+integrity key over itself and those hashes, so the manifest and the weights are checked together: a folder whose
+files or manifest do not match (a killed or damaged export, an edited pooling or prompts, a removed setting) is
+removed and built again with a one-line warning, never used. The manifest carries the source's pooling,
+normalisation, prompts, similarity and maximum length, read from the source folder, and the encoder uses exactly
+those. A temporary folder is named after its host and process; one left by a killed export is removed at the next
+export into the same cache (never one of a process still running).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import os
 import random
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,25 +283,118 @@ def _file_hashes(folder: Path) -> dict[str, str]:
     }
 
 
-def read_export(folder: Path, key: str) -> dict[str, Any] | None:
-    """The manifest of a complete, undamaged export with this key, else None."""
+INTEGRITY = "integrity"  # the manifest's key holding the sha256 over the rest of it, its file hashes included
+MANIFEST_FIELDS = ("key", "files", "pooling", "normalize", "prompts", "similarity", "max_seq_length")
+
+
+def manifest_integrity(manifest: Mapping[str, Any]) -> str:
+    """One key over an export's manifest and weights together: sha256 of the manifest without its
+    ``integrity`` entry (canonical JSON), which lists the sha256 of every file of the export.
+
+    >>> m = {"key": "k", "files": {"model.onnx": "ab"}, "pooling": "mean"}
+    >>> manifest_integrity(m) == manifest_integrity({**m, INTEGRITY: "x"}) != manifest_integrity({**m, "pooling": "cls"})
+    True
+    """
+    return hash_dict({k: v for k, v in manifest.items() if k != INTEGRITY})
+
+
+def export_problem(folder: Path, key: str) -> str | None:
+    """Why the export in ``folder`` cannot be used for ``key`` (None: it is complete and undamaged): a missing or
+    unreadable manifest, another key, a manifest whose integrity key does not match it (an edited pooling, prompts
+    or a removed setting), or files whose sha256 differ from the manifest's (a killed or damaged export)."""
+    if not (folder / MANIFEST).is_file():
+        return f"no {MANIFEST} (an interrupted export)"
     manifest = _read_json(folder / MANIFEST)
+    if not manifest:
+        return f"{MANIFEST} is not a JSON object"
+    if manifest.get("key") != key:
+        return f"{MANIFEST} names another export key"
+    if manifest.get(INTEGRITY) != manifest_integrity(manifest):
+        return f"{MANIFEST} does not match its integrity key (edited, damaged or written by an older embedscope)"
+    missing = [f for f in MANIFEST_FIELDS if f not in manifest]
     files = manifest.get("files")
-    if manifest.get("key") != key or not isinstance(files, dict) or not files:
-        return None
+    if missing or not isinstance(files, dict) or not files:
+        return f"{MANIFEST} lacks {', '.join(missing) or 'files'}"
     try:
         if _file_hashes(folder) != files:
-            return None
+            return f"its files differ from those {MANIFEST} lists (a killed or damaged export)"
+    except OSError as e:
+        return f"a file cannot be read ({e.strerror or e})"
+    return None
+
+
+def read_export(folder: Path, key: str) -> dict[str, Any] | None:
+    """The manifest of a complete, undamaged export with this key (:func:`export_problem` finds none), else None."""
+    return None if export_problem(folder, key) is not None else _read_json(folder / MANIFEST)
+
+
+STALE_SECONDS = 24 * 3600  # a temporary export folder of another host, or of an unknown owner, this old is stale
+
+
+def _host() -> str:
+    import socket
+
+    return "".join(c for c in socket.gethostname() if c.isalnum() or c == "-")[:32] or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # another user's process (or an absurd number: not ours)
+    return True
+
+
+def is_stale_temporary(path: Path, now: float | None = None) -> bool:
+    """Whether ``path`` is the temporary folder of an export that will never finish: named
+    ``.<key>.<host>~<pid>.<random>.tmp``, it is stale when that process no longer runs on this host; a folder of
+    another host or without an owner in its name (an older embedscope) when untouched for :data:`STALE_SECONDS`.
+
+    >>> is_stale_temporary(Path(f".k.{_host()}~{os.getpid()}.x.tmp"))
+    False
+    """
+    parts = path.name.split(".")
+    owner = parts[2] if len(parts) == 5 and parts[0] == "" and parts[-1] == "tmp" else ""
+    host, _, pid = owner.rpartition("~")
+    if host == _host() and pid.isdigit():
+        return not _alive(int(pid))
+    try:
+        age = (now if now is not None else time.time()) - path.stat().st_mtime
     except OSError:
-        return None
-    return manifest
+        return False
+    return age > STALE_SECONDS
+
+
+def clean_stale_temporaries(exports: Path) -> list[Path]:
+    """Remove the temporary folders (and atomic-write files) of interrupted exports under ``exports``, never
+    those of a build still running (:func:`is_stale_temporary`); returns those removed."""
+    removed: list[Path] = []
+    try:
+        candidates = [p for p in exports.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
+    except OSError:
+        return removed
+    for path in candidates:
+        if is_stale_temporary(path):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            if not path.exists():
+                removed.append(path)
+    if removed:
+        logger.warning("%s: removed %d temporary folder(s) of interrupted exports", exports, len(removed))
+    return removed
 
 
 @contextlib.contextmanager
 def _building(exports: Path, key: str) -> Iterator[Path]:
-    """A temporary folder beside the final one, removed if the build fails."""
+    """A temporary folder beside the final one, named after this host and process (so a later start can tell a
+    killed build's folder from a running one), removed if the build fails."""
     exports.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{short(key, 16)}.", suffix=".tmp", dir=exports))
+    prefix = f".{short(key, 16)}.{_host()}~{os.getpid()}."
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=exports))
     tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700; an export folder gets the usual mode
     try:
         yield tmp
@@ -314,15 +411,18 @@ def ensure_export(
     """The folder of export ``key`` under ``exports`` (``<exports>/<key>``), built by ``build(folder)`` if it is
     missing or damaged. Returns the folder and its manifest."""
     final = exports / key
-    manifest = read_export(final, key)
-    if manifest is not None:
-        return final, manifest
+    if exports.is_dir():
+        clean_stale_temporaries(exports)
+    problem = export_problem(final, key) if final.exists() else "missing"
+    if problem is None:
+        return final, _read_json(final / MANIFEST)
     if final.exists():
-        logger.warning("%s: an incomplete or damaged export; building it again", final)
+        logger.warning("%s: %s; building the export again", final, problem)
         shutil.rmtree(final, ignore_errors=True)
     with _building(exports, key) as tmp:
         build(tmp)
         manifest = {**meta, "key": key, "files": _file_hashes(tmp)}
+        manifest[INTEGRITY] = manifest_integrity(manifest)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
         try:
             os.rename(tmp, final)
@@ -338,6 +438,9 @@ def ensure_export(
 
 
 def _import_onnx_tools(backend: str) -> None:
+    from embedscope.models.third_party import quiet_onnxruntime
+
+    quiet_onnxruntime()  # telemetry off before onnxruntime initialises
     for module in ("onnx", "onnxruntime"):
         try:
             __import__(module)
@@ -464,6 +567,9 @@ def openvino_module(backend: str) -> Any:
     """``embedscope.models.openvino_backend``, or the missing-extra error."""
     import importlib
 
+    from embedscope.models.third_party import quiet_openvino
+
+    quiet_openvino()  # importing openvino loads its converter's telemetry, which writes ~/intel
     try:
         import openvino  # noqa: F401
 

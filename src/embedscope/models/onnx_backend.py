@@ -43,6 +43,7 @@ from embedscope.models.folder import (
 )
 from embedscope.models.options import Placement, requested_device
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
+from embedscope.models.third_party import quiet_onnxruntime
 from embedscope.types import Role
 
 BACKEND = "onnx"
@@ -240,10 +241,12 @@ class OnnxEncoder(BaseEncoder):
         device: str | Placement | None = "auto",
         dtype: str | None = None,
     ) -> None:
+        quiet_onnxruntime()  # telemetry off before onnxruntime initialises
         try:
             import onnxruntime as ort
         except ImportError as e:  # pragma: no cover
             raise MissingDependencyError("onnxruntime", "The ONNX backend") from e
+        quiet_onnxruntime()
         self._place(device, dtype)
         if (
             requested_device(device) in (None, "auto")

@@ -46,6 +46,7 @@ from embedscope.models.folder import (
 from embedscope.models.onnx_backend import _Tokenizer
 from embedscope.models.options import Placement, requested_device
 from embedscope.models.pooling import check_pooling_mode, normalize_rows, pool
+from embedscope.models.third_party import quiet_nncf, quiet_openvino
 from embedscope.types import Role
 
 BACKEND = "openvino"
@@ -58,6 +59,7 @@ CALIBRATION_BATCH = 8  # texts per calibration batch for NNCF
 
 
 def _import_openvino() -> Any:
+    quiet_openvino()  # before openvino's converter can load its telemetry
     try:
         import openvino
     except ImportError as e:
@@ -66,6 +68,7 @@ def _import_openvino() -> Any:
 
 
 def _import_nncf() -> Any:
+    quiet_openvino()  # before NNCF can load its telemetry
     try:
         import nncf
     except ImportError as e:
@@ -256,7 +259,8 @@ def quantize_ir_int8(
     batches = calibration_batches(
         _Tokenizer(tokenizer_source), calibration_texts, max_seq_length=max_seq_length, input_names=names
     )
-    quantized = nncf.quantize(model, nncf.Dataset(batches), subset_size=len(batches), **settings.nncf_options(nncf))
+    with quiet_nncf(nncf):  # NNCF's own progress bars and INFO lines, even in a pipe and with --no-progress
+        quantized = nncf.quantize(model, nncf.Dataset(batches), subset_size=len(batches), **settings.nncf_options(nncf))
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
     ov.save_model(quantized, str(target / "model.xml"), compress_to_fp16=False)

@@ -23,9 +23,12 @@ from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from embedscope.errors import ConfigError, MissingDependencyError
+
+_INT_MAX = 2**31 - 1  # faiss stores these in C ints
+Count = Annotated[int, Field(ge=1, le=_INT_MAX)]
 
 
 class _Spec(BaseModel):
@@ -42,20 +45,20 @@ class HNSWIndex(_Spec):
     """faiss ``IndexHNSWFlat``: a graph of ``M`` links per node."""
 
     type: Literal["hnsw"] = "hnsw"
-    M: PositiveInt = 32
-    ef_construction: PositiveInt = 40
-    ef_search: PositiveInt = 16
+    M: Count = 32
+    ef_construction: Count = 40
+    ef_search: Count = 16
 
 
 class IVFPQIndex(_Spec):
     """faiss ``IndexIVFPQ``: ``nlist`` k-means lists, vectors coded by ``m`` sub-quantizers of ``nbits`` bits."""
 
     type: Literal["ivfpq"] = "ivfpq"
-    nlist: PositiveInt = 256
-    m: PositiveInt = 16
+    nlist: Count = 256
+    m: Count = 16
     nbits: int = Field(default=8, ge=1, le=16)
-    nprobe: PositiveInt = 8
-    seed: int = 1234
+    nprobe: Count = 8
+    seed: int = Field(default=1234, ge=-_INT_MAX - 1, le=_INT_MAX)
 
 
 IndexSpec = Annotated[ExactIndex | HNSWIndex | IVFPQIndex, Field(discriminator="type")]

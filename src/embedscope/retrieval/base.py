@@ -183,7 +183,20 @@ def filter_values(texts: Texts, name: str, kind: str) -> list[str | None]:
             f"filter field {name!r}: the {kind} have no metadata field of that name (their fields: {known}); "
             "add it to each row (a column, or BEIR's metadata object)"
         )
+    _one_value_type(values, name, kind)
     return [None if v is None else str(v) for v in values]
+
+
+def _one_value_type(values: Sequence[object], name: str, kind: str) -> None:
+    """A ConfigError when the field's values are of more than one type (``1`` and ``"1"`` compare as text, so a
+    mix would match or miss silently), naming an example of each."""
+    examples: dict[str, object] = {}
+    for v in values:
+        if v is not None:
+            examples.setdefault(type(v).__name__, v)
+    if len(examples) > 1:
+        shown = ", ".join(f"{kind_!s} {v!r}" for kind_, v in examples.items())
+        raise ConfigError(f"filter field {name!r}: the {kind} mix value types ({shown}); give every row the same type")
 
 
 def filter_groups(queries: Queries, corpus: Corpus, name: str) -> list[FilterGroup]:

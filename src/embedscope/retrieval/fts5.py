@@ -6,7 +6,8 @@ are inert) and the words are joined with ``OR`` (``match="any"``, the default, l
 ``AND`` (``match="all"``, FTS5's own default). A query can instead be given as a list of
 keywords (``keywords={query_id: [...]}``): whitespace-separated terms, each quoted (a term with
 punctuation inside, such as ``x-ray``, is an FTS5 phrase) and joined with ``OR``, as in the
-fastbook study. Results
+fastbook study; a QA folder's per-stage keywords (the queries' metadata field ``query:fts5``,
+:func:`embedscope.data.qa.stage_query_field`) act the same way for the queries the retriever has none for. Results
 come back ``ORDER BY rank``; the score is ``-rank`` so that higher is better. A query that
 matches nothing gets no documents.
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from embedscope.data.qa import stage_query_field
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.retrieval.base import SearchOptions, filter_groups, filter_values, run_from_rows
 from embedscope.types import Corpus, Queries, RankedRun
@@ -99,10 +101,13 @@ class FTS5Retriever:
     def revision(self) -> str:
         return f"{self.tokenize.replace(' ', '-')}_{self.match}_{self.fingerprint[:8]}"
 
-    def expression(self, query_id: str, text: str) -> str:
-        """The MATCH expression for one query."""
+    def expression(self, query_id: str, text: str, stage_query: str | None = None) -> str:
+        """The MATCH expression for one query: the retriever's own keywords for it, else the data's keywords for
+        full-text stages (``stage_query``, a QA folder's ``fts_keywords.csv``), else its text."""
         if query_id in self.keywords:
             return match_expression(self.keywords[query_id], "OR")
+        if stage_query is not None:
+            return match_expression(keyword_terms(stage_query), "OR")
         return text_expression(text, "OR" if self.match == "any" else "AND")
 
     def index(self, corpus: Corpus) -> FTS5Index:
@@ -120,22 +125,33 @@ class FTS5Retriever:
             filter_groups(queries, corpus, field)  # the checks: both sides have the field, every query a value
             index = FTS5Index.build(corpus.texts, self.tokenize, (field, filter_values(corpus, field, "documents")))
             values = filter_values(queries, field, "queries")
+        stage_queries = queries.metadata.get(stage_query_field("fts5"), (None,) * len(queries))
         try:
             rows = [
-                index.search(self.expression(q, t), options.top_k, value)
-                for q, t, value in zip(queries.ids, queries.texts, values)
+                index.search(self.expression(q, t, s), options.top_k, value)
+                for q, t, s, value in zip(queries.ids, queries.texts, stage_queries, values)
             ]
         finally:
             index.close()
         return run_from_rows(tuple(queries.ids), tuple(corpus.ids), rows)
 
 
+def quote_identifier(name: str) -> str:
+    """An SQL identifier in double quotes (inner quotes doubled), so a keyword such as ``group`` is a plain name.
+
+    >>> quote_identifier("group"), quote_identifier('a"b')
+    ('"group"', '"a""b"')
+    """
+    return '"' + name.replace('"', '""') + '"'
+
+
 def filter_column(field: str) -> str:
     """The FTS5 column that holds a filter field: the field's own name when it is a plain identifier other
-    than ``text``, ``rank`` or ``rowid``, else ``filter_value`` (the name does not change any score).
+    than ``text``, ``rank``, ``rowid`` or the table's name, else ``filter_value`` (the name does not change any
+    score). The column is always quoted as an identifier in SQL, so SQL keywords (``group``, ``order``) work.
 
-    >>> filter_column("chapter"), filter_column("a-b")
-    ('chapter', 'filter_value')
+    >>> filter_column("chapter"), filter_column("a-b"), filter_column("group")
+    ('chapter', 'filter_value', 'group')
     """
     plain = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", field) and field.lower() not in (
         "text",
@@ -162,13 +178,14 @@ class FTS5Index:
         filter_by: tuple[str, Sequence[str | None]] | None = None,
     ) -> FTS5Index:
         con = sqlite3.connect(":memory:")
-        column = None if filter_by is None else filter_column(filter_by[0])
+        column = None if filter_by is None else quote_identifier(filter_column(filter_by[0]))
         columns = "text" if column is None else f"{column}, text"
         try:
             con.execute(f"CREATE VIRTUAL TABLE passages USING fts5({columns}, tokenize='{tokenize}')")
         except sqlite3.OperationalError as e:
             con.close()
-            raise ConfigError(f"SQLite FTS5 cannot build a table with tokenize={tokenize!r}: {e}") from e
+            field = "" if filter_by is None else f" and filter field {filter_by[0]!r}"
+            raise ConfigError(f"SQLite FTS5 cannot build a table with tokenize={tokenize!r}{field}: {e}") from e
         if filter_by is None:
             rows: Iterable[tuple] = ((i + 1, t) for i, t in enumerate(texts))
             con.executemany("INSERT INTO passages(rowid, text) VALUES (?, ?)", rows)

@@ -1,10 +1,9 @@
 """fastbook-benchmark-style QA files (read by :mod:`embedscope.data.fastbook_qa`), and the study's statistics
-and keyword queries.
+and keyword queries (the keywords CSV is read by
+:func:`embedscope.data.fastbook_qa.read_keyword_queries`, which QA folders use too).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from embedscope.data.fastbook_qa import (
     FASTBOOK_URL,
@@ -12,11 +11,10 @@ from embedscope.data.fastbook_qa import (
     Benchmark,
     Question,
     QuestionContext,
-    int_field,
     load_benchmark,
     parse_benchmark,
+    read_keyword_queries,
 )
-from embedscope.errors import DataFormatError
 
 __all__ = [
     "FASTBOOK_URL",
@@ -63,30 +61,3 @@ def benchmark_stats(benchmark: Benchmark) -> dict[str, dict[str, float]]:
             "extraneous components": sum(1 for c in components if c.extraneous_answer),
         }
     return rows
-
-
-def read_keyword_queries(path: str | Path, benchmark: Benchmark | None = None) -> dict[str, str]:
-    """A keywords CSV (``chapter,question_number,question_text,keywords``) → ``{qid: keywords}``."""
-    import csv
-
-    path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(f"{path}: no such keywords file")
-    out: dict[str, str] = {}
-    with path.open(encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in ("chapter", "question_number", "keywords") if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DataFormatError(
-                f"{path}: missing column(s) {missing}; the header must be "
-                "chapter,question_number,question_text,keywords"
-            )
-        for line, row in enumerate(reader, start=2):
-            chapter = int_field(row["chapter"], f"{path}:{line} chapter")
-            number = int_field(row["question_number"], f"{path}:{line} question_number")
-            out[f"{chapter}-{number}"] = row["keywords"] or ""
-    if benchmark is not None:
-        unknown = sorted(set(out) - {q.qid for q in benchmark.questions})
-        if unknown:
-            raise DataFormatError(f"{path}: keywords for questions not in the benchmark: {unknown[:5]}")
-    return out
