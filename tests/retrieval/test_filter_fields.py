@@ -11,9 +11,9 @@ import pytest
 from embedscope.cli.main import main
 from embedscope.errors import ConfigError
 from embedscope.retrieval import ann
-from embedscope.retrieval.base import SearchOptions
 from embedscope.retrieval.bm25 import BM25Retriever
 from embedscope.retrieval.fts5 import FTS5Retriever, text_expression
+from embedscope.settings import RunSettings
 from embedscope.types import Corpus, Queries
 
 TEXTS = ("cats purr softly", "cats sleep all day", "dogs bark at cats", "dogs run")
@@ -24,7 +24,7 @@ def test_fts5_filter_on_any_field_name_equals_a_direct_query(field):
     groups = ("a", "a", "b", "b")
     corpus = Corpus(("d1", "d2", "d3", "d4"), TEXTS, {field: groups})
     queries = Queries(("q1", "q2"), ("cats", "dogs cats"), {field: ("a", "b")})
-    run = FTS5Retriever().retrieve(queries, corpus, SearchOptions(top_k=5, filter_field=field))
+    run = FTS5Retriever().retrieve(queries, corpus, RunSettings(top_k=5, filter_field=field).search_options(show_progress=False))
     con = sqlite3.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(g, text)")
     con.executemany(
@@ -69,7 +69,7 @@ def test_mixed_value_types_are_refused_naming_the_field_and_an_example_of_each(s
         with pytest.raises(
             ConfigError, match=rf"filter field 'chapter': the {side} mix value types \(int 1, str '2'\)"
         ):
-            retriever.retrieve(queries, corpus, SearchOptions(filter_field="chapter"))
+            retriever.retrieve(queries, corpus, RunSettings(filter_field="chapter").search_options(show_progress=False))
 
 
 @pytest.mark.parametrize(
