@@ -95,6 +95,12 @@ class Comparison:
             }
         )
 
+    def table(self, digits: int = 4) -> str:
+        """What ``embedscope compare`` prints: leaderboard, legend and details, as markdown."""
+        from embedscope.compare.render import comparison_text
+
+        return comparison_text(self, digits)
+
 
 def json_safe(value: Any) -> Any:
     """``value`` with every NaN or infinity inside it (dicts and lists) replaced by None, for strict JSON.

@@ -83,6 +83,18 @@ class EvaluationReport:
 
         return stage_table(self)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: the model, and each task's MTEB result (as ``run --json`` prints it), file and reuse."""
+        return {
+            "model": self.model_name,
+            "revision": self.revision,
+            "seconds": self.seconds,
+            "tasks": [
+                {"task": o.task.name, "path": str(o.path), "reused": o.reused, "result": o.result.to_dict()}
+                for o in self.outcomes
+            ],
+        }
+
 
 def _split_by_subset(
     stored: TaskResult | None, subset: str

@@ -193,6 +193,14 @@ class ReportTables:
     per_type: list[list[str]]
     notes: list[str] = field(default_factory=list)
 
+    def table(self) -> str:
+        """What ``embedscope report`` prints (the verbs' return convention: ``table()`` and ``to_dict()``)."""
+        return self.markdown()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The tables as lists of rows (first row = header) and the notes."""
+        return {"per_task": self.per_task, "per_type": self.per_type, "notes": list(self.notes)}
+
     def markdown(self) -> str:
         return "\n\n".join(
             [

@@ -235,6 +235,10 @@ class ScreenReport:
 
         return screen_text(self, digits)
 
+    def table(self, digits: int = 4) -> str:
+        """What ``embedscope screen`` prints (the verbs' return convention: ``table()`` and ``to_dict()``)."""
+        return self.text(digits)
+
 
 def _check(settings: RunSettings, confirm: int, fast_keys: Sequence[str]) -> list[ModelRun]:
     """The model runs of a screen; one line for what a screen cannot do."""

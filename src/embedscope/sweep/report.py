@@ -115,6 +115,10 @@ class SweepReport:
             }
         )
 
+    def table(self) -> str:
+        """What ``embedscope sweep`` prints (the verbs' return convention: ``table()`` and ``to_dict()``)."""
+        return self.markdown()
+
     def markdown(self) -> str:
         """One table per task (best point first marked), then the k-fold choices."""
         parts = []
