@@ -245,10 +245,14 @@ def evalscope_equivalents() -> dict[str, str]:
                     found[key] = f"{prefix}{name}"
 
     probe("eval_config.models[].", EvalScopeModel.model_fields, lambda n, v: layer({n: v}, {}))
-    probe("eval_config.models[].model_kwargs.", ModelKwargs.model_fields, lambda n, v: layer({"model_kwargs": {n: v}}, {}))
+    probe(
+        "eval_config.models[].model_kwargs.", ModelKwargs.model_fields, lambda n, v: layer({"model_kwargs": {n: v}}, {})
+    )
     probe("eval_config.eval.", EvalScopeEval.model_fields, lambda n, v: layer({}, {n: v}))
     probe(
-        "eval_config.models[].encode_kwargs.", EncodeKwargs.model_fields, lambda n, v: layer({"encode_kwargs": {n: v}}, {})
+        "eval_config.models[].encode_kwargs.",
+        EncodeKwargs.model_fields,
+        lambda n, v: layer({"encode_kwargs": {n: v}}, {}),
     )
     return found
 
@@ -363,4 +367,3 @@ def on_files(files: Any, config: Any) -> Any:
     for path, content in pages().items():
         files.append(File.generated(config, path, content=content))
     return files
-

@@ -67,13 +67,14 @@ def evaluate_config(config: str | Path | dict[str, Any], **overrides: Any) -> Ev
     """Run a YAML/JSON config file or mapping (embedscope's schema or EvalScope's ``eval_config``), as
     ``embedscope run --config FILE`` does; ``overrides`` (any ``RunSettings`` key) win over the file's values.
 
-    >>> import tempfile, embedscope
-    >>> from embedscope.testing.fakes import KeywordEncoder
-    >>> from embedscope.testing.tiny import tiny_retrieval_task
-    >>> config = {"model": KeywordEncoder(["cat", "dog", "fish"]), "tasks": [tiny_retrieval_task()]}
-    >>> reports = embedscope.evaluate_config(config, output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
-    >>> len(reports), reports[0].outcomes[0].result.main_score()
-    (1, 1.0)
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> config = {"model": KeywordEncoder(["cat", "dog", "fish"]), "tasks": [tiny_retrieval_task()]}
+        >>> reports = embedscope.evaluate_config(config, output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
+        >>> len(reports), reports[0].outcomes[0].result.main_score()
+        (1, 1.0)
     """
     from embedscope.evaluation.runner import evaluate_config as run_config
 
@@ -90,12 +91,13 @@ def score_run(
     """Metrics of a precomputed run against qrels, no model involved (``embedscope score``): files (TREC, BEIR tsv,
     ``qrels.jsonl``, JSON, ``run --save-predictions``' predictions) or dicts ``{query: {doc: score}}``.
 
-    >>> import embedscope
-    >>> scores = embedscope.score_run({"q1": {"d1": 1}}, {"q1": {"d1": 0.9, "d2": 0.1}}, k_values=[1, 10])
-    >>> scores["ndcg_at_1"], scores["recall_at_10"]
-    (1.0, 1.0)
-    >>> print(scores.table().splitlines()[0])
-    | metric | @1 | @10 |
+    Examples:
+        >>> import embedscope
+        >>> scores = embedscope.score_run({"q1": {"d1": 1}}, {"q1": {"d1": 0.9, "d2": 0.1}}, k_values=[1, 10])
+        >>> scores["ndcg_at_1"], scores["recall_at_10"]
+        (1.0, 1.0)
+        >>> print(scores.table().splitlines()[0])
+        | metric | @1 | @10 |
     """
     from embedscope.evaluation.runner import score_run as score
 
@@ -117,17 +119,18 @@ def sweep(
     results of the same settings are reused, so an interrupted sweep resumes. ``log``: a line per point (e.g.
     ``sys.stderr``).
 
-    >>> import tempfile, embedscope
-    >>> from embedscope.testing.fakes import KeywordEncoder
-    >>> from embedscope.testing.tiny import tiny_retrieval_task
-    >>> result = embedscope.sweep(
-    ...     {"truncate_dim": [1, 3]}, model=KeywordEncoder(["cat", "dog", "fish"]),
-    ...     tasks=[tiny_retrieval_task()], output_folder=tempfile.mkdtemp(), cache=False, show_progress=False,
-    ...     compare_options=embedscope.CompareOptions(rounds=200))
-    >>> [(row.label, round(row.score, 4), row.best) for row in result.rows]
-    [('truncate_dim=1', 0.7103, False), ('truncate_dim=3', 1.0, True)]
-    >>> result.table().startswith("### TinyRetrieval")
-    True
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> result = embedscope.sweep(
+        ...     {"truncate_dim": [1, 3]}, model=KeywordEncoder(["cat", "dog", "fish"]),
+        ...     tasks=[tiny_retrieval_task()], output_folder=tempfile.mkdtemp(), cache=False, show_progress=False,
+        ...     compare_options=embedscope.CompareOptions(rounds=200))
+        >>> [(row.label, round(row.score, 4), row.best) for row in result.rows]
+        [('truncate_dim=1', 0.7103, False), ('truncate_dim=3', 1.0, True)]
+        >>> result.table().startswith("### TinyRetrieval")
+        True
     """
     from embedscope.compare.core import check_options
     from embedscope.settings import Layer
@@ -137,7 +140,9 @@ def sweep(
 
     check_options(compare_options)
     layers = [Layer("sweep()", dict(settings), "api")] if settings else []
-    grid = SweepGrid(layers, [(k, list(v)) for k, v in axes.items()], [[(k, list(v)) for k, v in g.items()] for g in grids])
+    grid = SweepGrid(
+        layers, [(k, list(v)) for k, v in axes.items()], [[(k, list(v)) for k, v in g.items()] for g in grids]
+    )
     grid.points()  # every point valid before any runs
     manifest = SweepManifest.for_grid(grid)
     manifest.write()
@@ -160,16 +165,17 @@ def compare(
     reference), or ``models`` evaluated on ``tasks`` into ``output_folder`` (with per-text embedding agreement).
     ``fidelity`` adds ranking and similarity agreement with the first folder.
 
-    >>> import tempfile, embedscope
-    >>> from embedscope.testing.fakes import KeywordEncoder
-    >>> from embedscope.testing.tiny import tiny_retrieval_task
-    >>> out = tempfile.mkdtemp()
-    >>> for keywords in (["cat", "dog", "fish"], ["cat"]):
-    ...     r = embedscope.evaluate(KeywordEncoder(keywords, name="kw/" + "-".join(keywords)), [tiny_retrieval_task()],
-    ...                             output_folder=f"{out}/{len(keywords)}", cache=False, show_progress=False)
-    >>> comparison = embedscope.compare([f"{out}/3", f"{out}/1"], options=embedscope.CompareOptions(rounds=500))
-    >>> comparison.models, comparison.rows[0].delta < 0
-    (['kw/cat-dog-fish', 'kw/cat'], True)
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> out = tempfile.mkdtemp()
+        >>> for keywords in (["cat", "dog", "fish"], ["cat"]):
+        ...     r = embedscope.evaluate(KeywordEncoder(keywords, name="kw/" + "-".join(keywords)), [tiny_retrieval_task()],
+        ...                             output_folder=f"{out}/{len(keywords)}", cache=False, show_progress=False)
+        >>> comparison = embedscope.compare([f"{out}/3", f"{out}/1"], options=embedscope.CompareOptions(rounds=500))
+        >>> comparison.models, comparison.rows[0].delta < 0
+        (['kw/cat-dog-fish', 'kw/cat'], True)
     """
     from embedscope.compare.core import check_options, compare_folders
 
@@ -180,7 +186,9 @@ def compare(
 
         if folders:
             raise ConfigError("give result folders or models, not both")
-        return compare_model_runs(list(models), list(tasks or []), str(output_folder), options, cache=cache, limits=limits)
+        return compare_model_runs(
+            list(models), list(tasks or []), str(output_folder), options, cache=cache, limits=limits
+        )
     return compare_folders(list(folders), options, tasks, fidelity=fidelity)
 
 
@@ -198,15 +206,16 @@ def report(
     HTML report (leaderboard, per-task charts with intervals and significance against ``baseline``, and every sweep
     recorded in the folders) to that file.
 
-    >>> import tempfile, embedscope
-    >>> from embedscope.testing.fakes import KeywordEncoder
-    >>> from embedscope.testing.tiny import tiny_retrieval_task
-    >>> out = tempfile.mkdtemp()
-    >>> _ = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"]), [tiny_retrieval_task()],
-    ...                         output_folder=out, cache=False, show_progress=False)
-    >>> tables = embedscope.report([out])
-    >>> tables.per_task[1][:2]
-    ['TinyRetrieval', 'Retrieval']
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> out = tempfile.mkdtemp()
+        >>> _ = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"]), [tiny_retrieval_task()],
+        ...                         output_folder=out, cache=False, show_progress=False)
+        >>> tables = embedscope.report([out])
+        >>> tables.per_task[1][:2]
+        ['TinyRetrieval', 'Retrieval']
     """
     from embedscope.results.report import build_report, collect_results, restrict_to_benchmark
 
