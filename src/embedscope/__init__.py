@@ -13,8 +13,8 @@ Names are imported on first use (module ``__getattr__``), so ``import embedscope
 
 from __future__ import annotations
 
-import sys
-import types
+import sys as _sys
+from types import ModuleType as _ModuleType
 from typing import TYPE_CHECKING, Any
 
 from embedscope.version import __version__
@@ -128,11 +128,11 @@ def __dir__() -> list[str]:
 _VERBS_OVER_PACKAGES = frozenset({"compare", "sweep", "screen"})
 
 
-class _Package(types.ModuleType):
+class _Package(_ModuleType):
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _VERBS_OVER_PACKAGES and isinstance(value, types.ModuleType):
+        if name in _VERBS_OVER_PACKAGES and isinstance(value, _ModuleType):
             return
         super().__setattr__(name, value)
 
 
-sys.modules[__name__].__class__ = _Package
+_sys.modules[__name__].__class__ = _Package

@@ -34,7 +34,18 @@ __all__ = ["EvaluationReports", "Scores", "evaluate_config", "score_run", "sweep
 
 class EvaluationReports(list[EvaluationReport]):
     """One :class:`~embedscope.evaluation.runner.EvaluationReport` per model of a config, in its order (a list, with
-    the verbs' ``table()`` and ``to_dict()``)."""
+    the verbs' ``table()`` and ``to_dict()``).
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> config = {"models": [KeywordEncoder(["cat"], name="kw/cat"), KeywordEncoder(["dog"], name="kw/dog")],
+        ...           "tasks": [tiny_retrieval_task()]}
+        >>> reports = embedscope.evaluate_config(config, output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
+        >>> [m["model"] for m in reports.to_dict()["models"]]
+        ['kw/cat', 'kw/dog']
+    """
 
     def table(self) -> str:
         """Each model's summary table, as ``embedscope run --config`` prints them."""
@@ -47,7 +58,14 @@ class EvaluationReports(list[EvaluationReport]):
 
 class Scores(dict[str, float]):
     """Metrics of a run under their MTEB key names (``ndcg_at_10`` …): a dict, with the verbs' ``table()`` and
-    ``to_dict()``."""
+    ``to_dict()``.
+
+    Examples:
+        >>> import embedscope
+        >>> scores = embedscope.score_run({"q1": {"d1": 1}}, {"q1": {"d2": 0.9, "d1": 0.5}}, k_values=[1, 10])
+        >>> scores["mrr_at_10"], scores.to_dict() == dict(scores)
+        (0.5, True)
+    """
 
     def table(self) -> str:
         """The ranking metrics at each cutoff, as ``embedscope score`` prints them."""

@@ -187,7 +187,21 @@ def _distinct_models(rows: list[ResultRow]) -> list[ResultRow]:
 
 @dataclass(frozen=True)
 class ReportTables:
-    """The three tables, as lists of rows (first row = header)."""
+    """The three tables, as lists of rows (first row = header): ``table()`` is what ``embedscope report`` prints.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> out = tempfile.mkdtemp()
+        >>> _ = embedscope.evaluate(KeywordEncoder(["cat"]), [tiny_retrieval_task()], output_folder=out, cache=False,
+        ...                         show_progress=False)
+        >>> tables = embedscope.report([out])
+        >>> tables.per_task[0]
+        ['task', 'type', 'metric', 'fake/keyword-encoder']
+        >>> tables.to_dict()["per_type"][-1][0]
+        'Mean (TaskType)'
+    """
 
     per_task: list[list[str]]
     per_type: list[list[str]]
