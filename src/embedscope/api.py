@@ -246,12 +246,13 @@ def report(
         rows = restrict_to_benchmark(rows, benchmark)
     tables = build_report(rows, digits=digits, borda=bool(benchmark))
     if html is not None:
-        _write_html(list(folders), Path(html), baseline, options)
+        write_report_html(list(folders), Path(html), baseline, options)
     return tables
 
 
-def _write_html(folders: list[str | Path], path: Path, baseline: str | None, options: CompareOptions) -> None:
-    """The offline HTML report of ``embedscope report --html``, with each sweep recorded in the folders."""
+def write_report_html(folders: list[str | Path], path: Path, baseline: str | None, options: CompareOptions) -> None:
+    """The offline HTML report of ``embedscope report --html`` to ``path``: leaderboard, per-task charts, and each sweep
+    recorded in the folders (a ``sweeps/*.json`` manifest that ``embedscope sweep`` writes) over its points so far."""
     from embedscope.compare.core import check_options
     from embedscope.compare.html import build_html
     from embedscope.files import atomic_write_text

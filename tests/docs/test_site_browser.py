@@ -110,8 +110,17 @@ def test_search_finds_a_flag_by_name(site: str, browser: Any) -> None:
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(site)
     page.click("label.md-search__icon, .md-search__input", timeout=10_000)
-    page.fill("input.md-search__input", "tune-folds")
-    page.wait_for_selector(".md-search-result__item", timeout=20_000)
+    page.wait_for_function("() => !!document.querySelector('.md-search__input')", timeout=10_000)
+    for _ in range(6):  # the search worker indexes the site first; a query typed before it is ready is typed again
+        page.fill("input.md-search__input", "")
+        page.fill("input.md-search__input", "tune-folds")
+        try:
+            page.wait_for_function(
+                "() => document.querySelectorAll('.md-search-result__item').length > 0", timeout=10_000
+            )
+            break
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError: try again
+            continue
     hits = page.eval_on_selector_all(".md-search-result__item a", "as => as.map(a => a.href)")
     assert any("reference/cli/" in h for h in hits), hits
     assert errors == []
