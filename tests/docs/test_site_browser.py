@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert built.returncode == 0, built.stderr[-3000:]
     handler = functools.partial(_QuietHandler, directory=str(folder))
@@ -109,18 +110,14 @@ def test_search_finds_a_flag_by_name(site: str, browser: Any) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(site)
-    page.click("label.md-search__icon, .md-search__input", timeout=10_000)
-    page.wait_for_function("() => !!document.querySelector('.md-search__input')", timeout=10_000)
-    for _ in range(6):  # the search worker indexes the site first; a query typed before it is ready is typed again
-        page.fill("input.md-search__input", "")
-        page.fill("input.md-search__input", "tune-folds")
-        try:
-            page.wait_for_function(
-                "() => document.querySelectorAll('.md-search-result__item').length > 0", timeout=10_000
-            )
-            break
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError: try again
-            continue
+    page.click("label.md-search__icon", timeout=10_000)
+    meta = ".md-search-result__meta"
+    page.wait_for_function(
+        f"() => !document.querySelector('{meta}').innerText.includes('Initializing')", timeout=120_000
+    )
+    page.focus("input.md-search__input")
+    page.keyboard.type("tune-folds", delay=20)  # as a user types: the search listens to the keys
+    page.wait_for_function("() => document.querySelectorAll('.md-search-result__item').length > 0", timeout=60_000)
     hits = page.eval_on_selector_all(".md-search-result__item a", "as => as.map(a => a.href)")
     assert any("reference/cli/" in h for h in hits), hits
     assert errors == []
