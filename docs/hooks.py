@@ -151,24 +151,32 @@ def _bounds(meta: Any) -> list[str]:
 def _source_comments(cls: type) -> dict[str, str]:
     """The comment on each field's line of a settings class (what its source says about the field)."""
     source = inspect.getsource(cls)
+    lines = source.splitlines()
     found = {}
     for node in ast.parse(source).body[0].body:  # type: ignore[attr-defined]
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            line = source.splitlines()[node.end_lineno - 1] if node.end_lineno else ""
+            line = lines[node.end_lineno - 1] if node.end_lineno else ""
+            above = lines[node.lineno - 2].strip() if node.lineno >= 2 else ""
             if "  # " in line:
                 found[node.target.id] = line.split("  # ", 1)[1].strip()
+            elif above.startswith("# "):  # a comment heading the group of fields it belongs to
+                found[node.target.id] = above[2:].strip()
     return found
 
 
 def _flag_help() -> dict[str, tuple[str, str]]:
-    """``run``'s flags by destination: ``dest → (flag, help)``."""
+    """``run``'s flags by destination: ``dest → (flag, help)`` (a ``--no-…`` flag names what it does to the key)."""
     from embedscope.cli.main import build_parser
 
     run = _subcommands(build_parser())["run"]
     out = {}
     for a in flags(run):
         if a.option_strings:
-            out[a.dest] = (a.option_strings[0], a.help or "")
+            off = isinstance(a, argparse._StoreFalseAction)  # --no-cache sets cache to false
+            out[a.dest] = (
+                f"`{a.option_strings[0]}` sets it false" if off else f"flag `{a.option_strings[0]}`",
+                a.help or "",
+            )
     return out
 
 
@@ -299,7 +307,7 @@ def settings_reference() -> str:
         flag = helps.get(dest) or helps.get(key.replace("model_options.", ""))
         if flag is not None:
             text = text or flag[1]
-            text = f"{text} (flag `{flag[0]}`)" if text else f"flag `{flag[0]}`"
+            text = f"{text} ({flag[0]})" if text else flag[0]
         equivalent = equivalents.get(key, "")
         out.append(
             f"| `{key}` | {_cell(_type_name(field.annotation))} | {_default_text(field)} | {_cell(text)} | "
