@@ -110,12 +110,11 @@ def test_search_finds_a_flag_by_name(site: str, browser: Any) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(site)
-    page.click("label.md-search__icon", timeout=10_000)
     meta = ".md-search-result__meta"
     page.wait_for_function(
         f"() => !document.querySelector('{meta}').innerText.includes('Initializing')", timeout=120_000
     )
-    page.focus("input.md-search__input")
+    page.click("input.md-search__input", timeout=10_000)
     page.keyboard.type("tune-folds", delay=20)  # as a user types: the search listens to the keys
     page.wait_for_function("() => document.querySelectorAll('.md-search-result__item').length > 0", timeout=60_000)
     hits = page.eval_on_selector_all(".md-search-result__item a", "as => as.map(a => a.href)")
