@@ -302,3 +302,11 @@ def test_every_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EMBEDSCOPE_CACHE", str(tmp_path / "cache"))
     run_page(page, tmp_path)
+
+
+def test_the_readme_is_short_and_keeps_the_two_set_up_commands() -> None:
+    """At most 12 KB; CI's .ci/run runs the README's test command, so its text stays as it is."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode()) <= 12 * 1024
+    assert "bash scripts/setup.sh && .venv/bin/embedscope run\n" in readme
+    assert "bash scripts/setup.sh --test && .venv/bin/python -m pytest -q\n" in readme
