@@ -2,7 +2,7 @@
 # Create .venv with embedscope and its pinned dependencies (the versions CI uses).
 #   bash scripts/setup.sh          # to run embedscope (with the chunking extra)
 #   bash scripts/setup.sh --test   # also the test and benchmark dependencies (pytest, pytrec_eval, mteb, ranx, ray,
-#                                  # playwright; faiss from the bench extra) and Debian's chromium for the HTML report test (as root)
+#                                  # playwright; faiss from the bench extra; mkdocs from the docs extra) and Debian's chromium for the HTML report test (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -11,7 +11,7 @@ PY=${PYTHON:-python3}
 # The CPU build of torch first: otherwise a dependency would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install -q torch==2.13.0
 extra="[chunking]"  # llama-index-core: token-window chunking of documents (embedscope chunk / fastbook)
-[ "${1:-}" = "--test" ] && extra="[test,bench,onnx-export,openvino,api]"  # api: the openai client (models/api/)
+[ "${1:-}" = "--test" ] && extra="[test,bench,onnx-export,openvino,api,docs]"  # api: the openai client (models/api/); docs: mkdocs
 .venv/bin/python -m pip install -q -c constraints.txt -e ".${extra}"
 # The HTML report's browser test drives Debian's chromium (playwright never downloads a browser here).
 if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then

@@ -1,7 +1,7 @@
 """The packages import in one direction only (docs/architecture.md), function-level imports included.
 
 data → models → engines → retrieval → metrics → tasks → testing → results → compare → settings → evaluation
-→ sweep, screen → studies → cli, with the foundations (errors, messages, types, registry, hub, progress, profiling) below
+→ sweep, screen → studies → api → cli, with the foundations (errors, messages, types, registry, hub, progress, profiling) below
 everything. A package may import its own modules and the layers below it; nothing imports upward, and the
 package graph has no cycle. Inside a package, the modules import without a cycle (a function-level import counts:
 deferring an import hides a loop, it does not break it), and no module imports a private name (``_x``) of another
@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluation",),
     ("sweep", "screen"),
     ("studies",),
+    ("api",),  # the Python API's verbs over the packages below (embedscope/__init__.py names them)
     ("cli",),
     ("__init__", "__main__"),
 )

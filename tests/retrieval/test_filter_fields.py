@@ -24,7 +24,9 @@ def test_fts5_filter_on_any_field_name_equals_a_direct_query(field):
     groups = ("a", "a", "b", "b")
     corpus = Corpus(("d1", "d2", "d3", "d4"), TEXTS, {field: groups})
     queries = Queries(("q1", "q2"), ("cats", "dogs cats"), {field: ("a", "b")})
-    run = FTS5Retriever().retrieve(queries, corpus, RunSettings(top_k=5, filter_field=field).search_options(show_progress=False))
+    run = FTS5Retriever().retrieve(
+        queries, corpus, RunSettings(top_k=5, filter_field=field).search_options(show_progress=False)
+    )
     con = sqlite3.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(g, text)")
     con.executemany(

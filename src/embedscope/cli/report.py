@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from embedscope.cli.settings_flags import add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
@@ -79,33 +78,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
         atomic_write_text(args.csv, tables.csv())
     if args.html:
-        from embedscope.compare.core import CompareOptions, check_options
-        from embedscope.compare.html import build_html
-        from embedscope.files import atomic_write_text
-        from embedscope.sweep.html import with_sweeps
+        from pathlib import Path
+
+        from embedscope.api import write_report_html
+        from embedscope.compare.core import CompareOptions
 
         options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction)
-        check_options(options)
-        page = with_sweeps(build_html(args.folders, args.baseline, options), _sweep_views(args.folders, options))
-        atomic_write_text(args.html, page)
+        write_report_html(args.folders, Path(args.html), args.baseline, options)
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
-
-
-def _sweep_views(folders: list[str], options: Any) -> list[Any]:
-    """Each sweep recorded in the folders (a ``sweeps/*.json`` manifest that ``embedscope sweep`` writes), with its
-    report over the points done so far."""
-    from embedscope.sweep.html import SweepView
-    from embedscope.sweep.manifest import find_manifests, read_manifest
-    from embedscope.sweep.report import sweep_report
-
-    views = []
-    for folder in folders:
-        for path in find_manifests(folder):
-            recorded = read_manifest(path, folder)  # only results inside the folder given
-            report = sweep_report(recorded.outcomes, recorded.axes, options)
-            views.append(SweepView(str(path), report, len(recorded.outcomes), recorded.total))
-    return views
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:

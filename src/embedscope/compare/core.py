@@ -36,7 +36,14 @@ TESTS = ("permutation", "t-test", "bootstrap")
 
 @dataclass(frozen=True)
 class CompareOptions:
-    """How comparisons are tested."""
+    """How comparisons are tested.
+
+    Examples:
+        >>> from embedscope import CompareOptions
+        >>> options = CompareOptions(test="t-test", rounds=2000)
+        >>> options.test, options.correction, options.alpha
+        ('t-test', 'holm', 0.05)
+    """
 
     test: str = "permutation"
     rounds: int = 10_000
@@ -75,7 +82,22 @@ class TaskComparison:
 
 @dataclass
 class Comparison:
-    """Every pairwise comparison of the models on their shared tasks."""
+    """Every pairwise comparison of the models on their shared tasks: ``table()`` is what ``embedscope compare``
+    prints, ``to_dict()`` its ``--json``.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> out = tempfile.mkdtemp()
+        >>> for words in (["cat", "dog", "fish"], ["cat", "dog"]):
+        ...     _ = embedscope.evaluate(KeywordEncoder(words, name="kw/" + "-".join(words)), [tiny_retrieval_task()],
+        ...                             output_folder=f"{out}/{len(words)}", cache=False, show_progress=False)
+        >>> comparison = embedscope.compare([f"{out}/3", f"{out}/2"], options=embedscope.CompareOptions(rounds=200))
+        >>> row = comparison.rows[0]
+        >>> row.task, row.model_a, row.model_b, row.delta < 0
+        ('TinyRetrieval', 'kw/cat-dog-fish', 'kw/cat-dog', True)
+    """
 
     models: list[str]
     tasks: list[str]
@@ -96,6 +118,12 @@ class Comparison:
                 **({"notes": self.notes} if self.notes else {}),
             }
         )
+
+    def table(self, digits: int = 4) -> str:
+        """What ``embedscope compare`` prints: leaderboard, legend and details, as markdown."""
+        from embedscope.compare.render import comparison_text
+
+        return comparison_text(self, digits)
 
 
 def json_safe(value: Any) -> Any:

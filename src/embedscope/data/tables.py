@@ -75,7 +75,23 @@ def table_suffixes() -> tuple[str, ...]:
 
 
 def register_table_format(suffix: str, reader: TableReader) -> None:
-    """Adds a table format: files ending in ``suffix`` are read by ``reader`` (one call, in the format's module)."""
+    """Adds a table format: files ending in ``suffix`` are read by ``reader`` (one call, in the format's module).
+
+    Examples:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from embedscope import register_table_format
+        >>> from embedscope.data.tables import read_rows, unregister_table_format
+        >>> def read_lines(path):  # one text a line; the id is the line number
+        ...     for n, line in enumerate(path.read_text().splitlines(), start=1):
+        ...         yield f"{path.name}, line {n}", {"_id": str(n), "text": line}
+        >>> register_table_format(".lines", read_lines)
+        >>> path = Path(tempfile.mkdtemp()) / "corpus.lines"
+        >>> _ = path.write_text("a cat\\na dog\\n")
+        >>> [row for _, row in read_rows(path)]
+        [{'_id': '1', 'text': 'a cat'}, {'_id': '2', 'text': 'a dog'}]
+        >>> unregister_table_format(".lines")
+    """
     if suffix in _READERS:
         raise ValueError(f"table format {suffix!r} is registered already")
     _READERS[suffix] = reader

@@ -27,7 +27,13 @@ BUILTIN_MODULES = ("local", "ray_cluster")
 
 
 class EngineSettings(BaseModel):
-    """One engine's options. Subclasses set ``name`` (a ``Literal``) and their own fields."""
+    """One engine's options. Subclasses set ``name`` (a ``Literal``) and their own fields.
+
+    Examples:
+        >>> from embedscope.engines.base import engine_settings
+        >>> engine_settings("ray").model_validate({"workers": 2}).workers
+        2
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
@@ -48,7 +54,22 @@ _loaded = False
 
 
 def register_engine(cls: type[EngineSettings]) -> type[EngineSettings]:
-    """Registers an engine (called once, at the bottom of the engine's module)."""
+    """Registers an engine (called once, at the bottom of the engine's module). Its fields become the flags
+    ``--NAME-FIELD``, the config keys ``NAME_FIELD`` and ``evaluate()``'s keywords.
+
+    Examples:
+        >>> from typing import Literal
+        >>> from embedscope import EngineSettings, RunSettings, register_engine
+        >>> from embedscope.engines.base import unregister_engine
+        >>> class EchoEngine(EngineSettings):
+        ...     name: Literal["echo"] = "echo"
+        ...     copies: int = 1
+        >>> _ = EchoEngine.model_rebuild()  # resolves the annotations here (the class is defined in a doctest)
+        >>> _ = register_engine(EchoEngine)
+        >>> RunSettings(engine="echo", echo_copies=3).engine.copies
+        3
+        >>> unregister_engine("echo")
+    """
     name = cls.model_fields["name"].default
     if not isinstance(name, str) or name in _ENGINES:
         raise ValueError(f"engine {name!r}: give the class a unique default name")

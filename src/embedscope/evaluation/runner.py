@@ -46,7 +46,18 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class TaskOutcome:
-    """One task's result and how it was obtained."""
+    """One task's result and how it was obtained.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> report = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"]), [tiny_retrieval_task()],
+        ...                              output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
+        >>> outcome = report.outcomes[0]
+        >>> outcome.task.name, outcome.reused, outcome.path.name
+        ('TinyRetrieval', False, 'TinyRetrieval.json')
+    """
 
     task: Task
     result: TaskResult
@@ -58,7 +69,19 @@ class TaskOutcome:
 
 @dataclass
 class EvaluationReport:
-    """Everything one :func:`evaluate` call did."""
+    """Everything one :func:`evaluate` call did: ``table()`` is what ``embedscope run`` prints, ``to_dict()`` plain data.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> report = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"]), [tiny_retrieval_task()],
+        ...                              output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
+        >>> report.model_name, [o.task.name for o in report.outcomes]
+        ('fake/keyword-encoder', ['TinyRetrieval'])
+        >>> report.to_dict()["tasks"][0]["result"]["scores"]["test"][0]["main_score"]
+        1.0
+    """
 
     model_name: str
     revision: str
@@ -76,6 +99,18 @@ class EvaluationReport:
         from embedscope.evaluation.summary import stage_table
 
         return stage_table(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: the model, and each task's MTEB result (as ``run --json`` prints it), file and reuse."""
+        return {
+            "model": self.model_name,
+            "revision": self.revision,
+            "seconds": self.seconds,
+            "tasks": [
+                {"task": o.task.name, "path": str(o.path), "reused": o.reused, "result": o.result.to_dict()}
+                for o in self.outcomes
+            ],
+        }
 
 
 def _split_by_subset(
@@ -349,6 +384,17 @@ def evaluate(
             ``show_progress``, ``model_options``, ``data_dir``, ``device``, ``dtype``, ``engine`` with its options
             (``ray_address``, ``ray_workers``, …), ``fingerprint`` (for a model object embedscope cannot fingerprint),
             ``task_params``, ``splits``, ``task_types``, ``languages``, ``benchmark``.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> report = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"]), [tiny_retrieval_task()],
+        ...                              output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
+        >>> report.outcomes[0].result.main_score()
+        1.0
+        >>> print(report.table().splitlines()[0])
+        model: fake/keyword-encoder (revision e9914ddb5904)
     """
     values = {**settings, "model": model}
     if isinstance(model, Mapping) and not isinstance(model, RunSettings):

@@ -36,6 +36,13 @@ class Encoder(Protocol):
         fingerprint: stable hash of everything that changes a vector except text and role.
         similarity: how query and document vectors are compared.
         prompts: prompt (instruction) prepended per role; a missing role has no prompt.
+
+    Examples:
+        >>> from embedscope import Encoder
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> encoder = KeywordEncoder(["cat", "dog"])
+        >>> isinstance(encoder, Encoder), encoder.encode(["a cat and a dog"], role="query").tolist()
+        (True, [[1.0, 1.0]])
     """
 
     @property

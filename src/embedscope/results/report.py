@@ -187,11 +187,33 @@ def _distinct_models(rows: list[ResultRow]) -> list[ResultRow]:
 
 @dataclass(frozen=True)
 class ReportTables:
-    """The three tables, as lists of rows (first row = header)."""
+    """The three tables, as lists of rows (first row = header): ``table()`` is what ``embedscope report`` prints.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> out = tempfile.mkdtemp()
+        >>> _ = embedscope.evaluate(KeywordEncoder(["cat"]), [tiny_retrieval_task()], output_folder=out, cache=False,
+        ...                         show_progress=False)
+        >>> tables = embedscope.report([out])
+        >>> tables.per_task[0]
+        ['task', 'type', 'metric', 'fake/keyword-encoder']
+        >>> tables.to_dict()["per_type"][-1][0]
+        'Mean (TaskType)'
+    """
 
     per_task: list[list[str]]
     per_type: list[list[str]]
     notes: list[str] = field(default_factory=list)
+
+    def table(self) -> str:
+        """What ``embedscope report`` prints (the verbs' return convention: ``table()`` and ``to_dict()``)."""
+        return self.markdown()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The tables as lists of rows (first row = header) and the notes."""
+        return {"per_task": self.per_task, "per_type": self.per_type, "notes": list(self.notes)}
 
     def markdown(self) -> str:
         return "\n\n".join(

@@ -24,7 +24,18 @@ PROTOCOL = "mteb-2.26"
 
 @dataclass
 class TaskResult:
-    """Scores of one model on one task, all splits."""
+    """Scores of one model on one task, all splits (MTEB's result JSON).
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> report = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"]), [tiny_retrieval_task()],
+        ...                              output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
+        >>> result = report.outcomes[0].result
+        >>> result.task_name, result.main_score(), result.to_dict()["scores"]["test"][0]["ndcg_at_10"]
+        ('TinyRetrieval', 1.0, 1.0)
+    """
 
     task_name: str
     dataset_revision: str

@@ -336,7 +336,14 @@ class StageRun:
 
 @dataclass
 class Pipeline:
-    """Retrievers → (fusion) → rerankers. See the module docstring for stage specs."""
+    """Retrievers → (fusion) → rerankers. See the module docstring for stage specs.
+
+    Examples:
+        >>> from embedscope import Pipeline
+        >>> pipeline = Pipeline.build(["fts5", "fts5:match=all"], fusion="rrf")
+        >>> pipeline.name, pipeline.fusion is not None
+        ('fts5+fts5_rrf-k60', True)
+    """
 
     retrievers: list[Any]
     fusion: Fusion | None = None

@@ -34,7 +34,15 @@ class Search:
 
 @runtime_checkable
 class Searcher(Protocol):
-    """Queries + corpus → each query's ranked documents (what a retrieval task needs)."""
+    """Queries + corpus → each query's ranked documents (what a retrieval task needs).
+
+    Examples:
+        >>> from embedscope import Pipeline, Searcher
+        >>> from embedscope.retrieval.roles import as_searcher
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> isinstance(as_searcher(KeywordEncoder(["cat"])), Searcher), isinstance(Pipeline.build("fts5"), Searcher)
+        (True, True)
+    """
 
     name: str
 

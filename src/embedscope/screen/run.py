@@ -196,7 +196,16 @@ class ScreenedModel:
 
 @dataclass
 class ScreenReport:
-    """Everything a screen did and found."""
+    """Everything a screen did and found: ``table()`` is what ``embedscope screen`` prints, ``to_dict()`` plain data.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> report = embedscope.screen(["fts5", "fts5:match=all"], [tiny_retrieval_task()], fast="bf16", fidelity=False,
+        ...                            output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
+        >>> report.fast_path, report.tasks, report.to_dict()["models"][0]["model"]
+        ('bf16', ['TinyRetrieval'], 'fts5')
+    """
 
     fast_path: str
     tasks: list[str]
@@ -259,6 +268,10 @@ class ScreenReport:
         from embedscope.screen.report import screen_text
 
         return screen_text(self, digits)
+
+    def table(self, digits: int = 4) -> str:
+        """What ``embedscope screen`` prints (the verbs' return convention: ``table()`` and ``to_dict()``)."""
+        return self.text(digits)
 
 
 def _check(settings: RunSettings, confirm: int, fast_keys: Sequence[str]) -> list[ModelRun]:
@@ -512,7 +525,19 @@ def screen(
 ) -> ScreenReport:
     """Screen ``models`` (names, paths or ``{model: …, options}`` mappings) on ``tasks`` (default: the built-in
     suite) on fast path ``fast`` and confirm the best ``confirm`` exact. ``settings``: any
-    :class:`~embedscope.settings.RunSettings` key, as :func:`~embedscope.evaluation.runner.evaluate` takes them."""
+    :class:`~embedscope.settings.RunSettings` key, as :func:`~embedscope.evaluation.runner.evaluate` takes them.
+
+    Examples:
+        Retrievers have no fast path, so both passes run them exact here; a model (``minilm``, a folder) runs its
+        fast pass on ``fast`` and only the leaders again exact.
+
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> report = embedscope.screen(["fts5", "fts5:match=all"], [tiny_retrieval_task()], fast="bf16", confirm=1,
+        ...                            fidelity=False, output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
+        >>> [m.model for m in report.models], report.table().startswith("screen: 2 models on fast path bf16")
+        (['fts5', 'fts5:match=all'], True)
+    """
     values = {**settings, "models": list(models)}
     if tasks is not None:
         values["tasks"] = list(tasks)

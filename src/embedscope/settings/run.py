@@ -669,7 +669,19 @@ def _engine_from_input(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class RunSettings(BaseModel):
-    """Everything a run is asked to do (embedscope's config-file schema; see the module docstring)."""
+    """Everything a run is asked to do (embedscope's config-file schema; see the module docstring).
+
+    Examples:
+        >>> from embedscope import RunSettings
+        >>> settings = RunSettings(model="minilm", tasks=["LeeDocumentSimilarity"], limits=10)
+        >>> settings.limits, settings.top_k, settings.output_folder
+        (10, 1000, 'results')
+        >>> RunSettings(limits=0)
+        Traceback (most recent call last):
+        ...
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for RunSettings
+        ...
+    """
 
     model_config = _strict(arbitrary_types_allowed=True)
 

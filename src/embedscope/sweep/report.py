@@ -99,7 +99,17 @@ class FoldReport:
 
 @dataclass
 class SweepReport:
-    """Every row (point × task), and the k-fold choices when asked."""
+    """Every row (point × task), and the k-fold choices when asked: ``table()`` is what ``embedscope sweep`` prints,
+    ``to_dict()`` its ``--json``.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> report = embedscope.sweep({"model": ["fts5", "fts5:match=all"]}, tasks=[tiny_retrieval_task()],
+        ...                           output_folder=tempfile.mkdtemp(), cache=False, show_progress=False)
+        >>> report.axes, [row.label for row in report.rows]
+        (['model'], ['model=fts5', 'model=fts5:match=all'])
+    """
 
     rows: list[SweepRow]
     axes: list[str]
@@ -115,6 +125,10 @@ class SweepReport:
                 "tuning": [asdict(f) for f in self.folds],
             }
         )
+
+    def table(self) -> str:
+        """What ``embedscope sweep`` prints (the verbs' return convention: ``table()`` and ``to_dict()``)."""
+        return self.markdown()
 
     def markdown(self) -> str:
         """One table per task (best point first marked), then the k-fold choices."""

@@ -74,7 +74,14 @@ INFO_FIELDS = ("languages", "dataset_revision", "hf_subset", "description", "sou
 
 @runtime_checkable
 class Task(Protocol):
-    """The interface the runner uses; every task type's dataclass satisfies it."""
+    """The interface the runner uses; every task type's dataclass satisfies it.
+
+    Examples:
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> task = tiny_retrieval_task()
+        >>> task.type, task.main_score, task.eval_splits
+        ('Retrieval', 'ndcg_at_10', ('test',))
+    """
 
     # Read-only properties: task dataclasses are frozen, and ``type`` is a ClassVar.
     @property

@@ -71,6 +71,12 @@ class TaskType:
     - ``signature_score`` / ``signature_rank``: a score key that only its results hold, to recognise a result
       file of a task embedscope does not know (lower rank is tried first);
     - ``document_label``: what progress bars call the texts it encodes as documents.
+
+    Examples:
+        >>> from embedscope.tasks.types import get_task_type
+        >>> sts = get_task_type("STS")
+        >>> sts.main_score, sts.pairwise_score
+        ('cosine_spearman', True)
     """
 
     name: str
@@ -162,7 +168,24 @@ TASK_TYPES = TaskTypeRegistry(BUILTIN_MODULES)
 
 
 def register_task_type(spec: TaskType) -> TaskType:
-    """Registers a task type (called once, at the bottom of the type's module)."""
+    """Registers a task type (called once, at the bottom of the type's module).
+
+    Examples:
+        A toy type (``tests/tasks/test_task_type_registry.py`` runs one end to end):
+
+        >>> from dataclasses import dataclass
+        >>> from typing import ClassVar
+        >>> from embedscope import TaskType, register_task_type
+        >>> from embedscope.tasks.base import TaskInfo
+        >>> from embedscope.tasks.types import TASK_TYPES, get_task_type
+        >>> @dataclass(frozen=True)
+        ... class WordCountTask(TaskInfo):
+        ...     type: ClassVar[str] = "WordCount"
+        >>> _ = register_task_type(TaskType("WordCount", WordCountTask, main_score="spearman"))
+        >>> get_task_type("wordcount").name
+        'WordCount'
+        >>> TASK_TYPES.unregister("WordCount")
+    """
     return TASK_TYPES.register(spec)
 
 
