@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from embedscope.compare.core import Comparison
 from embedscope.results.table import markdown_table
+
+if TYPE_CHECKING:  # annotations only: core's Comparison.table() renders through this module
+    from embedscope.compare.core import Comparison
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 SUPERSCRIPTS = "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖ۹ʳˢᵗᵘᵛʷˣʸᶻ"  # ranx's characters

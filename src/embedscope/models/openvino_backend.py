@@ -259,7 +259,7 @@ def quantize_ir_int8(
     batches = calibration_batches(
         _Tokenizer(tokenizer_source), calibration_texts, max_seq_length=max_seq_length, input_names=names
     )
-    with quiet_nncf(nncf):  # NNCF's own progress bars and INFO lines, even in a pipe and with --no-progress
+    with quiet_nncf(nncf):  # NNCF's own progress bars and INFO lines, even in a pipe and with show_progress off
         quantized = nncf.quantize(model, nncf.Dataset(batches), subset_size=len(batches), **settings.nncf_options(nncf))
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
