@@ -189,3 +189,89 @@ def test_a_toy_backend_is_one_record_and_every_entry_point_takes_it(toy_backend,
         fidelity=False,
     )
     assert screened.fast_path == "toy" and all(m.fast_applied for m in screened.models)
+
+
+# -- a task type: one dataclass and one registration (here, from this test: 1 file) ----------------------------
+
+
+def _toy_task_type() -> Any:
+    """A toy type ``Longest``: accuracy of telling which of two texts holds more keywords, over rows whose keyword
+    count is at least ``min_words`` (its protocol parameter)."""
+    from dataclasses import dataclass, field
+    from typing import ClassVar
+
+    import numpy as np
+
+    from embedscope.tasks.base import SplitOutcome, TaskInfo
+    from embedscope.tasks.types import TaskType
+
+    @dataclass(frozen=True)
+    class LongestTask(TaskInfo):
+        rows: tuple[tuple[str, str, int], ...] = field(default=(), repr=False, compare=False)
+        eval_splits: tuple[str, ...] = ("test",)
+        main_score: str = "accuracy"
+        min_words: int = 0
+        type: ClassVar[str] = "Longest"
+
+        def evaluate_split(self, split: str, encoder: Any, options: Any) -> SplitOutcome:
+            rows = [r for r in self.rows if len(r[0].split()) >= self.min_words]
+            a = np.abs(encoder.encode([r[0] for r in rows], role="document")).sum(axis=1)
+            b = np.abs(encoder.encode([r[1] for r in rows], role="document")).sum(axis=1)
+            right = [int(x > y) == gold for x, y, (_, _, gold) in zip(a, b, rows)]
+            return SplitOutcome({"accuracy": sum(right) / len(rows)}, n_queries=len(rows))
+
+    def read(path: Path, columns: Any, fields: dict[str, Any]) -> LongestTask:
+        rows = tuple((a, b, int(g)) for a, b, g in (line.split("\t") for line in path.read_text().splitlines()))
+        return LongestTask(rows=rows, **fields)
+
+    return TaskType("Longest", LongestTask, "accuracy", read_files=read, params={"min_words": ("min_words", int)})
+
+
+@pytest.fixture
+def longest_type() -> Iterator[None]:
+    from embedscope.tasks.types import TASK_TYPES
+
+    TASK_TYPES.register(_toy_task_type())
+    yield
+    TASK_TYPES.unregister("Longest")
+
+
+def _scores(out: Path) -> dict[int, float]:
+    """``min_words`` → main score of every result file under ``out``."""
+    stored = [json.loads(p.read_text()) for p in out.rglob("pairs.json")]
+    return {s["task_settings"]["min_words"]: s["scores"]["test"][0]["main_score"] for s in stored}
+
+
+def test_a_toy_task_type_with_a_protocol_parameter_runs_from_custom_tasks_and_the_cli(
+    longest_type, toy_backend, tmp_path, capsys
+):
+    """The type's parameter is set by ``task_params`` (config key, ``--task-param``, ``evaluate(task_params=)``)
+    for its ``custom_tasks`` entries and ``TYPE:PATH`` files alike; a ``custom_tasks`` entry itself takes only the
+    parameter names ``settings/run.py: CustomTask`` declares, so a per-entry key of a new name is refused (the
+    table's row says so: a per-entry parameter of a new name is a second file)."""
+    from embedscope.evaluation.runner import evaluate_config
+
+    pairs = tmp_path / "data" / "pairs.tsv"
+    pairs.parent.mkdir()
+    # gold 1: the first text holds more keywords; the keyword count gets the one-word row wrong (dog vs fish)
+    pairs.write_text("cat dog fish\tcat\t1\ncat\tdog fish\t0\ndog\tfish\t1\n")
+    encoder = KeywordEncoder(["cat", "dog", "fish"])
+    embedscope.evaluate(encoder, [f"longest:{pairs}"], output_folder=tmp_path / "api", cache=False)
+    assert _scores(tmp_path / "api") == {0: 2 / 3}
+    # a custom_tasks entry of the type, its parameter from the config's task_params
+    entry = f"custom_tasks:\n  - name: pairs\n    type: longest\n    data_path: {pairs}\n"
+    config = tmp_path / "c.yaml"
+    config.write_text(entry + "task_params:\n  min_words: 2\n")
+    evaluate_config(config, model=encoder, output_folder=str(tmp_path / "cfg"), cache=False)
+    assert _scores(tmp_path / "cfg") == {2: 1.0}  # the parameter took effect
+    config.write_text(entry + "    min_words: 2\n")
+    assert main(["run", "--config", str(config), "--print-settings"]) == 2
+    assert "min_words" in capsys.readouterr().err
+    # the CLI: TYPE:PATH with --task-param (the model: the toy backend's folder)
+    model = _toy_folder(tmp_path / "m")
+    argv = ["run", "--model", str(model), "--tasks", f"longest:{pairs}", "--output-folder", str(tmp_path / "cli")]
+    assert main([*argv, "--no-cache"]) == 0
+    assert main([*argv, "--no-cache", "--task-param", "min_words=2"]) == 0
+    assert _scores(tmp_path / "cli") == {0: 2 / 3, 2: 1.0}
+    assert main([*argv, "--task-param", "min_word=2"]) == 2
+    assert "min_words" in capsys.readouterr().err
