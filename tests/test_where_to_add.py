@@ -4,7 +4,7 @@ this one file (the number of files the table states for a plugin), and work from
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -191,6 +191,39 @@ def test_a_toy_backend_is_one_record_and_every_entry_point_takes_it(toy_backend,
     assert screened.fast_path == "toy" and all(m.fast_applied for m in screened.models)
 
 
+# -- a metric: a pure function, checked against an independent reference; the task type that reports it ----------
+
+
+def balanced_accuracy(gold: Sequence[int], predicted: Sequence[int]) -> float:
+    """A toy metric: the mean over the gold classes of each class's recall, ``mean_c |{i: g_i = p_i = c}| / |{i:
+    g_i = c}|`` (a plugin's pure function; a built-in one lives in ``metrics/<kind>.py``)."""
+    classes = sorted(set(gold))
+    recalls = [sum(g == p == c for g, p in zip(gold, predicted)) / sum(g == c for g in gold) for c in classes]
+    return sum(recalls) / len(recalls)
+
+
+def test_a_toy_metric_matches_its_reference_and_its_task_type_reports_it(longest_type, tmp_path):
+    """The function equals sklearn's (the independent reference) and the toy ``Longest`` type below reports it:
+    the metric and its reporting task module are this one file (a built-in metric: ``metrics/<kind>.py`` and the
+    task module that reports it, 2 files; a ranking metric is ``metrics/ranking.py`` alone)."""
+    import numpy as np
+    from sklearn.metrics import balanced_accuracy_score
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        gold, predicted = rng.integers(0, 3, 30).tolist(), rng.integers(0, 3, 30).tolist()
+        assert balanced_accuracy(gold, predicted) == pytest.approx(balanced_accuracy_score(gold, predicted), abs=1e-12)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("cat dog fish\tcat\t1\ncat\tdog fish\t0\ndog\tfish\t1\nfish\tcat dog\t0\n")
+    report = embedscope.evaluate(
+        KeywordEncoder(["cat", "dog", "fish"]), [f"longest:{pairs}"], output_folder=tmp_path / "o", cache=False
+    )
+    stored = json.loads(report.outcomes[0].path.read_text())["scores"]["test"][0]
+    # predicted: 1, 0, 0 (dog and fish tie), 0 against gold 1, 0, 1, 0
+    assert stored["balanced_accuracy"] == pytest.approx(balanced_accuracy_score([1, 0, 1, 0], [1, 0, 0, 0]))
+    assert stored["balanced_accuracy"] == 0.75 and stored["accuracy"] == 0.75
+
+
 # -- a task type: one dataclass and one registration (here, from this test: 1 file) ----------------------------
 
 
@@ -217,8 +250,9 @@ def _toy_task_type() -> Any:
             rows = [r for r in self.rows if len(r[0].split()) >= self.min_words]
             a = np.abs(encoder.encode([r[0] for r in rows], role="document")).sum(axis=1)
             b = np.abs(encoder.encode([r[1] for r in rows], role="document")).sum(axis=1)
-            right = [int(x > y) == gold for x, y, (_, _, gold) in zip(a, b, rows)]
-            return SplitOutcome({"accuracy": sum(right) / len(rows)}, n_queries=len(rows))
+            gold, predicted = [r[2] for r in rows], [int(x > y) for x, y in zip(a, b)]
+            scores = {"accuracy": sum(g == p for g, p in zip(gold, predicted)) / len(rows)}
+            return SplitOutcome({**scores, "balanced_accuracy": balanced_accuracy(gold, predicted)}, len(rows))
 
     def read(path: Path, columns: Any, fields: dict[str, Any]) -> LongestTask:
         rows = tuple((a, b, int(g)) for a, b, g in (line.split("\t") for line in path.read_text().splitlines()))
