@@ -309,3 +309,155 @@ def test_a_toy_task_type_with_a_protocol_parameter_runs_from_custom_tasks_and_th
     assert _scores(tmp_path / "cli") == {0: 2 / 3, 2: 1.0}
     assert main([*argv, "--task-param", "min_word=2"]) == 2
     assert "min_words" in capsys.readouterr().err
+
+
+# -- a run option that changes a score: a real one, truncate_dim, on every surface the table names -------------
+
+
+def test_a_run_option_that_changes_a_score_appears_on_every_surface(toy_backend, tmp_path, capsys):
+    """A test cannot add a ``RunSettings`` field without editing ``settings/run.py`` (the option is a field of the
+    model that the config, the API and the flags all validate against), so this proves a real one, ``truncate_dim``
+    (declared once with ``option(...)``; read by ``retrieval/base.py: SearchOptions``), on every surface: the flag on
+    the commands that pick its group (``run``; ``sweep`` takes settings keys by ``--axis``; ``screen`` does not pick
+    the group, so refuses it), the
+    config key, the ``evaluate()`` keyword, the result record, the experiments hash, a sweep axis and the refusal."""
+    from embedscope.settings import Layer
+    from embedscope.sweep.grid import SweepGrid, parse_axis_flag, run_sweep
+    from embedscope.testing.tiny import tiny_retrieval_task
+
+    assert main(["run", "--truncate-dim", "2", "--print-settings"]) == 0
+    assert "| truncate_dim | 2 | command line (--truncate-dim) |" in capsys.readouterr().out
+    config = tmp_path / "c.yaml"
+    config.write_text("truncate_dim: 1\n")
+    assert main(["run", "--config", str(config), "--print-settings"]) == 0
+    assert "| truncate_dim | 1 | " in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["screen", "--truncate-dim", "2"])
+    capsys.readouterr()
+    encoder = KeywordEncoder(["cat", "dog", "fish"])
+    full = embedscope.evaluate(encoder, [tiny_retrieval_task()], output_folder=tmp_path / "o", cache=False)
+    cut = embedscope.evaluate(
+        encoder, [tiny_retrieval_task()], output_folder=tmp_path / "o", cache=False, truncate_dim=1
+    )
+    stored = json.loads(cut.outcomes[0].path.read_text())
+    assert (
+        stored["run_settings"]["truncate_dim"] == 1
+        and "truncate_dim" not in json.loads(full.outcomes[0].path.read_text())["run_settings"]
+    )
+    assert full.outcomes[0].path.parent != cut.outcomes[0].path.parent
+    assert cut.outcomes[0].path.parent.parent.name == "experiments"  # its own experiments folder
+    assert full.outcomes[0].result.main_score() == 1.0 > cut.outcomes[0].result.main_score()
+    # a sweep axis over it (the flag --axis truncate_dim=…, run here by the API): two points, two result files, two scores
+    base = Layer(
+        "base",
+        {
+            "model": encoder,
+            "tasks": [tiny_retrieval_task()],
+            "output_folder": str(tmp_path / "s"),
+            "cache": False,
+            "show_progress": False,
+        },
+        "api",
+    )
+    assert parse_axis_flag("truncate_dim=1,2") == ("truncate_dim", [1, 2])
+    points = run_sweep(SweepGrid([base], [("truncate_dim", [None, 1])]), log=None)
+    files = [next(iter(p.paths.values())) for p in points]
+    assert len(set(files)) == 2 and [json.loads(f.read_text())["scores"]["test"][0]["main_score"] for f in files] == [
+        full.outcomes[0].result.main_score(),
+        cut.outcomes[0].result.main_score(),
+    ]
+    # the refusal: on an STS-only run it acts nowhere
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("sentence1,sentence2,score\ncat,cat cat,5\ndog,fish,0\nfish,fish,4\ncat,dog,1\n")
+    model = _toy_folder(tmp_path / "m")
+    argv = [
+        "run",
+        "--model",
+        str(model),
+        "--tasks",
+        f"sts:{pairs}",
+        "--output-folder",
+        str(tmp_path / "r"),
+        "--no-cache",
+    ]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main([*argv, "--truncate-dim", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--truncate-dim" in err, err
+
+
+# -- a sweep axis: nothing to add; any settings path is one --------------------------------------------------------
+
+
+def test_any_settings_path_is_a_sweep_axis_and_one_that_changes_no_result_is_refused(tmp_path):
+    """A nested path (``chunking.chunk_size``) is an axis with no code: two points, two result files, each recording
+    its value. An axis over an option declared ``stored=False`` (``device``) is refused before any point runs; a
+    stored option that is not part of the result's key (``batch_size``: it changes no score) gives points that share
+    one result file, the second reusing the first."""
+    from embedscope.errors import ConfigError
+    from embedscope.settings import Layer
+    from embedscope.sweep.grid import SweepGrid, run_sweep
+    from embedscope.testing.tiny import tiny_retrieval_task
+
+    def sweep(axis: str, values: list[Any], **more: Any) -> list[Any]:
+        values_ = {"model": KeywordEncoder(["cat", "dog", "fish"]), "tasks": [tiny_retrieval_task()], **more}
+        base = Layer("base", {**values_, "output_folder": str(tmp_path / axis), "show_progress": False}, "api")
+        return run_sweep(SweepGrid([base], [(axis, values)]), log=None)
+
+    points = sweep("chunking.chunk_size", [1, 2], cache=False, chunking={"method": "tokens", "overlap": 0})
+    files = [next(iter(p.paths.values())) for p in points]
+    assert len(set(files)) == 2 and not any(p.reused for p in points)
+    assert [json.loads(f.read_text())["run_settings"]["chunking"]["chunk_size"] for f in files] == [1, 2]
+    with pytest.raises(ConfigError, match="axis 'device': device changes no stored result"):
+        sweep("device", ["cpu", "cpu:0"], cache=False)
+    shared = sweep("batch_size", [1, 2], cache=False)
+    assert len({next(iter(p.paths.values())) for p in shared}) == 1 and [p.reused for p in shared] == [False, True]
+
+
+# -- a CLI command: one cli/<group>.py-style module with register(sub), one library call --------------------------
+
+
+class ToyGroup:
+    """A toy command group, shaped as a ``cli/<group>.py`` module: ``register(sub)`` adds its command, whose
+    function is one library call (here: the registered task types)."""
+
+    @staticmethod
+    def register(sub: Any) -> None:
+        parser = sub.add_parser("types", help="list the registered task types")
+        parser.add_argument("--contains", default="", help="keep the names holding this text")
+        parser.set_defaults(func=ToyGroup.run)
+
+    @staticmethod
+    def run(args: Any) -> int:
+        from embedscope.errors import ConfigError
+        from embedscope.tasks.types import TASK_TYPES
+
+        names = [n for n in TASK_TYPES.names() if args.contains.lower() in n.lower()]
+        if not names:
+            raise ConfigError(f"--contains {args.contains!r}: no task type holds it")
+        print("\n".join(names))
+        return 0
+
+
+def test_a_toy_command_group_is_one_module_and_its_place_in_cli_main(monkeypatch, capsys):
+    """``cli/main.py`` registers a fixed tuple of group modules (the order of ``embedscope --help``), so a new group
+    is its module and its name in that tuple: 2 files. The toy stands in for that tuple entry by wrapping
+    ``build_parser``; its user errors get the one line and exit code 2 of every command."""
+    import argparse
+
+    import embedscope.cli.main as cli_main
+
+    built = cli_main.build_parser
+
+    def with_toy() -> argparse.ArgumentParser:
+        parser = built()
+        [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        ToyGroup.register(sub)
+        return parser
+
+    monkeypatch.setattr(cli_main, "build_parser", with_toy)
+    assert main(["types", "--contains", "sts"]) == 0
+    assert capsys.readouterr().out.split() == ["STS"]
+    assert main(["types", "--contains", "nope"]) == 2
+    assert capsys.readouterr().err == "embedscope: error: --contains 'nope': no task type holds it\n"
