@@ -391,7 +391,7 @@ def test_a_run_option_that_changes_a_score_appears_on_every_surface(toy_backend,
 
 
 def test_any_settings_path_is_a_sweep_axis_and_one_that_changes_no_result_is_refused(tmp_path):
-    """A nested path (``chunking.chunk_size``) is an axis with no code: two points, two result files, each recording
+    """A nested path (``chunking.paragraphs``) is an axis with no code: two points, two result files, each recording
     its value. An axis over an option declared ``stored=False`` (``device``) is refused before any point runs; a
     stored option that is not part of the result's key (``batch_size``: it changes no score) gives points that share
     one result file, the second reusing the first."""
@@ -405,10 +405,10 @@ def test_any_settings_path_is_a_sweep_axis_and_one_that_changes_no_result_is_ref
         base = Layer("base", {**values_, "output_folder": str(tmp_path / axis), "show_progress": False}, "api")
         return run_sweep(SweepGrid([base], [(axis, values)]), log=None)
 
-    points = sweep("chunking.chunk_size", [1, 2], cache=False, chunking={"method": "tokens", "overlap": 0})
+    points = sweep("chunking.paragraphs", [1, 2], cache=False, chunking={"method": "paragraphs"})
     files = [next(iter(p.paths.values())) for p in points]
     assert len(set(files)) == 2 and not any(p.reused for p in points)
-    assert [json.loads(f.read_text())["run_settings"]["chunking"]["chunk_size"] for f in files] == [1, 2]
+    assert [json.loads(f.read_text())["run_settings"]["chunking"]["paragraphs"] for f in files] == [1, 2]
     with pytest.raises(ConfigError, match="axis 'device': device changes no stored result"):
         sweep("device", ["cpu", "cpu:0"], cache=False)
     shared = sweep("batch_size", [1, 2], cache=False)
