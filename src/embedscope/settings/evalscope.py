@@ -4,7 +4,8 @@ Current keys (EvalScope 1.14): ``models`` (``model_name_or_path``, ``is_cross_en
 ``max_seq_length``, ``prompt``, ``prompts``, ``model_kwargs``, ``config_kwargs``, ``encode_kwargs``, ``hub``; the API
 model keys are refused), ``eval.task_names``, ``eval.task_types`` and ``eval.languages`` (filters, as
 ``mteb.get_tasks``), ``eval.custom_tasks``, ``output_folder``, ``overwrite_results``, ``limits``, ``hub``, ``top_k``,
-``verbosity``, ``encode_kwargs``. Legacy keys: ``model``, ``eval.tasks``, ``eval.dataset_path``, ``topk``. Optionally
+``verbosity``, ``encode_kwargs``; an API entry with ``is_cross_encoder: true`` (``model_name``, ``api_base``,
+``api_key``, ``encode_kwargs.batch_size``: documents per request) is an ``api-rerank`` stage. Legacy keys: ``model``, ``eval.tasks``, ``eval.dataset_path``, ``topk``. Optionally
 wrapped in ``{eval_backend: RAGEval, eval_config: …}``.
 
 EvalScope's ``top_k`` sizes the stage-1 candidate list of a two-stage run (a second model with
@@ -23,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, SecretStr, ValidationError
 
 from embedscope.errors import ConfigError
 from embedscope.settings.run import CustomTask
@@ -265,9 +266,27 @@ def evalscope_layer(data: dict[str, Any], label: str) -> Layer:
 
 
 def _reranker(m: EvalScopeModel, where: str) -> dict[str, Any]:
+    if m.api_base or m.model_name or m.api_key:  # an API reranker: the service's /rerank route
+        return _api_reranker(m, where)
     if not m.model_name_or_path:
         raise ConfigError(f"{where}: the cross-encoder entry needs 'model_name_or_path'")
     stage: dict[str, Any] = {"type": "cross-encoder", "model": m.model_name_or_path}
     if m.max_seq_length is not None:
         stage["max_length"] = m.max_seq_length
+    return stage
+
+
+def _api_reranker(m: EvalScopeModel, where: str) -> dict[str, Any]:
+    """EvalScope's API cross-encoder entry as an ``api-rerank`` stage; its key is held as a ``SecretStr`` (shown
+    masked wherever the settings are printed or recorded)."""
+    model = m.model_name or m.model_name_or_path
+    if not model or not m.api_base:
+        raise ConfigError(f"{where}: the API cross-encoder entry needs 'model_name' and 'api_base'")
+    if m.dimensions is not None:
+        raise ConfigError(f"{where}: dimensions: a cross-encoder returns scores, not vectors; remove it")
+    stage: dict[str, Any] = {"type": "api-rerank", "model": model, "api_base": m.api_base}
+    if m.api_key:
+        stage["api_key"] = SecretStr(m.api_key)
+    if m.encode_kwargs.batch_size:
+        stage["batch_size"] = m.encode_kwargs.batch_size
     return stage
