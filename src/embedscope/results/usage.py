@@ -22,7 +22,9 @@ True
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 COUNTERS = ("requests", "tokens", "avoided_requests", "avoided_tokens")
@@ -85,6 +87,15 @@ def recorded_usage(extra: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The ``api_usage`` a result records (None when it has none)."""
     usage = (extra or {}).get("api_usage")
     return dict(usage) if isinstance(usage, Mapping) else None
+
+
+def file_usage(path: str | Path) -> dict[str, Any] | None:
+    """The ``api_usage`` a result file records (None when it has none or cannot be read)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return recorded_usage(data) if isinstance(data, dict) else None
 
 
 def total_usage(usages: list[Mapping[str, Any] | None]) -> dict[str, Any] | None:
