@@ -98,6 +98,12 @@ def file_usage(path: str | Path) -> dict[str, Any] | None:
     return recorded_usage(data) if isinstance(data, dict) else None
 
 
+def folder_usage(folders: list[Path | None]) -> dict[str, Any] | None:
+    """The API use recorded by the task results directly in ``folders`` (each counted once) together."""
+    unique = dict.fromkeys(Path(f) for f in folders if f is not None)
+    return total_usage([file_usage(p) for f in unique for p in sorted(f.glob("*.json"))])
+
+
 def total_usage(usages: list[Mapping[str, Any] | None]) -> dict[str, Any] | None:
     """Several results' use together: counters and spend summed (spend None unless each has one), latency the
     largest percentile recorded (None when no result has a usage)."""
