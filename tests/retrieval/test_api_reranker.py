@@ -183,3 +183,26 @@ def test_evalscope_api_cross_encoder_entry_is_an_api_rerank_stage(service):
     reranker = build_stage(stage, reranker=True)
     reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
     assert {h.get("Authorization") for h in service.headers} == {"Bearer sk-evalscope-777"}
+
+
+def test_a_pipeline_run_records_the_rerankers_usage_and_writes_the_key_nowhere(service, tmp_path, monkeypatch, capsys):
+    import embedscope
+    from embedscope.testing.tiny import tiny_retrieval_task
+
+    monkeypatch.setenv("RERANK_KEY_FOR_TEST", "sk-pipeline-31337")
+    stage = {"type": "api-rerank", "model": "m", "api_base": service.url, "api_key_env": "RERANK_KEY_FOR_TEST"}
+    report = embedscope.evaluate(
+        {"retrievers": ["bm25"], "rerankers": [{**stage, "price_per_mtok": 1.0}]},
+        [tiny_retrieval_task()],
+        output_folder=str(tmp_path / "out"),
+        cache=str(tmp_path / "cache"),
+        show_progress=False,
+    )
+    usage = report.outcomes[0].result.extra["api_usage"]
+    assert usage["requests"] == len(service.requests) > 0
+    assert usage["cost"] == pytest.approx(usage["tokens"] / 1e6)
+    print(report.table())
+    assert "| cost " in capsys.readouterr().out
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert b"sk-pipeline" not in path.read_bytes(), path
