@@ -231,3 +231,36 @@ def test_server_stops_with_no_process_left_and_writes_only_in_its_folder(tmp_pat
         os.killpg(pid, 0)  # the whole group is gone
     written = {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*")}
     assert written == {"own"}
+
+
+def test_evalscopes_own_api_example_runs_against_the_local_server_and_prints_usage(infinity, tmp_path):
+    """EvalScope's "Scenario 2" entry (model_name, api_base, api_key, dimensions, encode_kwargs.batch_size) pointed
+    at the local server: the built-in tasks run and the summary table has the tokens, cost and latency columns."""
+    _api_encoder_wired()
+    import embedscope
+
+    config = {
+        "eval_backend": "RAGEval",
+        "eval_config": {
+            "tool": "MTEB",
+            "models": [
+                {
+                    "model_name": infinity.embed_model,
+                    "api_base": infinity.url,
+                    "api_key": infinity.api_key,
+                    "dimensions": 384,
+                    "encode_kwargs": {"batch_size": 10},
+                }
+            ],
+            "eval": {"task_names": ["BBCNewsRetrieval", "LeeDocumentSimilarity"], "limits": 30},
+        },
+    }
+    reports = embedscope.evaluate_config(
+        config, output_folder=str(tmp_path / "out"), cache=str(tmp_path / "cache"), show_progress=False
+    )
+    table = reports[0].table()
+    header = next(line for line in table.splitlines() if line.startswith("| task"))
+    assert all(f"| {c} " in header for c in ("tokens", "cost", "p50 ms", "p95 ms"))
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert infinity.api_key.encode() not in path.read_bytes(), path
