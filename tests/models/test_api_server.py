@@ -94,7 +94,7 @@ def test_rerank_route_gives_the_cross_encoders_scores(infinity, tmp_path):
     rng = np.random.default_rng(0)
     index = np.stack([rng.permutation(30)[:10] for _ in range(3)])
     candidates = RankedRun(queries.ids, corpus.ids, index, np.zeros(index.shape))
-    api = ApiReranker(infinity.rerank_model, infinity.url, api_key=infinity.api_key, batch_size=4)
+    api = ApiReranker(infinity.rerank_model, infinity.url, api_key=infinity.api_key, texts_per_request=4)
     served = api.score_candidates(queries, corpus, candidates, SearchOptions())
     # the server's checkpoint is this one (built with the same seed); scored in-process by sentence-transformers
     local = CrossEncoderReranker(build_tiny_cross_encoder(tmp_path / "ce")).score_candidates(
@@ -167,12 +167,12 @@ def counting_proxy(upstream: str) -> Iterator[CountingProxy]:
 
 
 def _api_encoder_wired() -> None:
-    """The suite test needs the API embedding encoder (``openai:`` models, models/api_backend.py)."""
+    """The suite test needs the API embedding encoder (``openai:`` models, embedscope.models.api)."""
     import importlib.util
     import os
 
-    if importlib.util.find_spec("embedscope.models.api_backend") is None:
-        reason = "the API embedding encoder (embedscope.models.api_backend, `openai:` models) is not in this tree"
+    if importlib.util.find_spec("embedscope.models.api") is None:
+        reason = "the API embedding encoder (embedscope.models.api, `openai:` models) is not in this tree"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)

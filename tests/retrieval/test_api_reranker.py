@@ -42,7 +42,7 @@ def _expected() -> np.ndarray:
 
 
 def test_scores_are_the_services_in_candidate_order(service):
-    reranker = ApiReranker("fake-reranker", service.url, batch_size=2, concurrency=2, backoff_s=0)
+    reranker = ApiReranker("fake-reranker", service.url, texts_per_request=2, max_concurrency=2, backoff_s=0)
     got = reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
     np.testing.assert_array_equal(got, _expected())
     # batches of at most 2 documents: 2 + 2 + 2 + 1 requests, empty slots never sent
@@ -67,17 +67,18 @@ def test_tokens_counted_when_the_service_gives_none_and_cost_from_the_price(serv
     service.with_usage = False
     reranker = ApiReranker("m", service.url, price_per_mtok=2.5)
     reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
-    words = sum(len(t.split()) for r in service.requests for t in [r["query"], *r["documents"]])
+    # one token per 4 bytes of UTF-8 of each text sent (rounded up), as the API encoder estimates
+    tokens = sum(-(-len(t.encode()) // 4) for r in service.requests for t in [r["query"], *r["documents"]])
     usage = reranker.api_usage()
-    assert usage["tokens"] == words
-    assert usage["cost"] == pytest.approx(words * 2.5 / 1e6)
+    assert usage["tokens"] == tokens
+    assert usage["cost"] == pytest.approx(tokens * 2.5 / 1e6)
 
 
 @pytest.mark.parametrize("fault", ["429", "500", "drop", "slow"])
 def test_transient_faults_are_retried(service, fault):
     service.faults = [fault, fault]
     service.slow_s = 0.5
-    reranker = ApiReranker("m", service.url, concurrency=1, timeout=0.2, backoff_s=0)
+    reranker = ApiReranker("m", service.url, max_concurrency=1, request_timeout=0.2, backoff_s=0)
     got = reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
     np.testing.assert_array_equal(got, _expected())
     assert reranker.api_usage()["requests"] == 3  # only answered requests count
@@ -85,7 +86,7 @@ def test_transient_faults_are_retried(service, fault):
 
 def test_retries_run_out_in_one_line(service):
     service.faults = ["500"] * 10
-    reranker = ApiReranker("m", service.url, concurrency=1, max_retries=2, backoff_s=0)
+    reranker = ApiReranker("m", service.url, max_concurrency=1, max_retries=2, backoff_s=0)
     with pytest.raises(ApiRerankError) as err:
         reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
     message = str(err.value)
@@ -121,6 +122,21 @@ def test_key_from_the_environment_is_sent_to_the_service_only_and_recorded_nowhe
         assert "sk-secret" not in json.dumps(record, default=str)
 
 
+def test_key_from_a_file_or_a_secret_as_given(service, tmp_path):
+    from pydantic import SecretStr
+
+    (tmp_path / "key").write_text("sk-from-file-1\n")
+    ApiReranker("m", service.url, api_key_file=str(tmp_path / "key")).score_candidates(
+        QUERIES, CORPUS, CANDIDATES, SearchOptions()
+    )
+    ApiReranker("m", service.url, api_key=SecretStr("sk-given-2")).score_candidates(
+        QUERIES, CORPUS, CANDIDATES, SearchOptions()
+    )
+    assert {h.get("Authorization") for h in service.headers} == {"Bearer sk-from-file-1", "Bearer sk-given-2"}
+    with pytest.raises(ConfigError, match="api_key_file .*cannot read"):
+        ApiReranker("m", service.url, api_key_file=str(tmp_path / "missing"))
+
+
 def test_missing_key_variable_is_a_one_line_error(service, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     with pytest.raises(ConfigError, match="NO_SUCH_KEY_VAR is not set"):
@@ -128,9 +144,14 @@ def test_missing_key_variable_is_a_one_line_error(service, monkeypatch):
 
 
 def test_stage_specs(service):
-    stage = build_stage(f"api-rerank:my/model@{service.url},batch_size=7,price_per_mtok=0.5", reranker=True)
+    stage = build_stage(f"api-rerank:my/model@{service.url},texts_per_request=7,price_per_mtok=0.5", reranker=True)
     assert isinstance(stage, ApiReranker)
-    assert (stage.model, stage.api_base, stage.batch_size, stage.price_per_mtok) == ("my/model", service.url, 7, 0.5)
+    assert (stage.model, stage.api_base, stage.texts_per_request, stage.price_per_mtok) == (
+        "my/model",
+        service.url,
+        7,
+        0.5,
+    )
     assert stage.name == "model"
     assert is_pipeline_spec(f"api-rerank:m@{service.url}")
     alone = model_pipeline(f"api-rerank:m@{service.url}")
@@ -139,8 +160,8 @@ def test_stage_specs(service):
         build_stage("api-rerank:m", reranker=True)
     with pytest.raises(ConfigError, match="not an http"):
         build_stage("api-rerank:m@ftp://host/v1", reranker=True)
-    with pytest.raises(ConfigError, match="batch_size=0"):
-        build_stage(f"api-rerank:m@{service.url},batch_size=0", reranker=True)
+    with pytest.raises(ConfigError, match="texts_per_request=0"):
+        build_stage(f"api-rerank:m@{service.url},texts_per_request=0", reranker=True)
     with pytest.raises(ConfigError, match="unknown option"):
         build_stage(f"api-rerank:m@{service.url},pooling=mean", reranker=True)
 
@@ -173,7 +194,7 @@ def test_evalscope_api_cross_encoder_entry_is_an_api_rerank_stage(service):
         "c.json",
     )
     stage = layer.values["models"][0]["rerankers"][0]
-    assert (stage["type"], stage["model"], stage["api_base"], stage["batch_size"]) == (
+    assert (stage["type"], stage["model"], stage["api_base"], stage["texts_per_request"]) == (
         "api-rerank",
         "gte-rerank",
         service.url,

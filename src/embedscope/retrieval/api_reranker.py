@@ -3,9 +3,9 @@
 
 A request is ``POST {api_base}/rerank`` with ``{"model", "query", "documents": [...], "top_n", "return_documents":
 false}``; the answer is ``{"results": [{"index", "relevance_score"}, ...]}`` (one per document, any order) and, where
-the service gives it, ``usage.total_tokens`` (Jina, infinity) — else the tokens are counted as the whitespace-separated
-words of the query and documents sent. Each query's candidates go in requests of at most ``batch_size`` documents,
-``concurrency`` requests at a time. 429 and 5xx answers, timeouts and dropped connections are retried with
+the service gives it, ``usage.total_tokens`` (Jina, infinity) — else the tokens are estimated as one per 4 bytes of
+UTF-8 of the query and each document sent (OpenAI's rule of thumb). Each query's candidates go in requests of at most
+``texts_per_request`` documents, ``max_concurrency`` requests at a time. 429 and 5xx answers, timeouts and dropped connections are retried with
 exponential backoff (``Retry-After`` honoured); when the retries run out, one error says which request failed and how
 many queries were scored. The key is read from the environment variable ``api_key_env`` (or given as is); it is sent
 only to ``api_base`` (redirects are not followed) and appears in no name, fingerprint or record.
@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -72,8 +73,10 @@ def check_base_url(api_base: str, what: str) -> str:
 
 
 def _secret(value: Any) -> str:
-    reveal = getattr(value, "get_secret_value", None)  # pydantic's SecretStr (EvalScope's api_key as given)
-    return str(reveal() if callable(reveal) else value)
+    """The key itself, from a str or pydantic's ``SecretStr`` (EvalScope's ``api_key`` as given)."""
+    while callable(getattr(value, "get_secret_value", None)):
+        value = value.get_secret_value()
+    return str(value)
 
 
 class ApiReranker(ModelBase):
@@ -83,14 +86,15 @@ class ApiReranker(ModelBase):
         model: the service's model name.
         api_base: the base URL (``https://api.example.com/v1``); requests go to ``{api_base}/rerank``.
         api_key_env: the environment variable holding the key (none: no key is sent).
-        api_key: the key itself (EvalScope's ``api_key`` as given); ``api_key_env`` is preferred.
+        api_key_file: a file holding the key (its first line).
+        api_key: the key itself (EvalScope's ``api_key`` as given); ``api_key_env`` or ``api_key_file`` is preferred.
         name: what results are filed under (default: the model name's last part).
-        batch_size: documents per request (default 100).
-        concurrency: requests in flight at once (default 4).
-        timeout: seconds for one request (default 60).
+        texts_per_request: documents per request (default 100).
+        max_concurrency: requests in flight at once (default 4).
+        request_timeout: seconds for one request (default 60).
         max_retries: retries of a request after a 429, 5xx, timeout or dropped connection (default 5).
         price_per_mtok: the price of a million tokens (the spend is reported when given).
-        verify: TLS certificate verification (default on; turn it off explicitly only).
+        tls_verify: TLS certificate verification (default on; turn it off explicitly only).
     """
 
     backend = "api-rerank"
@@ -101,14 +105,15 @@ class ApiReranker(ModelBase):
         api_base: str,
         *,
         api_key_env: str | None = None,
+        api_key_file: str | None = None,
         api_key: Any = None,
         name: str | None = None,
-        batch_size: int = 100,
-        concurrency: int = 4,
-        timeout: float = 60.0,
+        texts_per_request: int = 100,
+        max_concurrency: int = 4,
+        request_timeout: float = 60.0,
         max_retries: int = 5,
         price_per_mtok: float | None = None,
-        verify: bool = True,
+        tls_verify: bool = True,
         backoff_s: float = 0.5,
     ) -> None:
         what = f"api-rerank {model}"
@@ -119,11 +124,17 @@ class ApiReranker(ModelBase):
             key = os.environ.get(str(api_key_env))
             if not key:
                 raise ConfigError(f"{what}: api_key_env: the environment variable {api_key_env} is not set")
+        if api_key_file:
+            try:
+                key = Path(api_key_file).expanduser().read_text(encoding="utf-8").strip().splitlines()[0].strip()
+            except (OSError, IndexError, UnicodeDecodeError):
+                raise ConfigError(f"{what}: api_key_file {api_key_file}: cannot read a key from it") from None
         self._key = key
         self.name = name or self.model.rstrip("/").rsplit("/", 1)[-1]
         self.revision = "api"
-        self.batch_size, self.concurrency, self.timeout = int(batch_size), int(concurrency), float(timeout)
-        self.max_retries, self.backoff_s, self.verify = int(max_retries), float(backoff_s), bool(verify)
+        self.texts_per_request, self.max_concurrency = int(texts_per_request), int(max_concurrency)
+        self.request_timeout, self.max_retries = float(request_timeout), int(max_retries)
+        self.backoff_s, self.tls_verify = float(backoff_s), bool(tls_verify)
         self.price_per_mtok = None if price_per_mtok is None else float(price_per_mtok)
         self._lock = threading.Lock()
         self._requests = 0
@@ -164,7 +175,11 @@ class ApiReranker(ModelBase):
             raise MissingDependencyError("httpx", "api-rerank stages") from e
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
         return httpx.Client(
-            headers=headers, timeout=self.timeout, verify=self.verify, follow_redirects=False, trust_env=False
+            headers=headers,
+            timeout=self.request_timeout,
+            verify=self.tls_verify,
+            follow_redirects=False,
+            trust_env=False,
         )
 
     def _post(self, client: Any, query: str, documents: list[str], where: str) -> np.ndarray:
@@ -180,7 +195,7 @@ class ApiReranker(ModelBase):
             try:
                 response = client.post(f"{self.api_base}/rerank", json=body)
             except httpx.TimeoutException:
-                problem = f"no answer within {self.timeout:g} s"
+                problem = f"no answer within {self.request_timeout:g} s"
             except httpx.TransportError as e:
                 problem = f"connection failed ({type(e).__name__})"
             else:
@@ -219,15 +234,15 @@ class ApiReranker(ModelBase):
         usage = data.get("usage") if isinstance(data, dict) else None
         tokens = usage.get("total_tokens") if isinstance(usage, dict) else None
         if not isinstance(tokens, int):
-            tokens = sum(len(t.split()) for t in [query, *documents])
+            tokens = sum(estimate_tokens(t) for t in [query, *documents])
         return scores, tokens
 
     def score_queries(self, pairs: Sequence[tuple[str, list[str]]], show_progress: bool = False) -> list[np.ndarray]:
         """Each query's scores for its documents (float64, in order)."""
         jobs = [
-            (q, start, docs[start : start + self.batch_size])
+            (q, start, docs[start : start + self.texts_per_request])
             for q, (_, docs) in enumerate(pairs)
-            for start in range(0, len(docs), self.batch_size)
+            for start in range(0, len(docs), self.texts_per_request)
         ]
         out = [np.zeros(len(docs)) for _, docs in pairs]
         done = [0]
@@ -242,7 +257,7 @@ class ApiReranker(ModelBase):
             with self._lock:
                 done[0] += 1
 
-        with self._client() as client, ThreadPoolExecutor(max(1, self.concurrency)) as pool:
+        with self._client() as client, ThreadPoolExecutor(max(1, self.max_concurrency)) as pool:
             for future in [pool.submit(one, job) for job in jobs]:
                 future.result()
         return out
@@ -258,6 +273,15 @@ class ApiReranker(ModelBase):
         for r, (cols, scores) in enumerate(zip(rows, self.score_queries(pairs, options.show_progress))):
             out[r, cols] = scores
         return out
+
+
+def estimate_tokens(text: str) -> int:
+    """A text's tokens where the service reports none: one per 4 bytes of UTF-8, at least 1.
+
+    >>> estimate_tokens("hello world!"), estimate_tokens("")
+    (3, 1)
+    """
+    return max(1, -(-len(text.encode("utf-8")) // 4))
 
 
 def _retry_after(value: str | None) -> float:

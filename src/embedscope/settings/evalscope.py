@@ -286,7 +286,7 @@ def _api_reranker(m: EvalScopeModel, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: dimensions: a cross-encoder returns scores, not vectors; remove it")
     stage: dict[str, Any] = {"type": "api-rerank", "model": model, "api_base": m.api_base}
     if m.api_key:
-        stage["api_key"] = SecretStr(m.api_key)
+        stage["api_key"] = m.api_key if isinstance(m.api_key, SecretStr) else SecretStr(m.api_key)
     if m.encode_kwargs.batch_size:
-        stage["batch_size"] = m.encode_kwargs.batch_size
+        stage["texts_per_request"] = m.encode_kwargs.batch_size
     return stage
