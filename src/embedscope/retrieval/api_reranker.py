@@ -92,7 +92,7 @@ class ApiReranker(ModelBase):
         texts_per_request: documents per request (default 100).
         max_concurrency: requests in flight at once (default 4).
         request_timeout: seconds for one request (default 60).
-        max_retries: retries of a request after a 429, 5xx, timeout or dropped connection (default 5).
+        max_retries: retries of a request after a 429, 5xx, timeout or dropped connection (default 6).
         price_per_mtok: the price of a million tokens (the spend is reported when given).
         tls_verify: TLS certificate verification (default on; turn it off explicitly only).
     """
@@ -111,7 +111,7 @@ class ApiReranker(ModelBase):
         texts_per_request: int = 100,
         max_concurrency: int = 4,
         request_timeout: float = 60.0,
-        max_retries: int = 5,
+        max_retries: int = 6,
         price_per_mtok: float | None = None,
         tls_verify: bool = True,
         backoff_s: float = 0.5,
