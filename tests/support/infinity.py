@@ -88,6 +88,17 @@ def _get(url: str, api_key: str, timeout: float = 5.0) -> bytes:
         return bytes(response.read())
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM it when the process that started it dies (Linux), so that a test run
+    killed before its teardown leaves no server behind."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """Stop the server's whole process group: SIGTERM, then SIGKILL after 20 s."""
     if process.poll() is not None:
@@ -143,6 +154,7 @@ def start_infinity(folder: Path, rerank_folder: Path | None = None) -> Iterator[
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: stopped as a whole
+            preexec_fn=_die_with_parent,
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
