@@ -4,8 +4,7 @@ Current keys (EvalScope 1.14): ``models`` (``model_name_or_path``, ``is_cross_en
 ``max_seq_length``, ``prompt``, ``prompts``, ``model_kwargs``, ``config_kwargs``, ``encode_kwargs``, ``hub``; the API
 model keys are refused), ``eval.task_names``, ``eval.task_types`` and ``eval.languages`` (filters, as
 ``mteb.get_tasks``), ``eval.custom_tasks``, ``output_folder``, ``overwrite_results``, ``limits``, ``hub``, ``top_k``,
-``verbosity``, ``encode_kwargs``; an API entry with ``is_cross_encoder: true`` (``model_name``, ``api_base``,
-``api_key``, ``encode_kwargs.batch_size``: documents per request) is an ``api-rerank`` stage. Legacy keys: ``model``, ``eval.tasks``, ``eval.dataset_path``, ``topk``. Optionally
+``verbosity``, ``encode_kwargs``. Legacy keys: ``model``, ``eval.tasks``, ``eval.dataset_path``, ``topk``. Optionally
 wrapped in ``{eval_backend: RAGEval, eval_config: …}``.
 
 EvalScope's ``top_k`` sizes the stage-1 candidate list of a two-stage run (a second model with
@@ -277,8 +276,9 @@ def _reranker(m: EvalScopeModel, where: str) -> dict[str, Any]:
 
 
 def _api_reranker(m: EvalScopeModel, where: str) -> dict[str, Any]:
-    """EvalScope's API cross-encoder entry as an ``api-rerank`` stage; its key is held as a ``SecretStr`` (shown
-    masked wherever the settings are printed or recorded)."""
+    """EvalScope's API cross-encoder entry (``is_cross_encoder: true`` with ``model_name``, ``api_base``, ``api_key``;
+    ``encode_kwargs.batch_size``: documents per request) as an ``api-rerank`` stage; its key is held as a
+    ``SecretStr`` (shown masked wherever the settings are printed or recorded)."""
     model = m.model_name or m.model_name_or_path
     if not model or not m.api_base:
         raise ConfigError(f"{where}: the API cross-encoder entry needs 'model_name' and 'api_base'")
