@@ -30,6 +30,7 @@ from embedscope.compare.stats import (
 )
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.results.settings import settings_difference
+from embedscope.results.usage import file_usage, total_usage
 
 TESTS = ("permutation", "t-test", "bootstrap")
 
@@ -105,6 +106,8 @@ class Comparison:
     rows: list[TaskComparison]
     options: CompareOptions
     notes: list[str] = field(default_factory=list)  # about the comparison as a whole (which folder was read)
+    usage: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    """model -> its API use over the shared tasks (requests, tokens, spend, latency; None: a local model)"""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: NaN (no test possible) becomes None."""
@@ -115,6 +118,7 @@ class Comparison:
                 "scores": self.scores,
                 "options": asdict(self.options),
                 "comparisons": [asdict(r) for r in self.rows],
+                "api_usage": self.usage,
                 **({"notes": self.notes} if self.notes else {}),
             }
         )
@@ -255,7 +259,8 @@ def compare_models(
         row.p_adjusted = p
         row.significant = bool(p < options.alpha)
     scores = {n: {t: m.tasks[t].score for t in shared} for n, m in zip(names, models)}
-    return Comparison(names, shared, scores, rows, options, [m.note for m in models if m.note])
+    usage = {n: total_usage([file_usage(m.tasks[t].path) for t in shared]) for n, m in zip(names, models)}
+    return Comparison(names, shared, scores, rows, options, [m.note for m in models if m.note], usage)
 
 
 def check_settings(a: TaskItems, b: TaskItems, row: TaskComparison, allow_mismatch: bool) -> None:

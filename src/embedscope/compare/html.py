@@ -17,10 +17,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from embedscope.compare.core import CompareOptions, Comparison, compare_models, score_interval
 from embedscope.compare.items import ModelResults, load_model_results, result_paths, revision_folders
 from embedscope.errors import ConfigError, DataFormatError
+from embedscope.results.usage import USAGE_HEADER, file_usage, total_usage, usage_cells
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class LeaderRow:
     mean_type: float | None
     borda: int
     borda_rank: int
+    usage: dict[str, Any] | None = None  # API use over its tasks (results/usage.py); None for a local model
 
 
 def load_models(dirs: Sequence[str | Path]) -> list[ModelResults]:
@@ -75,11 +78,14 @@ def leaderboard(models: Sequence[ModelResults], names: Sequence[str]) -> list[Le
     scores = {n: {t: it.score for t, it in m.tasks.items()} for n, m in zip(names, models)}
     points = borda_points(scores, tasks)
     rows = []
-    for n in names:
+    for n, m in zip(names, models):
         per_type = [_mean([scores[n].get(t) for t in tasks if types[t] == k]) for k in dict.fromkeys(types.values())]
         rank = 1 + sum(1 for p in points.values() if p > points[n])
+        usage = total_usage([file_usage(it.path) for it in m.tasks.values()])
         rows.append(
-            LeaderRow(n, len(scores[n]), _mean([scores[n].get(t) for t in tasks]), _mean(per_type), points[n], rank)
+            LeaderRow(
+                n, len(scores[n]), _mean([scores[n].get(t) for t in tasks]), _mean(per_type), points[n], rank, usage
+            )
         )
     return rows
 
@@ -93,10 +99,14 @@ def _attr(value: float | None) -> str:
 
 
 def leaderboard_html(rows: Sequence[LeaderRow]) -> str:
-    """The sortable table; each number cell carries its exact value in ``data-value``."""
+    """The sortable table; each number cell carries its exact value in ``data-value``. When a model is served by
+    an API, the API columns (requests, tokens, spend, request latency) follow."""
+    costs = any(r.usage is not None for r in rows)
     head = (
         "<tr><th data-kind='text'>model</th><th>tasks</th><th>Mean (Task)</th><th>Mean (TaskType)</th>"
-        "<th>Borda points</th><th>Borda rank</th></tr>"
+        "<th>Borda points</th><th>Borda rank</th>"
+        + ("".join(f"<th>{html.escape(h)}</th>" for h in USAGE_HEADER) if costs else "")
+        + "</tr>"
     )
     body = []
     for r in rows:
@@ -107,6 +117,11 @@ def leaderboard_html(rows: Sequence[LeaderRow]) -> str:
             f"<td class='mean-type' data-value='{_attr(r.mean_type)}'>{_fmt(r.mean_type)}</td>",
             f"<td data-value='{r.borda}'>{r.borda}</td>",
             f"<td data-value='{r.borda_rank}'>{r.borda_rank}</td>",
+            *(
+                [f"<td class='api' data-value='{html.escape(c)}'>{html.escape(c)}</td>" for c in usage_cells(r.usage)]
+                if costs
+                else []
+            ),
         ]
         body.append(f"<tr class='model-row'>{''.join(cells)}</tr>")
     return f"<table id='leaderboard' class='sortable'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from embedscope.results.table import markdown_table
+from embedscope.results.usage import USAGE_HEADER, usage_cells
 
 if TYPE_CHECKING:  # annotations only: core's Comparison.table() renders through this module
     from embedscope.compare.core import Comparison
@@ -35,12 +36,15 @@ def _p(value: float) -> str:
 
 
 def leaderboard_table(comparison: Comparison, digits: int = 4) -> str:
-    """Models as lettered rows, tasks as columns; a score carries the letters of the models it beats."""
-    header = ["#", "model", *comparison.tasks]
+    """Models as lettered rows, tasks as columns; a score carries the letters of the models it beats. When a model
+    is served by an API, its requests, tokens, spend and request latency over these tasks follow."""
+    usage = comparison.usage or {}
+    costs = any(u is not None for u in usage.values())
+    header = ["#", "model", *comparison.tasks, *(USAGE_HEADER if costs else [])]
     rows = []
     for i, model in enumerate(comparison.models):
         cells = [f"{_num(comparison.scores[model][t], digits)}{wins(comparison, model, t)}" for t in comparison.tasks]
-        rows.append([LETTERS[i % len(LETTERS)], model, *cells])
+        rows.append([LETTERS[i % len(LETTERS)], model, *cells, *(usage_cells(usage.get(model)) if costs else [])])
     return markdown_table(header, rows)
 
 

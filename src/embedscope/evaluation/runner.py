@@ -33,6 +33,7 @@ from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
 from embedscope.results.settings import data_fingerprint, experiment_name, settings_difference, task_settings
 from embedscope.results.store import OverwriteStrategy, ResultStore, splits_to_run
+from embedscope.results.usage import api_usage, usage_since
 from embedscope.retrieval.roles import model_roles
 from embedscope.settings import Layer, RunSettings, build_settings
 from embedscope.settings.evalscope import work_dir_session
@@ -160,6 +161,7 @@ def _run_task(
         logger.info("%s: reusing stored result %s", task.name, store.path(task.name))
         return TaskOutcome(task, stored_all, store.path(task.name), reused=True)
     started = time.perf_counter()
+    used_before = api_usage(encoder)  # a model served by an API: what this task uses goes into its result
     scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and not fresh else {}
     predictions: dict[str, dict[str, dict[str, float]]] = {}
     timings: dict[str, float] = {}
@@ -196,6 +198,8 @@ def _run_task(
         extra["pipeline_stages"] = stage_records
     if latency:
         extra["query_latency"] = latency  # per split: retrieval.latency's sample (not a score, not a setting)
+    if used_before is not None:
+        extra["api_usage"] = usage_since(encoder, used_before)  # requests, tokens, spend, latency (not a setting)
     elapsed = time.perf_counter() - started
     for split, entries in other_subsets.items():  # the task's other subsets (Task:subset runs) stay in its file
         scores[split] = entries + scores.get(split, [])

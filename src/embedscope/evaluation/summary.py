@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from embedscope.results.table import fmt, markdown_table
+from embedscope.results.usage import USAGE_HEADER, recorded_usage, total_usage, usage_cells
 
 if TYPE_CHECKING:  # pragma: no cover
     from embedscope.evaluation.runner import EvaluationReport
@@ -13,10 +14,15 @@ SUMMARY_METRICS = ("ndcg_at_10", "recall_at_10", "mrr_at_10", "map_at_100", "rec
 
 
 def summary_table(report: EvaluationReport) -> str:
-    """Main score and common retrieval metrics per task and split, with timing and cache use."""
+    """Main score and common retrieval metrics per task and split, with timing and cache use; for a model served by
+    an API, each task's requests, tokens, requests the cache saved, spend and request latency (on its first row)."""
+    usages = [recorded_usage(o.result.extra) for o in report.outcomes]
+    with_usage = any(u is not None for u in usages)
     header = ["task", "type", "split", "main score", *SUMMARY_METRICS, "seconds", "source"]
+    header += USAGE_HEADER if with_usage else []
     rows = []
-    for outcome in report.outcomes:
+    for outcome, usage in zip(report.outcomes, usages):
+        first = True
         for split, entries in outcome.result.scores.items():
             for entry in entries:
                 main = f"{entry.get('main_score', float('nan')):.5f} ({outcome.task.main_score})"
@@ -29,14 +35,24 @@ def summary_table(report: EvaluationReport) -> str:
                         *[fmt(entry.get(m)) for m in SUMMARY_METRICS],
                         "" if outcome.result.evaluation_time is None else f"{outcome.result.evaluation_time:.1f}",
                         "stored result" if outcome.reused else "evaluated",
+                        *(usage_cells(usage if first else None) if with_usage else []),
                     ]
                 )
+                first = False
     lines = [f"model: {report.model_name} (revision {report.revision})", "", markdown_table(header, rows)]
     if report.cache is not None:
         lines.append("")
         lines.append(
             f"embedding cache: {report.cache.hits} texts served, {report.cache.encoded} encoded; "
             f"total {report.seconds:.1f} s"
+        )
+    total = total_usage([u for u, o in zip(usages, report.outcomes) if not o.reused])
+    if total is not None:
+        cost = "" if total["cost"] is None else f", cost {total['cost']:.4f}"
+        lines += [] if report.cache is not None else [""]
+        lines.append(
+            f"API: {total['requests']} requests, {total['tokens']} tokens{cost}; the cache saved "
+            f"{total['avoided_requests']} requests ({total['avoided_tokens']} tokens)"
         )
     return "\n".join(lines)
 

@@ -9,6 +9,8 @@ A stage is written as a spec string or a mapping::
     minilm   /   dense:./my-model          # single-vector (any embedding model spec)
     colbert:minilm   /   colbert:./colbert-checkpoint,query_length=32
     cross-encoder:./my-reranker            # rerankers only
+    api-rerank:MODEL@https://host/v1       # rerankers only: a service's /rerank route (retrieval/api_reranker.py)
+    {type: api-rerank, model: M, api_base: URL, api_key_env: VAR, price_per_mtok: 0.05}
     {type: bm25, k1: 1.2}   {type: dense, model: minilm, pooling: mean}
 
 As a reranker, a bare folder is detected: a cross-encoder checkpoint, a ColBERT checkpoint, or an
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RETRIEVER_KINDS = ("bm25", "fts5", "dense", "colbert")
-RERANKER_KINDS = ("cross-encoder", "dense", "colbert")
+RERANKER_KINDS = ("cross-encoder", "dense", "colbert", "api-rerank")
 _KIND_ALIASES = {
     "cross_encoder": "cross-encoder",
     "crossencoder": "cross-encoder",
@@ -65,6 +67,8 @@ _KIND_ALIASES = {
     "maxsim": "colbert",
     "bi-encoder": "dense",
     "sqlite": "fts5",
+    "api_rerank": "api-rerank",
+    "rerank-api": "api-rerank",
 }
 
 
@@ -136,6 +140,15 @@ _OPTION_TYPES: dict[str, tuple[str, type]] = {
     "max_documents": _COUNT,
     "max_length": _COUNT,
     "top_k": _COUNT,
+    "texts_per_request": _COUNT,
+    "max_concurrency": _COUNT,
+    "max_retries": ("a non-negative integer", int),
+    "request_timeout": _NUMBER,
+    "price_per_mtok": _NUMBER,
+    "tls_verify": _FLAG,
+    "api_base": _TEXT,
+    "api_key_env": _TEXT,
+    "api_key_file": _TEXT,
     "lower": _FLAG,
     "normalize": _FLAG,
     **dict.fromkeys(("method", "stemmer", "backend", "tokenize", "match", "name", "model", "revision"), _TEXT),
@@ -153,7 +166,7 @@ def _typed(key: str, value: Any, kind: str) -> Any:
         value, ok = float(value), True
     if ok and expected is float and not math.isfinite(value):
         ok = False
-    if ok and expected is int and key != "n_threads" and value < 1:
+    if ok and expected is int and value < (0 if key == "max_retries" else 1) and key != "n_threads":
         ok = False
     if not ok:
         raise ConfigError(f"{kind} stage option {key}={value!r}: expected {what}")
@@ -195,6 +208,20 @@ _DENSE_OPTIONS = (
     *_PLACEMENT,
 )
 _CE_OPTIONS = ("model", "max_length", "name", "revision", *_PLACEMENT)
+_API_RERANK_OPTIONS = (
+    "model",
+    "api_base",
+    "api_key_env",
+    "api_key_file",
+    "api_key",
+    "name",
+    "texts_per_request",
+    "max_concurrency",
+    "request_timeout",
+    "max_retries",
+    "price_per_mtok",
+    "tls_verify",
+)
 
 
 # the options each kind of stage takes (a reranker mapping also takes ``top_k``: how many candidates it reads)
@@ -287,6 +314,10 @@ def build_stage(
             str(model), **{**placed, **{k: options.pop(k) for k in encoder_keys if k in options}}
         )
         return LateInteraction(encoder, **options)
+    if kind == "api-rerank":
+        from embedscope.retrieval.api_reranker import reranker_from_spec
+
+        return reranker_from_spec(_take(options, _API_RERANK_OPTIONS, kind))
     if kind == "cross-encoder":
         from embedscope.retrieval.cross_encoder import CrossEncoderReranker
 
@@ -554,12 +585,12 @@ def is_pipeline_spec(spec: str) -> bool:
         from embedscope.retrieval.cross_encoder import is_cross_encoder_checkpoint
 
         return Path(spec).expanduser().is_dir() and is_cross_encoder_checkpoint(Path(spec).expanduser())
-    return kind in ("bm25", "fts5", "colbert", "cross-encoder")
+    return kind in ("bm25", "fts5", "colbert", "cross-encoder", "api-rerank")
 
 
 def model_pipeline(spec: str, *, cache: Any = None, model_options: Mapping[str, Any] | None = None) -> Pipeline:
     """The pipeline a single ``model`` setting stands for: one retriever, or a cross-encoder alone."""
     kind = parse_stage(spec)["type"]
-    if kind == "cross-encoder" or (kind is None and _detect_reranker_kind(spec) == "cross-encoder"):
+    if kind in ("cross-encoder", "api-rerank") or (kind is None and _detect_reranker_kind(spec) == "cross-encoder"):
         return Pipeline([], rerankers=[RerankStep(build_stage(spec, reranker=True))])
     return Pipeline.build([spec], cache=cache, model_options=model_options)

@@ -9,6 +9,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from embedscope.results.table import markdown_table
+from embedscope.results.usage import USAGE_HEADER, USAGE_KEYS, folder_usage, usage_cells
 
 if TYPE_CHECKING:
     from embedscope.screen.run import MeanScore, ScreenReport
@@ -51,10 +52,18 @@ def significance_line(report: ScreenReport) -> str:
     return f"exact winner {winner} is {verdict} runner-up {runner_up}: {'; '.join(parts)} ({rule})"
 
 
+def model_usage(report: ScreenReport) -> dict[str, dict[str, Any] | None]:
+    """Each model's API use over its fast and exact results (None for a local model)."""
+    return {m.model: folder_usage([m.fast_folder, m.exact_folder]) for m in report.models}
+
+
 def rankings_table(report: ScreenReport, digits: int = 4) -> str:
-    """Fast rank and score, exact rank and score, the shift, and each pass's seconds, one row per model."""
+    """Fast rank and score, exact rank and score, the shift, and each pass's seconds, one row per model; with a
+    model served by an API, each model's requests, tokens, spend and request latency over its results."""
     level = round(report.options.confidence * 100)
     exact_rank = {name: i + 1 for i, name in enumerate(report.confirmed)}
+    usage = model_usage(report)
+    costs = any(u is not None for u in usage.values())
     rows = []
     for i, m in enumerate(report.models):
         fast_cell = _with_ci(m.fast, digits) + ("" if m.fast_applied else " (exact)")
@@ -68,6 +77,7 @@ def rankings_table(report: ScreenReport, digits: int = 4) -> str:
                 _num(m.shift, digits),
                 f"{m.fast_seconds:.1f}",
                 f"{m.exact_seconds:.1f}" if m.exact else "",
+                *(usage_cells(usage[m.model]) if costs else []),
             ]
         )
     header = [
@@ -79,6 +89,7 @@ def rankings_table(report: ScreenReport, digits: int = 4) -> str:
         "shift (exact − fast)",
         "fast s",
         "exact s",
+        *(USAGE_HEADER if costs else []),
     ]
     return markdown_table(header, rows)
 
@@ -142,7 +153,10 @@ def screen_text(report: ScreenReport, digits: int = 4) -> str:
 
 
 def screen_csv(report: ScreenReport) -> str:
-    """One row per model: both scores with their intervals, ranks, shift and seconds."""
+    """One row per model: both scores with their intervals, ranks, shift and seconds (and, with a model served by
+    an API, each model's API use)."""
+    usage = model_usage(report)
+    costs = any(u is not None for u in usage.values())
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
@@ -162,6 +176,7 @@ def screen_csv(report: ScreenReport) -> str:
             "shift",
             "fast_seconds",
             "exact_seconds",
+            *([f"api_{k}" for k in USAGE_KEYS] if costs else []),
         ]
     )
     exact_rank = {name: i + 1 for i, name in enumerate(report.confirmed)}
@@ -183,6 +198,11 @@ def screen_csv(report: ScreenReport) -> str:
                 "" if math.isnan(m.shift) else m.shift,
                 m.fast_seconds,
                 m.exact_seconds if m.exact else "",
+                *([_csv_value((usage[m.model] or {}).get(k)) for k in USAGE_KEYS] if costs else []),
             ]
         )
     return out.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    return "" if value is None else value

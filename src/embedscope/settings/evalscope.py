@@ -352,9 +352,28 @@ def work_dir_session(layers: Sequence[Layer]) -> Iterator[Path | None]:
 
 
 def _reranker(m: EvalScopeModel, where: str) -> dict[str, Any]:
+    if m.api_base or m.model_name or m.api_key:  # an API reranker: the service's /rerank route
+        return _api_reranker(m, where)
     if not m.model_name_or_path:
         raise ConfigError(f"{where}: the cross-encoder entry needs 'model_name_or_path'")
     stage: dict[str, Any] = {"type": "cross-encoder", "model": m.model_name_or_path}
     if m.max_seq_length is not None:
         stage["max_length"] = m.max_seq_length
+    return stage
+
+
+def _api_reranker(m: EvalScopeModel, where: str) -> dict[str, Any]:
+    """EvalScope's API cross-encoder entry (``is_cross_encoder: true`` with ``model_name``, ``api_base``, ``api_key``;
+    ``encode_kwargs.batch_size``: documents per request) as an ``api-rerank`` stage; its key is held as a
+    ``SecretStr`` (shown masked wherever the settings are printed or recorded)."""
+    model = m.model_name or m.model_name_or_path
+    if not model or not m.api_base:
+        raise ConfigError(f"{where}: the API cross-encoder entry needs 'model_name' and 'api_base'")
+    if m.dimensions is not None:
+        raise ConfigError(f"{where}: dimensions: a cross-encoder returns scores, not vectors; remove it")
+    stage: dict[str, Any] = {"type": "api-rerank", "model": model, "api_base": m.api_base}
+    if m.api_key:
+        stage["api_key"] = m.api_key if isinstance(m.api_key, SecretStr) else SecretStr(m.api_key)
+    if m.encode_kwargs.batch_size:
+        stage["texts_per_request"] = m.encode_kwargs.batch_size
     return stage

@@ -30,6 +30,10 @@ _LABELS = {
     "p95_ms": "p95 latency ms",
     "peak_mb": "peak MB",
     "bytes_per_vector": "bytes / vector",
+    "api_tokens": "API tokens",
+    "api_cost": "API cost",
+    "api_p50_ms": "API request p50 ms",
+    "api_p95_ms": "API request p95 ms",
 }
 SWEEP_STYLE = """
 .pt{fill:#4a7fb5;stroke:#fff;stroke-width:1}.pt.on{fill:#d9822b}.frontier{fill:none;stroke:#d9822b;stroke-width:2}

@@ -18,7 +18,11 @@ Everything is read back from the stored results (so a resumed sweep answers as a
   cache, and searched alone; the samples of every split pooled; empty when the result has none, e.g. a result
   stored by a run without ``latency_sample`` and reused); ``peak_mb`` = the largest peak RSS of
   the pipeline's stages (pipelines only); ``bytes_per_vector`` = 4 · dimension for float32 vectors when the model
-  records its dimension (``truncate_dim`` and ``precision`` settings are honoured when the settings have them).
+  records its dimension (``truncate_dim`` and ``precision`` settings are honoured when the settings have them);
+  for a model served by an API (the result's ``api_usage``, :mod:`embedscope.results.usage`): ``api_tokens``,
+  ``api_cost`` (None without a ``price_per_mtok``), ``api_p50_ms`` / ``api_p95_ms`` (request latency). When a task
+  has such a point, a point of a local model gets 0 tokens and 0 spend, so that the cost chart and its Pareto
+  frontier put a local model against a paid service; these columns show only when a point has them.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from embedscope.compare.selection import kfold_choice, pareto_front
 from embedscope.compare.stats import adjust
 from embedscope.errors import ConfigError
 from embedscope.results.table import markdown_table
+from embedscope.results.usage import recorded_usage
 from embedscope.sweep.grid import PointOutcome
 
 # (name, lower is better)
@@ -52,7 +57,12 @@ COSTS = (
     ("p95_ms", True),
     ("peak_mb", True),
     ("bytes_per_vector", True),
+    ("api_tokens", True),
+    ("api_cost", True),
+    ("api_p50_ms", True),
+    ("api_p95_ms", True),
 )
+API_COSTS = ("api_tokens", "api_cost", "api_p50_ms", "api_p95_ms")
 _NOT_SEARCH = ("load_data", "metrics", "encode_corpus", "latency_sample")
 _PRECISION_BITS = {"fp32": 32, "float32": 32, "fp16": 16, "int8": 8, "uint8": 8, "binary": 1, "ubinary": 1}
 
@@ -155,6 +165,11 @@ class SweepReport:
             )
         return "\n\n".join(parts)
 
+    @property
+    def api(self) -> bool:
+        """Whether a point calls an API (its columns show)."""
+        return any(r.costs.get("api_tokens") is not None for r in self.rows)
+
     def header(self) -> list[str]:
         return [
             "#",
@@ -171,6 +186,7 @@ class SweepReport:
             "p95 ms",
             "peak MB",
             "bytes/vector",
+            *(["API tokens", "API cost", "API p50 ms", "API p95 ms"] if self.api else []),
             "Pareto",
         ]
 
@@ -191,13 +207,19 @@ class SweepReport:
             _num(c.get("p95_ms"), 2),
             _num(c.get("peak_mb"), 0),
             _num(c.get("bytes_per_vector"), 0),
+            *(
+                [_num(c.get("api_tokens"), 0), _num(c.get("api_cost"), 4), _num(c.get("api_p50_ms"), 1)]
+                + [_num(c.get("api_p95_ms"), 1)]
+                if self.api
+                else []
+            ),
             ", ".join(r.pareto),
         ]
 
     def csv(self) -> str:
         out = io.StringIO()
         writer = csv.writer(out)
-        names = [n for n, _ in COSTS]
+        names = [n for n, _ in COSTS if self.api or n not in API_COSTS]
         writer.writerow(
             [
                 "point",
@@ -289,8 +311,31 @@ def result_costs(path: Path, n_items: int, settings: Any) -> dict[str, float | N
         "peak_mb": max(peaks) if peaks else None,
         "bytes_per_vector": _bytes_per_vector(Path(path).parent / "model_meta.json", settings),
         **latency_percentiles(data.get("query_latency")),
+        **api_costs(recorded_usage(data)),
     }
     return costs
+
+
+def api_costs(usage: dict[str, Any] | None) -> dict[str, float | None]:
+    """The API cost columns of a result's ``api_usage`` (all None for a model that calls no API)."""
+    if usage is None:
+        return dict.fromkeys(API_COSTS)
+    value = lambda key: None if usage.get(key) is None else float(usage[key])  # noqa: E731
+    return {
+        "api_tokens": value("tokens"),
+        "api_cost": value("cost"),
+        "api_p50_ms": value("latency_p50_ms"),
+        "api_p95_ms": value("latency_p95_ms"),
+    }
+
+
+def _local_points_cost_nothing(rows: list[SweepRow]) -> None:
+    """Beside a point served by an API, a local model's point spends no tokens and no money (0, not unknown)."""
+    if not any(r.costs.get("api_tokens") is not None for r in rows):
+        return
+    for r in rows:
+        if r.costs.get("api_tokens") is None:
+            r.costs["api_tokens"], r.costs["api_cost"] = 0.0, 0.0
 
 
 def latency_percentiles(recorded: Any) -> dict[str, float | None]:
@@ -341,6 +386,7 @@ def sweep_report(
         items = [task_items(o.paths[task]) for o in present]
         rows = [_row(o, task, it) for o, it in zip(present, items)]
         _shared_encoding_cost(rows)
+        _local_points_cost_nothing(rows)
         _against_best(rows, items, options)
         _mark_pareto(rows)
         report.rows += rows
