@@ -399,3 +399,17 @@ def no_offline_flags(monkeypatch):
     hub.unreachable_reason.cache_clear()
     yield
     hub.unreachable_reason.cache_clear()
+
+
+# -- test tiers on two workers (pytest -n 2 --dist loadgroup) ------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that share one heavy process per session run on one worker: the local Ray cluster's and the real API
+    server's (the ``infinity`` fixture). The others are spread over the workers."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "infinity" in fixtures:
+            item.add_marker(pytest.mark.xdist_group("infinity"))
+        elif "ray" in item.path.name:
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -282,9 +282,8 @@ def test_a_toy_task_type_with_a_protocol_parameter_runs_from_custom_tasks_and_th
     longest_type, toy_backend, tmp_path, capsys
 ):
     """The type's parameter is set by ``task_params`` (config key, ``--task-param``, ``evaluate(task_params=)``)
-    for its ``custom_tasks`` entries and ``TYPE:PATH`` files alike; a ``custom_tasks`` entry itself takes only the
-    parameter names ``settings/run.py: CustomTask`` declares, so a per-entry key of a new name is refused (the
-    table's row says so: a per-entry parameter of a new name is a second file)."""
+    for its ``custom_tasks`` entries and ``TYPE:PATH`` files alike, and by a ``custom_tasks`` entry's own key (checked
+    by the type's record: a name it lacks is refused in one line)."""
     from embedscope.evaluation.runner import evaluate_config
 
     pairs = tmp_path / "data" / "pairs.tsv"
@@ -300,7 +299,10 @@ def test_a_toy_task_type_with_a_protocol_parameter_runs_from_custom_tasks_and_th
     config.write_text(entry + "task_params:\n  min_words: 2\n")
     evaluate_config(config, model=encoder, output_folder=str(tmp_path / "cfg"), cache=False)
     assert _scores(tmp_path / "cfg") == {2: 1.0}  # the parameter took effect
-    config.write_text(entry + "    min_words: 2\n")
+    config.write_text(entry + "    min_words: 2\n")  # the entry's own key: the type's parameter too
+    evaluate_config(config, model=encoder, output_folder=str(tmp_path / "entry"), cache=False)
+    assert _scores(tmp_path / "entry") == {2: 1.0}
+    config.write_text(entry + "    min_word: 2\n")  # a name the type lacks: one line naming the valid ones
     assert main(["run", "--config", str(config), "--print-settings"]) == 2
     assert "min_words" in capsys.readouterr().err
     # the CLI: TYPE:PATH with --task-param (the model: the toy backend's folder)

@@ -10,8 +10,9 @@ import pytest
 
 from embedscope.errors import ConfigError
 from embedscope.retrieval.api_reranker import ApiReranker, ApiRerankError
-from embedscope.retrieval.base import SearchOptions, rerank
+from embedscope.retrieval.base import rerank
 from embedscope.retrieval.pipeline import Pipeline, build_stage, is_pipeline_spec, model_pipeline
+from embedscope.settings import RunSettings
 from embedscope.settings.evalscope import evalscope_layer
 from embedscope.types import Corpus, Queries, RankedRun
 from support.rerank_server import overlap_score, rerank_server
@@ -43,7 +44,7 @@ def _expected() -> np.ndarray:
 
 def test_scores_are_the_services_in_candidate_order(service):
     reranker = ApiReranker("fake-reranker", service.url, texts_per_request=2, max_concurrency=2, backoff_s=0)
-    got = reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
+    got = reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, RunSettings().search_options(show_progress=False))
     np.testing.assert_array_equal(got, _expected())
     # batches of at most 2 documents: 2 + 2 + 2 + 1 requests, empty slots never sent
     assert sorted(len(r["documents"]) for r in service.requests) == [1, 1, 2, 2, 2]
@@ -55,7 +56,13 @@ def test_scores_are_the_services_in_candidate_order(service):
 
 
 def test_rerank_orders_as_the_scores_computed_directly(service):
-    run = rerank(ApiReranker("m", service.url), QUERIES, CORPUS, CANDIDATES, SearchOptions(top_k=4))
+    run = rerank(
+        ApiReranker("m", service.url),
+        QUERIES,
+        CORPUS,
+        CANDIDATES,
+        RunSettings(top_k=4).search_options(show_progress=False),
+    )
     expected = _expected()
     for r in range(len(QUERIES)):
         slots = [c for c in range(4) if CANDIDATES.doc_index[r, c] >= 0]
@@ -66,7 +73,7 @@ def test_rerank_orders_as_the_scores_computed_directly(service):
 def test_tokens_counted_when_the_service_gives_none_and_cost_from_the_price(service):
     service.with_usage = False
     reranker = ApiReranker("m", service.url, price_per_mtok=2.5)
-    reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
+    reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, RunSettings().search_options(show_progress=False))
     # one token per 4 bytes of UTF-8 of each text sent (rounded up), as the API encoder estimates
     tokens = sum(-(-len(t.encode()) // 4) for r in service.requests for t in [r["query"], *r["documents"]])
     usage = reranker.api_usage()
@@ -79,7 +86,7 @@ def test_transient_faults_are_retried(service, fault):
     service.faults = [fault, fault]
     service.slow_s = 0.5
     reranker = ApiReranker("m", service.url, max_concurrency=1, request_timeout=0.2, backoff_s=0)
-    got = reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
+    got = reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, RunSettings().search_options(show_progress=False))
     np.testing.assert_array_equal(got, _expected())
     assert reranker.api_usage()["requests"] == 3  # only answered requests count
 
@@ -88,7 +95,7 @@ def test_retries_run_out_in_one_line(service):
     service.faults = ["500"] * 10
     reranker = ApiReranker("m", service.url, max_concurrency=1, max_retries=2, backoff_s=0)
     with pytest.raises(ApiRerankError) as err:
-        reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
+        reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, RunSettings().search_options(show_progress=False))
     message = str(err.value)
     assert "\n" not in message and "HTTP 500 after 3 attempts" in message and "query 1 of 3" in message
     assert "0 of 3 requests had been answered" in message
@@ -104,7 +111,9 @@ def test_unusable_answers_are_one_line_errors(service, fault, words):
     queries = Queries(("q",), ("cat",))
     candidates = RankedRun(queries.ids, CORPUS.ids, np.array([[0, 1, 2, 3]]), np.zeros((1, 4)))
     with pytest.raises(ApiRerankError, match=words) as err:
-        ApiReranker("m", service.url, backoff_s=0).score_candidates(queries, CORPUS, candidates, SearchOptions())
+        ApiReranker("m", service.url, backoff_s=0).score_candidates(
+            queries, CORPUS, candidates, RunSettings().search_options(show_progress=False)
+        )
     assert "\n" not in str(err.value)
     assert len(service.requests) == 1  # an answer that is wrong is not asked again
 
@@ -115,7 +124,7 @@ def test_key_from_the_environment_is_sent_to_the_service_only_and_recorded_nowhe
         {"type": "api-rerank", "model": "m", "api_base": service.url, "api_key_env": "RERANK_KEY_FOR_TEST"},
         reranker=True,
     )
-    reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
+    reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, RunSettings().search_options(show_progress=False))
     assert {h.get("Authorization") for h in service.headers} == {"Bearer sk-secret-4242"}
     pipeline = Pipeline.build(["bm25"], rerankers=[{"type": "api-rerank", "model": f"m@{service.url}"}])
     for record in (reranker.describe(), reranker.settings(), repr(reranker), pipeline.describe(), reranker.fingerprint):
@@ -127,10 +136,10 @@ def test_key_from_a_file_or_a_secret_as_given(service, tmp_path):
 
     (tmp_path / "key").write_text("sk-from-file-1\n")
     ApiReranker("m", service.url, api_key_file=str(tmp_path / "key")).score_candidates(
-        QUERIES, CORPUS, CANDIDATES, SearchOptions()
+        QUERIES, CORPUS, CANDIDATES, RunSettings().search_options(show_progress=False)
     )
     ApiReranker("m", service.url, api_key=SecretStr("sk-given-2")).score_candidates(
-        QUERIES, CORPUS, CANDIDATES, SearchOptions()
+        QUERIES, CORPUS, CANDIDATES, RunSettings().search_options(show_progress=False)
     )
     assert {h.get("Authorization") for h in service.headers} == {"Bearer sk-from-file-1", "Bearer sk-given-2"}
     with pytest.raises(ConfigError, match="api_key_file .*cannot read"):
@@ -170,7 +179,7 @@ def test_pipeline_with_an_api_reranker_records_its_usage(service):
     from embedscope.results.usage import api_usage
 
     pipeline = Pipeline.build(["bm25"], rerankers=[{"type": "api-rerank", "model": "m", "api_base": service.url}])
-    run = pipeline.retrieve(QUERIES, CORPUS, SearchOptions(top_k=3))
+    run = pipeline.retrieve(QUERIES, CORPUS, RunSettings(top_k=3).search_options(show_progress=False))
     assert run.doc_index.shape == (3, 3)
     usage = api_usage(pipeline)
     assert usage is not None and usage["requests"] == len(service.requests) > 0
@@ -202,7 +211,7 @@ def test_evalscope_api_cross_encoder_entry_is_an_api_rerank_stage(service):
     )
     assert "sk-evalscope-777" not in json.dumps(layer.values, default=str)  # the key is held masked
     reranker = build_stage(stage, reranker=True)
-    reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, SearchOptions())
+    reranker.score_candidates(QUERIES, CORPUS, CANDIDATES, RunSettings().search_options(show_progress=False))
     assert {h.get("Authorization") for h in service.headers} == {"Bearer sk-evalscope-777"}
 
 

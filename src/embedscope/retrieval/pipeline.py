@@ -231,6 +231,7 @@ STAGE_OPTIONS: dict[str, tuple[str, ...]] = {
     "dense": _DENSE_OPTIONS,
     "colbert": _COLBERT_OPTIONS,
     "cross-encoder": _CE_OPTIONS,
+    "api-rerank": _API_RERANK_OPTIONS,
 }
 
 

@@ -564,9 +564,11 @@ class ChunkingSettings(BaseModel):
 
 
 class CustomTask(BaseModel):
-    """A task over the user's own files (``custom_tasks`` entries of both schemas)."""
+    """A task over the user's own files (``custom_tasks`` entries of both schemas). Keys beyond these fields are
+    protocol parameters of the entry's type (its own, a registered type's too), checked by that type's record when the
+    task is built (:func:`embedscope.tasks.params.task_param_fields`): a name the type lacks is refused there."""
 
-    model_config = _strict()
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     name: str
     data_path: Folder
     eval_splits: list[str] = Field(default_factory=lambda: ["test"])
@@ -596,7 +598,8 @@ class CustomTask(BaseModel):
             "k",
             "top_k",
         )
-        return {n: getattr(self, n) for n in names if n in self.model_fields_set}
+        declared = {n: getattr(self, n) for n in names if n in self.model_fields_set}
+        return {**declared, **check_finite_tree(dict(self.model_extra or {}))}
 
     @field_validator("name")
     @classmethod
