@@ -9,6 +9,7 @@ from typing import Any
 
 from embedscope.cli.settings_flags import add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
+from embedscope.settings.options import GROUPS
 
 _RUN_DESCRIPTION = (
     "Evaluate a model on tasks and write MTEB-format results. With no arguments, evaluates the built-in 'minilm' model "
@@ -17,17 +18,7 @@ _RUN_DESCRIPTION = (
     "then the flags given here: an explicit flag overrides the config file's value (--print-settings shows each "
     "value and where it came from). A flag that cannot act in the chosen mode is an error, never dropped."
 )
-RUN_GROUPS = (
-    "models",
-    "model options",
-    "pipeline",
-    "tasks",
-    "encoding",
-    "search",
-    "dense post-processing",
-    "chunking",
-    "results",
-)
+RUN_GROUPS = GROUPS  # run takes every settings group
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:

@@ -17,7 +17,6 @@ only to ``api_base`` (redirects are not followed) and appears in no name, finger
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import threading
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
+from embedscope.models.api.keys import is_private_host  # the API encoder's rule: plain http only to these
 from embedscope.models.base import ModelBase
 from embedscope.retrieval.base import SearchOptions
 from embedscope.types import Corpus, Queries, RankedRun
@@ -42,21 +42,6 @@ RETRIED_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 class ApiRerankError(ConfigError):
     """A ``/rerank`` request failed for good, or its answer cannot be used (one line: which, where, what was done)."""
-
-
-def is_private_host(host: str) -> bool:
-    """Whether ``host`` is ``localhost`` or a loopback, private or link-local address (where plain http is fine).
-
-    >>> is_private_host("127.0.0.1"), is_private_host("10.1.2.3"), is_private_host("api.example.com")
-    (True, True, False)
-    """
-    if host.lower() in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def check_base_url(api_base: str, what: str) -> str:
