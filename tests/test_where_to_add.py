@@ -169,7 +169,10 @@ def test_a_toy_backend_is_one_record_and_every_entry_point_takes_it(toy_backend,
         {"folder": "m1", "pooling": None, "device": "cpu"},
         {"folder": "m1", "pooling": "cls", "device": "cpu"},
     ]
-    # --backend and config backend:
+    # --backend (its help lists the record) and config backend:
+    from embedscope.settings.options import declared_options
+
+    assert "| toy" in next(o.help for o in declared_options() if o.path == "model_options.backend")
     assert main(["run", "--backend", "toy", "--print-settings"]) == 0
     assert '"backend": "toy"' in capsys.readouterr().out
     assert main(["run", "--backend", "toyy", "--print-settings"]) == 2

@@ -294,10 +294,16 @@ def run_page(page: Path, folder: Path) -> None:
 
 
 RUNNABLE_PAGES = [p for p in PAGES if any(not b.not_run and b.lang in ("bash", "python") for b in read_blocks(p))]
+LONG_PAGES = {"docs/get-started.md"}  # the first run: a whole built-in task with the real model, more than a minute
+
+
+def _page_param(page: Path) -> object:
+    name = str(page.relative_to(ROOT))
+    return pytest.param(page, id=name, marks=[pytest.mark.long] if name in LONG_PAGES else [])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", [_page_param(p) for p in RUNNABLE_PAGES])
 def test_every_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EMBEDSCOPE_CACHE", str(tmp_path / "cache"))

@@ -116,7 +116,14 @@ def test_search_finds_a_flag_by_name(site: str, browser: Any) -> None:
     )
     page.click("input.md-search__input", timeout=10_000)
     page.keyboard.type("tune-folds", delay=20)  # as a user types: the search listens to the keys
-    page.wait_for_function("() => document.querySelectorAll('.md-search-result__item').length > 0", timeout=60_000)
-    hits = page.eval_on_selector_all(".md-search-result__item a", "as => as.map(a => a.href)")
+    # The search answers each key as it comes: the first results shown may be those of "tune". Wait for the answer
+    # to the whole name, then for the CLI reference among its hits (a timeout fails with what was found instead).
+    found = "() => [...document.querySelectorAll('.md-search-result__item a')].map(a => a.href)"
+    page.wait_for_function(f"() => ({found})().some(h => h.includes('folds'))", timeout=60_000)
+    try:
+        page.wait_for_function(f"() => ({found})().some(h => h.includes('reference/cli/'))", timeout=30_000)
+    except Exception:  # noqa: BLE001 - playwright's TimeoutError; the assertion below says what was found
+        pass
+    hits = page.evaluate(found)
     assert any("reference/cli/" in h for h in hits), hits
     assert errors == []

@@ -31,6 +31,7 @@ def tiny_st(tmp_path_factory):
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "tiny-st")
 
 
+@pytest.mark.long  # the real model on a whole built-in task in-process and on two Ray workers: minutes on 2 cores
 def test_lee_through_ray_equals_in_process(cluster, tmp_path):
     import embedscope
 

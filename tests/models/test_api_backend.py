@@ -15,18 +15,8 @@ from embedscope.models.cache import CachedEncoder, EmbeddingCache
 from embedscope.models.specs import load_encoder
 from support.api_server import ApiServer, fake_vector
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")
 KEY = "sk-test-0123456789abcdef"
-
-
-@pytest.fixture(autouse=True)
-def quick_backoff(monkeypatch):
-    monkeypatch.setattr(ApiEncoder, "backoff", 0.001)
-
-
-@pytest.fixture
-def server():
-    with ApiServer() as s:
-        yield s
 
 
 def _openai(server: ApiServer, **options) -> ApiEncoder:

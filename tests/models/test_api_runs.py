@@ -19,26 +19,15 @@ import embedscope
 from embedscope.cli.main import main
 from embedscope.errors import ConfigError
 from embedscope.evaluation.runner import evaluate
-from embedscope.models.api import ApiEncoder
 from embedscope.models.specs import load_encoder
 from embedscope.testing.tiny import tiny_retrieval_task, write_tiny_beir
 from support.api_server import ApiServer
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")
 KEY = "sk-proj-SECRETkey0123456789abcdefXYZ"
 BUILTIN = ["BBCNewsRetrieval", "BBCNewsClustering", "BBCNewsClassification", "LeeDocumentSimilarity"]
 QUICK = ["BBCNewsRetrieval", "LeeDocumentSimilarity"]  # clustering takes a minute; limits=30 leaves classification
 # one training class (the first 30 rows of BBC's train split)
-
-
-@pytest.fixture(autouse=True)
-def quick_backoff(monkeypatch):
-    monkeypatch.setattr(ApiEncoder, "backoff", 0.001)
-
-
-@pytest.fixture
-def server():
-    with ApiServer() as s:
-        yield s
 
 
 def _run(server: ApiServer, tmp_path: Path, *extra: str) -> int:

@@ -183,7 +183,7 @@ def test_minilm_with_a_cache_warm_from_the_first_column_is_exact(minilm, tmp_pat
     from embedscope.models.cache import CachedEncoder, EmbeddingCache
 
     lee = lee_similarity()
-    n = 300
+    n = 120
 
     def first(doc: str) -> str:
         return doc.split(". ")[0]

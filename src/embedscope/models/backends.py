@@ -167,6 +167,15 @@ def backend_help() -> str:
     return "\n".join(lines)
 
 
+def backend_choices() -> str:
+    """The backend names on one line, each with the extra it needs (the ``model_options.backend`` flag's help).
+
+    >>> "openvino-int8 (needs embedscope[openvino])" in backend_choices()
+    True
+    """
+    return " | ".join(f"{b.name} (needs embedscope[{b.extra}])" if b.extra else b.name for b in backends())
+
+
 def fast_paths() -> tuple[Backend, ...]:
     """The backends ``screen`` may run as fast paths."""
     return tuple(b for b in backends() if b.fast_path)

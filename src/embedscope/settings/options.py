@@ -10,7 +10,8 @@ whose ``description`` is the option's one help text and whose ``json_schema_extr
 - argparse hints (``nargs``, ``action``, ``const``, ``metavar``, ``choices``);
 - ``acts``: where it acts (``{"task_type": [...]}``, ``{"fusion": ["rrf"]}``): one given where it acts nowhere in a
   run is refused (:func:`acts_nowhere`);
-- ``stored``: whether it changes what a result stores (a sweep axis over one that does not is refused).
+- ``stored``: whether it changes what a result stores (a sweep axis over one that does not is refused);
+- ``help_from``: ``module:function`` whose one line ends the help (a registry's names, so a new record shows).
 
 :func:`declared_options` walks the fields (nested ones by path); the command line (``embedscope.cli.settings_flags``)
 builds its flags from it, and a test holds every field to exactly one flag or a reason.
@@ -22,6 +23,7 @@ builds its flags from it, and a test holds every field to exactly one flag or a 
 
 from __future__ import annotations
 
+import importlib
 import typing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +60,7 @@ def option(
     key_values: bool = False,
     acts: Mapping[str, Sequence[str]] | None = None,
     stored: bool = True,
+    help_from: str | None = None,
     **field_kwargs: Any,
 ) -> Any:
     """A settings field with its option metadata (see the module docstring); ``field_kwargs`` go to ``Field``."""
@@ -75,6 +78,7 @@ def option(
         "key_values": key_values,
         "acts": {k: list(v) for k, v in (acts or {}).items()},
         "stored": stored,
+        "help_from": help_from,
     }
     if default is ... and "default_factory" in field_kwargs:
         return Field(description=help, json_schema_extra={"option": meta}, **field_kwargs)
@@ -153,7 +157,7 @@ def declared_options(root: type[BaseModel] | None = None, prefix: str = "") -> I
         flags = tuple(meta["flags"]) or (() if meta["config_only"] else (f"--{name.replace('_', '-')}",))
         yield DeclaredOption(
             path,
-            info.description or "",
+            _help(info.description or "", meta.get("help_from")),
             meta["group"],
             flags,
             meta["config_only"],
@@ -168,6 +172,14 @@ def declared_options(root: type[BaseModel] | None = None, prefix: str = "") -> I
         )
     if prefix == "" and root.__name__ == "RunSettings":
         yield from engine_options()
+
+
+def _help(text: str, help_from: str | None) -> str:
+    """The help text, ended by what ``help_from`` (``module:function``, a registry's one-line list) says now."""
+    if help_from is None:
+        return text
+    module, _, function = help_from.partition(":")
+    return f"{text}: {getattr(importlib.import_module(module), function)()}"
 
 
 def engine_options() -> Iterator[DeclaredOption]:

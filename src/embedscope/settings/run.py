@@ -116,9 +116,8 @@ class ModelOptions(BaseModel):
     backend: str | None = option(
         None,
         group="model options",
-        help="force sentence-transformers | transformers | onnx | static; or a fast path of a torch model, exported "
-        "once into the cache folder: onnx | onnx-int8 (needs embedscope[onnx-export]) | openvino | openvino-bf16 | "
-        "openvino-int8 (needs embedscope[openvino])",
+        help="force a backend (a fast path of a torch model is exported once into the cache folder)",
+        help_from="embedscope.models.backends:backend_choices",
     )
     pooling: str | None = option(
         None, group="model options", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens"
