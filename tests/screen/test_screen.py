@@ -275,6 +275,23 @@ def test_a_model_the_fast_path_cannot_act_on_is_screened_exact_and_said_so(tiny_
     assert math.isfinite(report.models[0].fast.mean)
 
 
+def test_bm25_beside_a_model_is_screened_exact_and_only_the_model_gets_per_text_cosines(tiny_models, tmp_path) -> None:
+    report = screen(
+        [tiny_models[0], "bm25"],
+        [tiny_retrieval_task()],
+        fast="bf16",
+        confirm=2,
+        compare_options=OPTIONS,
+        output_folder=str(tmp_path / "out"),
+        cache_dir=str(tmp_path / "cache"),
+        show_progress=False,
+    )
+    model, bm25 = report.model(tiny_models[0]), report.model("bm25")
+    assert model.fast_applied and "embedding_cosine_mean" in model.fidelity[0]
+    assert not bm25.fast_applied and "runs no embedding model" in bm25.note and not bm25.fidelity
+    assert bm25.fast_folder == bm25.exact_folder  # one bm25 result: the dtype of a fast path is not stored on it
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -7,7 +7,9 @@ Single label (``AbsTaskClassification``), per experiment, from ``y_true`` and th
 * ``precision_c = TP_c / (TP_c + FP_c)``, ``recall_c = TP_c / (TP_c + FN_c)``,
   ``f1_c = 2 precision_c recall_c / (precision_c + recall_c)``: ``precision``/``recall``/``f1`` (macro) and
   ``*_weighted``
-* ``ap`` / ``ap_weighted``: ``average_precision_score`` of the hard predictions, only for binary eval labels
+* ``ap`` / ``ap_weighted``: ``average_precision_score`` of the hard predictions, only for binary eval labels; the
+  positive class is 1 where 1 is a label (scikit-learn's default, so mteb's numbers), else the label that sorts last
+  (``"pos"`` of ``"neg"``/``"pos"``), scored ``1[ŷ = positive]`` when the labels are not numbers
 
 Multi-label (``AbsTaskMultilabelClassification``), from binarised label matrices ``Y`` and ``Ŷ``:
 
@@ -19,6 +21,8 @@ Experiments are averaged with :func:`average_experiments`.
 
 >>> prediction_scores([0, 1, 1, 0], [0, 1, 0, 0])["accuracy"]
 0.75
+>>> prediction_scores(["neg", "pos", "pos"], ["neg", "pos", "neg"])["ap"] == prediction_scores([0, 1, 1], [0, 1, 0])["ap"]
+True
 """
 
 from __future__ import annotations
@@ -46,9 +50,14 @@ def prediction_scores(y_test: Sequence[Label], y_pred: Sequence[Label] | np.ndar
         "ap": None,
         "ap_weighted": None,
     }
-    if len(np.unique(y_test)) == 2:  # type: ignore[arg-type]  # numpy stubs: any label sequence works
-        scores["ap"] = float(average_precision_score(y_test, y_pred, average="macro"))
-        scores["ap_weighted"] = float(average_precision_score(y_test, y_pred, average="weighted"))
+    labels = np.unique(y_test)  # type: ignore[arg-type]  # numpy stubs: any label sequence works
+    if len(labels) == 2:
+        positive = 1 if 1 in labels.tolist() else labels[-1]
+        predicted = np.asarray(y_pred)
+        if not np.issubdtype(predicted.dtype, np.number):  # string labels: a hard score per prediction
+            predicted = (predicted == positive).astype(float)
+        for key, average in (("ap", "macro"), ("ap_weighted", "weighted")):
+            scores[key] = float(average_precision_score(y_test, predicted, average=average, pos_label=positive))
     return scores
 
 

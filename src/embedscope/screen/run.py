@@ -373,8 +373,11 @@ def _run_one(settings: RunSettings) -> _Pass:
 
 
 def _fast_pass(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], m: ScreenedModel) -> _Pass:
-    """The model's fast run; on its exact path (noted in ``m``) when the fast path cannot act on it."""
+    """The model's fast run; on its exact path (noted in ``m``) when the fast path cannot act on it: a model that
+    embeds nothing (bm25), or one the fast path refuses."""
     try:
+        if not _embeds(settings, run):
+            raise ConfigError(f"{run.model} runs no embedding model")
         done = _run_one(_one_model(settings, run, overrides))
     except ConfigError as e:
         m.fast_applied, m.note = False, f"the fast path does not apply ({e}); screened exact"
@@ -491,20 +494,36 @@ def _fidelity(
     ]
 
 
+def _built(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], cache: Any = None) -> Any:
+    """The model of ``run`` with ``overrides`` as the runner builds it (an encoder loads lazily)."""
+    from embedscope.evaluation.models import build_model
+
+    one = _one_model(settings, run, overrides)
+    return build_model(one.model_runs()[0], one, cache)
+
+
+def _embeds(settings: RunSettings, run: ModelRun) -> bool:
+    """Whether the model is an encoder or a pipeline with an encoder in a stage (a fast path acts on those)."""
+    from embedscope.models.base import Encoder
+
+    built = _built(settings, run, {})
+    stage_models = getattr(built, "stage_models", None)
+    return any(isinstance(x, Encoder) for x in (stage_models() if stage_models is not None else [built]))
+
+
 def _embedding_agreement(
     settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], tasks: Sequence[Any]
 ) -> dict[str, dict[str, Any]]:
     """Per-text cosine of the exact and fast vectors of each task's texts
     (:func:`~embedscope.compare.embeddings.embedding_agreement`; vectors through the run's cache)."""
     from embedscope.compare.embeddings import embedding_agreement
-    from embedscope.evaluation.models import build_model
+    from embedscope.models.base import Encoder
     from embedscope.models.cache import EmbeddingCache
 
     cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
-    built = []
-    for extra in ({}, overrides):
-        one = _one_model(settings, run, extra)
-        built.append(build_model(one.model_runs()[0], one, cache))
+    built = [_built(settings, run, extra, cache) for extra in ({}, overrides)]
+    if not all(isinstance(b, Encoder) for b in built):  # a pipeline: its score shift is the fidelity figure
+        return {}
     # None: each encoder's device default (models.device.default_batch_size), as the runner's passes had: the
     # same batches, so every vector those passes cached is served
     search = RunSettings(limits=settings.limits, corpus_chunk_size=settings.corpus_chunk_size).search_options(
