@@ -252,3 +252,23 @@ def test_native_config_task_params_splits_and_benchmark(tmp_path):
         splits=settings.splits,
     )
     assert list(report.outcomes[0].result.scores) == ["validation"]
+
+
+def test_print_settings_of_an_evalscope_config_with_custom_tasks_names_each_task(tmp_path, capsys):
+    """EvalScope's custom_tasks become task objects in the settings: --print-settings shows each by name and type."""
+    import yaml
+
+    from embedscope.testing.tiny import write_tiny_beir
+
+    data = write_tiny_beir(tmp_path / "tiny")
+    eval_ = {"custom_tasks": [{"name": "Mine", "type": "Retrieval", "data_path": str(data), "top_k": 5}]}
+    config = {
+        "eval_backend": "RAGEval",
+        "eval_config": {"tool": "MTEB", "models": [{"model_name_or_path": "static-64"}]},
+    }
+    config["eval_config"]["eval"] = eval_
+    path = tmp_path / "es.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["run", "-c", str(path), "--print-settings"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| tasks |"))
+    assert '["Mine (RetrievalTask)"]' in row and "es.yaml" in row

@@ -93,7 +93,12 @@ def settings_table(settings: Any) -> str:
     def shown(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
 
-    dumped = settings.model_dump(mode="json", exclude={"engine"})
+    def named(value: Any) -> str:  # a task object (a custom_tasks entry of an EvalScope config, evaluate()'s tasks)
+        name = getattr(value, "name", None)
+        return f"{name} ({type(value).__name__})" if isinstance(name, str) else repr(value)
+
+    dumped = settings.model_dump(mode="json", exclude={"engine"}, fallback=named)
+    dumped["tasks"] = [t if isinstance(t, str) else named(t) for t in settings.tasks]
     dumped["model_options"] = settings.model_options.given()
     rows = [[key, shown(value), origin(key)] for key, value in dumped.items()]
     rows.append(["engine", shown(settings.engine.model_dump(mode="json")), origin("engine")])
