@@ -50,7 +50,7 @@ def prediction_scores(y_test: Sequence[Label], y_pred: Sequence[Label] | np.ndar
         "ap": None,
         "ap_weighted": None,
     }
-    labels = np.unique(y_test)  # type: ignore[arg-type]  # numpy stubs: any label sequence works
+    labels: np.ndarray = np.unique(y_test)  # type: ignore[arg-type]  # numpy stubs: any label sequence works
     if len(labels) == 2:
         positive = 1 if 1 in labels.tolist() else labels[-1]
         predicted = np.asarray(y_pred)
