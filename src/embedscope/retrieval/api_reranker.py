@@ -30,7 +30,9 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
+from embedscope.models.api.encoder import estimate_tokens  # the API encoder's count where a service gives none
 from embedscope.models.api.keys import is_private_host  # the API encoder's rule: plain http only to these
+from embedscope.models.api.throttle import retry_after
 from embedscope.models.base import ModelBase
 from embedscope.retrieval.base import SearchOptions
 from embedscope.types import Corpus, Queries, RankedRun
@@ -187,7 +189,7 @@ class ApiReranker(ModelBase):
                 elapsed = 1000 * (time.perf_counter() - started)
                 if response.status_code in RETRIED_STATUS:
                     problem = f"HTTP {response.status_code}"
-                    wait = max(wait, _retry_after(response.headers.get("retry-after")))
+                    wait = max(wait, retry_after(response.headers) or 0.0)
                 elif response.status_code >= 400:
                     raise ApiRerankError(f"{where}: HTTP {response.status_code} {_brief(response.text)}")
                 else:
@@ -258,23 +260,6 @@ class ApiReranker(ModelBase):
         for r, (cols, scores) in enumerate(zip(rows, self.score_queries(pairs, options.show_progress))):
             out[r, cols] = scores
         return out
-
-
-def estimate_tokens(text: str) -> int:
-    """A text's tokens where the service reports none: one per 4 bytes of UTF-8, at least 1.
-
-    >>> estimate_tokens("hello world!"), estimate_tokens("")
-    (3, 1)
-    """
-    return max(1, -(-len(text.encode("utf-8")) // 4))
-
-
-def _retry_after(value: str | None) -> float:
-    """Seconds a ``Retry-After`` header asks for (0 when absent or a date)."""
-    try:
-        return max(0.0, float(value)) if value else 0.0
-    except ValueError:
-        return 0.0
 
 
 def _brief(text: str, limit: int = 200) -> str:
