@@ -377,6 +377,7 @@ def builtin_scores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[s
 
 @pytest.mark.long
 @pytest.mark.slow
+@pytest.mark.xdist_group("builtin_scores")  # one worker computes the module's fixture once for both backends
 @pytest.mark.parametrize("backend", ["onnx", "openvino"])
 def test_minilm_fp32_fast_paths_keep_every_builtin_score(
     builtin_scores: dict[str, dict[str, float]], backend: str
@@ -392,8 +393,9 @@ def test_minilm_fp32_fast_paths_keep_every_builtin_score(
 @pytest.mark.long
 @pytest.mark.slow
 def test_minilm_onnx_int8_score_shift(tmp_path: Path) -> None:
-    """The int8 path moves LeeDocumentSimilarity's score a little (measured on the whole suite at full length:
-    Retrieval −0.0040, Clustering −0.0116, Classification −0.0017, Lee +0.0013)."""
+    """The int8 path moves LeeDocumentSimilarity's score a little, by how much depends on the CPU's int8 kernels
+    (measured on the whole suite at full length: Retrieval −0.0040, Clustering −0.0116, Classification −0.0017,
+    Lee +0.0013; Lee +0.0104 on the 2-core CI machine, 2026-11-27). A broken quantization moves it by tenths."""
     import embedscope
 
     scores = {}
@@ -407,4 +409,4 @@ def test_minilm_onnx_int8_score_shift(tmp_path: Path) -> None:
             show_progress=False,
         )
         scores[backend] = report.outcomes[0].result.main_score()
-    assert scores[None] != scores["onnx-int8"] and abs(scores["onnx-int8"] - scores[None]) < 0.01, scores
+    assert scores[None] != scores["onnx-int8"] and abs(scores["onnx-int8"] - scores[None]) < 0.02, scores
