@@ -191,18 +191,17 @@ LOCAL_SCORES = {  # the built-in suite with the local minilm (README; pinned by 
 }
 
 
-@pytest.mark.long  # the whole built-in suite through the server on 2 cores: minutes
+@pytest.mark.long  # the whole built-in suite twice on 2 cores (locally, then through the server): minutes
 def test_builtin_suite_through_the_api_gives_the_local_scores_and_a_second_run_sends_nothing(
-    infinity, tmp_path, monkeypatch
+    infinity, minilm, tmp_path, monkeypatch
 ):
-    """Against the local model's scores (``LOCAL_SCORES``: the README's numbers, equal to mteb's on the same data;
-    measured again locally at full precision: 0.792160, 0.776654, 0.914986, 0.508270, each equal to the served run's
-    to 6 digits)."""
     _api_encoder_wired()
     import embedscope
 
     monkeypatch.setenv(KEY_ENV, infinity.api_key)
     tasks = list(LOCAL_SCORES)
+    local = embedscope.evaluate(minilm, tasks, output_folder=str(tmp_path / "local"), cache=False, show_progress=False)
+    local_scores = {o.task.name: o.result.main_score() for o in local.outcomes}
     with counting_proxy(infinity.url.removesuffix("/v1")) as proxy:
         options = {"api_base": proxy.url, "api_key_env": KEY_ENV}
         kwargs = {"output_folder": str(tmp_path / "api"), "cache": str(tmp_path / "cache"), "show_progress": False}
@@ -213,8 +212,9 @@ def test_builtin_suite_through_the_api_gives_the_local_scores_and_a_second_run_s
         sent = proxy.posts
         assert sent > 0 and proxy.texts > 0
         for task in tasks:
-            print(f"\n{task}: api {api_scores[task]:.6f}, local {LOCAL_SCORES[task]:.5f}")
-            assert api_scores[task] == pytest.approx(LOCAL_SCORES[task], abs=SCORE_ATOL)
+            print(f"\n{task}: api {api_scores[task]:.6f}, local {local_scores[task]:.6f}")
+            assert api_scores[task] == pytest.approx(local_scores[task], abs=SCORE_ATOL)
+            assert local_scores[task] == pytest.approx(LOCAL_SCORES[task], abs=5e-6)
         assert sum(o.result.extra["api_usage"]["requests"] for o in first.outcomes) == sent  # counted by both
         for o in first.outcomes:  # a task whose texts an earlier task sent is served by the cache: nothing billed
             usage = o.result.extra["api_usage"]
