@@ -7,7 +7,8 @@ Two tiers:
   MiniLM's tokenizer that loads in well under a second). It loads NO real model; the guard below fails any test that tries.
 * ``pytest`` — the full suite (CI): also the tests marked ``slow``, which load a real offline model
   (MiniLM, its ONNX exports, the static model, ...), run mteb side by side, spawn whole processes or fuzz
-  10,000 inputs.
+  10,000 inputs, and the tests that take more than about 0.2 s on 2 cores (exports and conversions of the tiny
+  models, whole commands end to end), so that the fast tier stays under a minute.
 
 The guard wraps every entry point through which a model's weights get loaded — sentence-transformers'
 ``SentenceTransformer``/``CrossEncoder``, transformers' ``PreTrainedModel.from_pretrained``, onnxruntime's
@@ -35,6 +36,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# -- compiled test modules are kept -----------------------------------------------------------------------------
+# pytest rewrites the asserts of every test module (257 of them) before importing it, and keeps the result as a
+# .pyc beside it unless bytecode writing is off (PYTHONDONTWRITEBYTECODE, set on this project's machines). Rewriting
+# them all again costs each xdist worker about 10 s per run, a sixth of the fast tier's budget, so the test session
+# writes bytecode whatever the environment says: only __pycache__ folders inside this checkout, which git ignores.
+sys.dont_write_bytecode = False
+
+# -- one thread pool per core in the fast tier --------------------------------------------------------------------
+# Under xdist each worker is a process of its own; left alone, torch, OpenMP and BLAS in each start a thread per core,
+# and two workers on two cores fight over them (a 0.1 s test of the fast tier measured 9 s). The fast tier's many
+# short tests run best on one thread a worker. The other tiers keep every core: their last long test often runs
+# alone. Set before any of those libraries is imported (collection comes after configure); the environment wins.
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "not slow" in (config.option.markexpr or ""):
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        for variable in _THREAD_VARIABLES:
+            os.environ.setdefault(variable, threads)
+
 
 # -- what a real model is -------------------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from embedscope.compare.core import CompareOptions
 from embedscope.settings import Layer
 from embedscope.sweep.grid import SweepGrid, read_sweep_file, run_sweep
@@ -26,6 +28,7 @@ def test_the_bbc_grid_has_the_issues_33_points(tmp_path):
     assert {p.settings.chunking.chunk_size for p in points if p.settings.chunking} == {128, 256, 512}
 
 
+@pytest.mark.slow
 def test_the_fastbook_studies_run_through_sweep(tmp_path):
     qa = write_qa_folder(tmp_path / "fastbook")
     tasks = [{"name": "fastbook", "data_path": str(qa), "main_score": "modified_mrr_at_10"}]
@@ -61,6 +64,7 @@ def _keywords_file(qa: Path) -> dict[str, str]:
     return keywords
 
 
+@pytest.mark.slow
 def test_a_fastbook_sweep_point_with_keywords_equals_fastbook_run(tmp_path, capsys):
     """The chunk-size example's FTS5 point at 100 tokens, on a QA folder holding ``fts_keywords.csv``, gives what
     ``fastbook run --queries fts_keywords.csv`` gives (and not what the question text gives)."""

@@ -104,11 +104,13 @@ def test_every_package_has_a_layer():
     assert packages <= set(RANK), f"packages without a layer: {sorted(packages - set(RANK))}"
 
 
+@pytest.mark.slow
 def test_no_package_imports_upward():
     upward = [f"{where}: {a} → {b}" for a, b, where in _edges() if RANK[b] > RANK[a]]
     assert not upward, "upward imports:\n" + "\n".join(upward)
 
 
+@pytest.mark.slow
 def test_the_package_graph_has_no_cycle():
     graph: dict[str, set[str]] = {}
     for a, b, _ in _edges():
@@ -218,6 +220,7 @@ def _module_cycles(root: Path = ROOT) -> list[list[str]]:
     return groups
 
 
+@pytest.mark.slow
 def test_no_import_cycle_inside_a_package():
     """Module-level and function-level imports both count: a cycle deferred into a function is still a cycle."""
     cycles = _module_cycles()
@@ -235,6 +238,7 @@ def _private_reach_ins(root: Path = ROOT) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_private_name_is_imported_from_another_package():
     reach_ins = _private_reach_ins()
     assert not reach_ins, "private names imported from another package:\n" + "\n".join(reach_ins)

@@ -46,6 +46,7 @@ def echo_engine() -> Iterator[None]:
     unregister_engine("echo")
 
 
+@pytest.mark.slow
 def test_a_toy_engine_is_one_module_and_one_registration(echo_engine, tmp_path, capsys):
     from embedscope.testing.tiny import tiny_retrieval_task
 
@@ -148,6 +149,7 @@ def _toy_folder(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_toy_backend_is_one_record_and_every_entry_point_takes_it(toy_backend, tmp_path, capsys):
     from embedscope.models.backends import backend_help, backend_names
     from embedscope.screen.run import fast_path_overrides, fast_paths, screen
@@ -281,6 +283,7 @@ def _scores(out: Path) -> dict[int, float]:
     return {s["task_settings"]["min_words"]: s["scores"]["test"][0]["main_score"] for s in stored}
 
 
+@pytest.mark.slow
 def test_a_toy_task_type_with_a_protocol_parameter_runs_from_custom_tasks_and_the_cli(
     longest_type, toy_backend, tmp_path, capsys
 ):
@@ -321,6 +324,7 @@ def test_a_toy_task_type_with_a_protocol_parameter_runs_from_custom_tasks_and_th
 # -- a run option that changes a score: a real one, truncate_dim, on every surface the table names -------------
 
 
+@pytest.mark.slow
 def test_a_run_option_that_changes_a_score_appears_on_every_surface(toy_backend, tmp_path, capsys):
     """A test cannot add a ``RunSettings`` field without editing ``settings/run.py`` (the option is a field of the
     model that the config, the API and the flags all validate against), so this proves a real one, ``truncate_dim``

@@ -114,6 +114,7 @@ def test_chunk_a_binary_notebook(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
 def test_chunk_output_that_is_a_folder(tmp_path, capsys):
     (tmp_path / "a.md").write_text("# Title\n\nSome text.\n")
     err = _error(capsys, ["chunk", str(tmp_path / "a.md"), "-o", str(tmp_path)])
@@ -401,6 +402,7 @@ def tiny_model(tmp_path_factory):
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "model")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name,match",
     [("model.safetensors", "the tensors need"), ("tokenizer.json", "invalid JSON"), ("modules.json", "invalid JSON")],
@@ -416,6 +418,7 @@ def test_truncated_model_file_is_named(tmp_path, capsys, tiny_model, name, match
     assert f"{name}: {match}" in err and "corrupt or truncated" in err
 
 
+@pytest.mark.slow
 def test_truncated_onnx_file_is_named(tmp_path, capsys, tiny_model):
     from embedscope.models.specs import alias_path
 

@@ -35,6 +35,7 @@ def test_score_reads_the_predictions_file_that_run_writes(tmp_path, capsys):
     assert scores["ndcg_at_10"] == report.outcomes[0].result.main_score() == 1.0
 
 
+@pytest.mark.slow
 def test_a_predictions_file_with_several_runs_is_one_short_line(tmp_path):
     run = {f"q{i}": {f"d{j}": float(j) for j in range(50)} for i in range(2_000)}
     path = tmp_path / "p.json"

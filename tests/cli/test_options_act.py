@@ -68,6 +68,7 @@ def test_fusion_parameters_that_act_are_accepted(capsys: pytest.CaptureFixture[s
         ("top_k: 10\nlimits: 3\ntop_k: 20\n", "key 'top_k' is given twice (lines 1 and 3)"),
     ],
 )
+@pytest.mark.slow
 def test_config_files_that_would_act_nowhere_are_refused_by_print_settings_too(
     tmp_path: Path, text: str, expected: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

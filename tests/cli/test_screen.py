@@ -40,6 +40,7 @@ def _args(models: list[str], task: str, folder: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_screen_prints_both_rankings_and_writes_json_and_csv(setup, tmp_path, capsys) -> None:
     models, task = setup
     json_file, csv_file = tmp_path / "screen.json", tmp_path / "screen.csv"
@@ -65,6 +66,7 @@ def test_screen_prints_both_rankings_and_writes_json_and_csv(setup, tmp_path, ca
     assert record["significance"] in out
 
 
+@pytest.mark.slow
 def test_screen_with_a_config_file_takes_its_settings(setup, tmp_path, capsys) -> None:
     models, task = setup
     config = tmp_path / "base.yaml"
@@ -97,6 +99,7 @@ def test_screen_with_a_config_file_takes_its_settings(setup, tmp_path, capsys) -
         (["--fast", "future"], "--fast future: this embedscope cannot run it"),
     ],
 )
+@pytest.mark.slow
 def test_screen_refuses_in_one_line(setup, tmp_path, capsys, monkeypatch, extra, message) -> None:
     models, task = setup
     monkeypatch.setitem(DTYPE_FAST_PATHS, "future", ({"backend": "no-such-backend"}, 9, "torch", "torch"))
@@ -106,6 +109,7 @@ def test_screen_refuses_in_one_line(setup, tmp_path, capsys, monkeypatch, extra,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_screen_needs_two_models(setup, tmp_path, capsys) -> None:
     models, task = setup
     assert main(_args(models[:1], task, tmp_path, "--fast", "bf16")) == 2

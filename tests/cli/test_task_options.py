@@ -115,6 +115,7 @@ def test_clustering_and_retrieval_params():
         task_param_fields("Retrieval", {"samples_per_label": 3})
 
 
+@pytest.mark.slow
 def test_retrieval_top_k_param_cuts_the_run(tmp_path):
     task = resolve_task("BBCNewsRetrieval")
     with pytest.raises(ConfigError, match="main score ndcg_at_10 needs k 10"):
@@ -220,6 +221,7 @@ def test_download_fetches_the_pinned_revision(tmp_path, monkeypatch, capsys):
     assert main(["download", "NoSuchTask", "--to", str(tmp_path)]) == 2 and not calls[1:]
 
 
+@pytest.mark.slow
 def test_native_config_task_params_splits_and_benchmark(tmp_path):
     from embedscope.settings.files import load_settings
 

@@ -59,6 +59,7 @@ def _row(comparison, task):
     return next(r for r in comparison.rows if r.task == task)
 
 
+@pytest.mark.slow
 def test_t_test_and_permutation_on_the_per_query_scores(bbc):
     folders = bbc
     a, b = (_per_query(f) for f in folders)
@@ -80,6 +81,7 @@ def test_t_test_and_permutation_on_the_per_query_scores(bbc):
     assert abs(perm.p_value - scipy_p) < 5 * np.sqrt(scipy_p * (1 - scipy_p) / 10_000) + 1e-3
 
 
+@pytest.mark.slow
 def test_exact_permutation_on_per_experiment_scores_equals_scipy(folders):
     a, b = (load_model_results(f).tasks["TinyClusteringLegacy"] for f in folders)
     row = _row(compare_folders(folders, CompareOptions(), ["TinyClusteringLegacy"]), "TinyClusteringLegacy")
@@ -110,6 +112,7 @@ def test_ranx_compare_on_the_saved_runs(bbc):
     assert ours.score_a == pytest.approx(report.results["a"]["ndcg@10"], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_sts_is_bootstrapped_over_pairs(folders):
     a, b = (load_model_results(f).tasks["TinySTS"] for f in folders)
     row = _row(compare_folders(folders, CompareOptions(rounds=300, seed=3), ["TinySTS"]), "TinySTS")
@@ -126,6 +129,7 @@ def test_sts_is_bootstrapped_over_pairs(folders):
     assert row.p_value == pytest.approx((1 + extreme) / 301)
 
 
+@pytest.mark.slow
 def test_holm_over_every_comparison_and_markers(folders):
     comparison = compare_folders(folders)
     ps = [r.p_value for r in comparison.rows]
@@ -140,6 +144,7 @@ def test_holm_over_every_comparison_and_markers(folders):
     assert [r.p_adjusted for r in none.rows] == pytest.approx(ps, nan_ok=True)
 
 
+@pytest.mark.slow
 def test_fidelity_measures(folders):
     comparison = compare_folders(folders, tasks=["TinyRetrieval", "TinySTS"], fidelity=True)
     retrieval, sts = _row(comparison, "TinyRetrieval"), _row(comparison, "TinySTS")
@@ -153,6 +158,7 @@ def test_fidelity_measures(folders):
     assert "top10_rbo" in comparison_text(comparison) and np.isfinite(tau.statistic)
 
 
+@pytest.mark.slow
 def test_cli_table_json_and_errors(folders, capsys, tmp_path):
     a, b = folders
     assert main(["compare", str(a), str(b), "--tasks", "TinyRetrieval", "--json", "--rounds", "100"]) == 0
@@ -174,6 +180,7 @@ def test_cli_table_json_and_errors(folders, capsys, tmp_path):
         assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_results_without_per_item_scores_compare_without_a_test(folders, tmp_path, capsys):
     import shutil
 

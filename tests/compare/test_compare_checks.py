@@ -74,6 +74,7 @@ def _error(capsys, argv) -> str:
     return err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["BBC40", "TinySTS", "TinyPairClassification", "TinyRerankingV1"])
 def test_a_per_item_file_of_other_results_is_refused(copies, capsys, task):
     """The issue's case: another model's per-item file beside a result gave a Δ whose own CI excluded it."""
@@ -83,6 +84,7 @@ def test_a_per_item_file_of_other_results_is_refused(copies, capsys, task):
     assert f"{per_item_path(_result(b, task))} does not match {task}.json" in err
 
 
+@pytest.mark.slow
 def test_the_recomputed_score_is_numpy_mean_of_the_rows(copies, capsys):
     a, b = copies
     rows = _rows(b, "BBC40")
@@ -94,6 +96,7 @@ def test_the_recomputed_score_is_numpy_mean_of_the_rows(copies, capsys):
     assert f"is {mean:.6f}, the stored score {stored:.6f}" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), None, "0.5"])
 def test_a_non_finite_per_item_value_names_the_file_and_item(copies, capsys, value):
     """The issue's case: one NaN row gave p = 1/10,001 and a star."""
@@ -105,6 +108,7 @@ def test_a_non_finite_per_item_value_names_the_file_and_item(copies, capsys, val
     assert f"{per_item_path(_result(b, 'BBC40'))}: item test/default/{rows[3]['id']} has ndcg_at_10" in err
 
 
+@pytest.mark.slow
 def test_a_nan_pair_column_is_refused(copies, capsys):
     a, b = copies
     rows = _rows(b, "TinySTS")
@@ -113,6 +117,7 @@ def test_a_nan_pair_column_is_refused(copies, capsys):
     assert "item test/default/0 has gold = nan" in _error(capsys, ["compare", str(a), str(b)])
 
 
+@pytest.mark.slow
 def test_an_item_twice_is_refused(copies, capsys):
     a, b = copies
     rows = _rows(b, "BBC40")
@@ -152,6 +157,7 @@ def test_other_limits_are_refused_and_allowed_with_a_flag(stored, capsys):
     assert "settings differ: run_settings.limits: None → 5" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_model_may_differ_but_not_the_data_or_task_settings(copies, capsys):
     a, b = copies
     ra, rb = (json.loads(_result(f, "TinySTS").read_text()) for f in (a, b))

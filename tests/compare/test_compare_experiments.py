@@ -27,6 +27,7 @@ def revisions(tmp_path):
     return out
 
 
+@pytest.mark.slow
 def test_revision_folders_with_experiments_compare_their_own_results(revisions, capsys):
     a, b = revisions["bm25"], revisions["fts5"]
     assert (a / "experiments").is_dir() and (b / "experiments").is_dir()
@@ -43,6 +44,7 @@ def test_revision_folders_with_experiments_compare_their_own_results(revisions, 
     assert len(notes) == 2 and all("compared the results in" in n for n in notes)
 
 
+@pytest.mark.slow
 def test_a_folder_of_experiments_only_asks_which(revisions, tmp_path, capsys):
     a = revisions["bm25"]
     for name in ("x", "y"):

@@ -72,6 +72,7 @@ def _assert_covers_in_order(document: str, passages: list[str]) -> None:
     assert fits(0, 0, 0), f"the passages do not cover the document in order: {passages!r}"
 
 
+@pytest.mark.slow
 @FAST
 @given(markdown(), st.integers(1, 4))
 def test_paragraphs_keep_every_character_in_order(doc, n):
@@ -79,6 +80,7 @@ def test_paragraphs_keep_every_character_in_order(doc, n):
     assert _squash("".join(chunk_paragraphs(text, n))) == _squash(text)
 
 
+@pytest.mark.slow
 @FAST
 @given(markdown(), st.integers(1, 4))
 def test_paragraphs_without_headers_drop_exactly_the_header_lines(doc, n):
@@ -100,6 +102,7 @@ def test_a_notebook_without_blank_lines_keeps_its_chapter(tmp_path):
     assert [p.text for p in passages] == ["Intro line.\nx = 1"]
 
 
+@pytest.mark.slow
 @SLOW
 @given(markdown(), st.integers(12, 60), st.integers(0, 10))
 def test_token_windows_cover_the_document_in_order(doc, size, overlap):
@@ -108,6 +111,7 @@ def test_token_windows_cover_the_document_in_order(doc, size, overlap):
     _assert_covers_in_order(text, passages)
 
 
+@pytest.mark.slow
 @SLOW
 @given(st.lists(markdown(), min_size=1, max_size=12))
 def test_fastbook_reference_covers_the_document_in_order(docs):
@@ -118,6 +122,7 @@ def test_fastbook_reference_covers_the_document_in_order(docs):
 NAMES = st.sampled_from(["03_doc", "03_doc", "04_x", "a", "a-0000", "b.c"])
 
 
+@pytest.mark.slow
 @FAST
 @given(
     st.lists(
@@ -149,6 +154,7 @@ def test_ids_are_unique_across_inputs_and_passages_follow_their_documents(tmp_pa
     assert got == sorted(_squash(t) for t in written.values() if _squash(t))
 
 
+@pytest.mark.slow
 def test_chunk_two_folders_with_the_same_file_name(tmp_path, capsys):
     """The issue's case: ``chunk chx/a chx/b`` wrote two passages ``03_doc-0000`` 'from 1 documents'."""
     for folder, text in (("a", "First document."), ("b", "Second document.")):
@@ -210,6 +216,7 @@ def _strategy_view(method: str, text: str) -> str:
     return text
 
 
+@pytest.mark.slow
 @FAST
 @pytest.mark.parametrize("method", [f"fastbook-paragraphs-{v}" for v in "abcdef"])
 @given(doc=sectioned_markdown())
@@ -229,6 +236,7 @@ def test_paragraph_strategies_keep_every_character_in_order(method, doc):
         assert all(len([p for p in re.split(r"\n\s*\n", b) if p.strip()]) <= per_chunk for b in bodies)
 
 
+@pytest.mark.slow
 @SLOW
 @pytest.mark.parametrize("size", [100, 300, 2000])
 @given(docs=st.lists(markdown(), min_size=1, max_size=12))
@@ -237,6 +245,7 @@ def test_fastbook_reference_at_other_sizes_covers_the_document_in_order(size, do
     _assert_covers_in_order(text, ChunkingSettings(method="fastbook-reference", chunk_size=size).options().split(text))
 
 
+@pytest.mark.slow
 @FAST
 @pytest.mark.parametrize("method", ["paragraphs", "fastbook-paragraphs-a", "fastbook-paragraphs-d"])
 @given(

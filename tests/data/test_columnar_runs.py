@@ -38,6 +38,7 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(runs, "_BLOCK_BYTES", 256)  # many blocks, lines cut at block ends
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["plain", "tabs", "spaces", "crlf", "blank-lines", "bom", "shuffled", "gz"])
 def test_same_run_as_line_by_line_reading(tmp_path, small_blocks, variant):
     lines = _random_lines()

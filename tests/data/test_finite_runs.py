@@ -18,6 +18,7 @@ READERS = [read_run, read_ranked_run, read_trec_run, read_keyed_run]
 CANONICAL = "".join(f"q{i // 3} Q0 d{i} {i % 3 + 1} {1.0 - i / 100} tag\n" for i in range(30))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("value", ["inf", "-inf", "Infinity", "1e400", "-1e999", "nan"])
 @pytest.mark.parametrize("spacing", [" ", "  "], ids=["pyarrow", "line-by-line"])
@@ -96,6 +97,7 @@ def test_qrels_without_judgments_says_so(tmp_path, text):
     ],
     ids=["long-doc-id", "long-query-id", "no-newlines", "one-token"],
 )
+@pytest.mark.slow
 def test_a_huge_single_line_is_handled_fast(tmp_path, line):
     """A long id was hashed 8 bytes per numpy pass (about 2 s per MB): 92 s for a 50 MB line."""
     (tmp_path / "qrels.txt").write_text("q0 0 d0 1\n")

@@ -50,6 +50,7 @@ def _files(tmp_path, names, variant, seed=0):
     return qrels_path, run_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["plain", "shuffled", "ragged", "spaces", "gz"])
 @pytest.mark.parametrize("kind", sorted(NAMES))
 def test_keyed_scores_equal_ranked_scores(tmp_path, monkeypatch, kind, variant):
@@ -119,6 +120,7 @@ def test_short_keys_are_the_ids_in_string_order():
     assert long[0] == long[1] != long[2] and long[:3].min() >= 1 << 59 and long[3] < 1 << 59
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 2, 3, 70_000])
 def test_keys_at_the_end_of_the_data_and_of_slices(n):
     rng = np.random.default_rng(n)

@@ -118,6 +118,7 @@ def _long_notebook(path):
 
 
 # the study's overlaps, from the method note: 25 at 100 tokens, 64 from 256 up
+@pytest.mark.slow
 @pytest.mark.parametrize(("size", "overlap"), [(100, 25), (500, 64), (2000, 64)])
 def test_window_sizes_follow_the_study(tmp_path, size, overlap):
     from llama_index.core.node_parser import SentenceSplitter
@@ -132,6 +133,7 @@ def test_window_sizes_follow_the_study(tmp_path, size, overlap):
     assert max(len(count(p.text)) for p in passages) <= size
 
 
+@pytest.mark.slow
 def test_chunk_counts_fall_with_the_window_size_and_500_is_the_default(tmp_path, capsys):
     path = _long_notebook(tmp_path / "04_long.ipynb")
     counts = [

@@ -145,6 +145,7 @@ def test_pairs_missing_positive(tmp_path):
     assert "columns={'positive': '<name>'}" in message
 
 
+@pytest.mark.slow
 def test_large_corpus_loads_fast(tmp_path):
     import time
 

@@ -172,6 +172,7 @@ def test_the_pages_have_examples_and_every_not_run_marker_gives_a_reason() -> No
                 assert after.startswith("```"), f"{page.name}: {line!r} must stand right before a block"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", COMMAND_BLOCKS, ids=lambda b: b.where)
 def test_every_documented_command_parses(block: Block) -> None:
     """A renamed command or flag fails here, for every block (not-run ones too)."""

@@ -57,6 +57,7 @@ def test_the_cli_reference_lists_every_command_and_flag(hooks: ModuleType) -> No
                 assert f"`{flag}`" in by_command[path], f"{path}: {flag} is missing from the CLI reference"
 
 
+@pytest.mark.slow
 def test_the_settings_reference_lists_every_key_with_its_default(hooks: ModuleType) -> None:
     from embedscope.settings import RunSettings
     from embedscope.settings.run import ModelOptions

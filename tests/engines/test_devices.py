@@ -75,6 +75,7 @@ def test_replicas_must_agree():
         DeviceShards([KeywordEncoder(["a"]), KeywordEncoder(["b"])])
 
 
+@pytest.mark.slow
 def test_evaluate_on_two_devices_equals_one(tiny_st, tmp_path):
     import embedscope
     from embedscope.testing.tiny import tiny_retrieval_task

@@ -105,6 +105,7 @@ def test_cli_writes_the_seed_json_for_an_onnx_alias(tmp_path, capsys):
     assert -100 <= printed["metrics"]["cosine_spearman"] <= 100
 
 
+@pytest.mark.slow
 def test_reference_model_fidelity_against_scipy(tmp_path):
     rows = _pairs_file(tmp_path / "pairs.csv", n=60)
     columns = {"input_column_1": "left", "input_column_2": "right", "score_column": "gold"}

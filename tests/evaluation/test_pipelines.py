@@ -73,6 +73,7 @@ def test_two_stage_writes_stage1_and_stage2(tmp_path, beir):
     assert folder.parent.name == "experiments" and folder.parents[2].name == "colbert-fake+rr"
 
 
+@pytest.mark.slow
 def test_cross_encoder_two_stage_from_the_cli(tmp_path, beir, capsys):
     ce = build_tiny_cross_encoder(tmp_path / "ce")
     args = [
@@ -96,6 +97,7 @@ def test_cross_encoder_two_stage_from_the_cli(tmp_path, beir, capsys):
     assert json.loads(result.read_text())["scores"]["test"][0]["recall_at_3"] <= 1.0
 
 
+@pytest.mark.slow
 def test_fusion_from_the_cli_and_flag_errors(tmp_path, beir, capsys):
     args = [
         "run",

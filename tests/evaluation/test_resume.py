@@ -161,6 +161,7 @@ class _Watched(HashEncoder):
         return super()._encode(texts, role, batch_size, show_progress)
 
 
+@pytest.mark.slow
 def test_one_corpus_chunk_is_stored_while_it_is_encoded_in_unchanged_batches(tmp_path):
     texts = [f"doc {i} " + "x" * (i % 97) for i in range(4500)]
     cache = EmbeddingCache(tmp_path)
@@ -211,6 +212,7 @@ def tiny_st(tmp_path_factory):
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "tiny-st")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sentence-transformers", "transformers"])
 def test_a_local_model_streams_to_the_cache_with_unchanged_vectors(tiny_st, tmp_path, monkeypatch, backend):
     from embedscope.models.specs import load_encoder

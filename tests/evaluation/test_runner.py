@@ -57,6 +57,7 @@ def test_predictions_are_saved_in_mteb_format(tmp_path):
     assert preds["default"]["test"]["q1"]["d1"] == 1.0 and set(preds["default"]["test"]) == {"q1", "q2", "q3"}
 
 
+@pytest.mark.slow
 def test_warm_cache_gives_exactly_the_cold_numbers(tmp_path):
     task = RetrievalTask("BBC300", lambda split: bbc_news_retrieval(300))
     cold = evaluate(HashEncoder(), [task], output_folder=tmp_path / "a", cache=tmp_path / "cache")
@@ -85,6 +86,7 @@ def _assert_same_scores(ours: dict, theirs: dict) -> None:
             assert ours[key] == pytest.approx(value, abs=1e-12, rel=0), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "make_encoder",
     [HashEncoder, lambda: KeywordEncoder(["the", "of", "to", "and", "in"])],

@@ -273,6 +273,7 @@ def test_every_retriever_runs_the_study(study):
     assert whole.overall["questions"] == 5
 
 
+@pytest.mark.slow
 def test_cli_stats_chunk_run_and_beir_export(study, tmp_path, capsys):
     docs, bench, queries = study
     assert main(["fastbook", "stats", str(bench)]) == 0
@@ -468,6 +469,7 @@ def _long_notebook(path: Path, code_suffix: str = "") -> Path:
     return _notebook(path, cells)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("code_suffix", "odd"), [("", True), ("#", False)])
 def test_fastbook_reference_chunks_each_half_separately(tmp_path, code_suffix, odd):
     from llama_index.core.node_parser import SentenceSplitter
@@ -497,6 +499,7 @@ def test_halves_rule():
     assert halves("a") == ["a"] and halves("") == []
 
 
+@pytest.mark.slow
 def test_fastbook_reference_keeps_the_study_overlap_and_is_the_default_of_fastbook_run(study, tmp_path, capsys):
     docs, bench, _ = study
     reference = dataclasses.replace(STUDY_REFERENCE, method="fastbook-reference")

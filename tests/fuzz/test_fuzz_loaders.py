@@ -315,6 +315,7 @@ corpus_lines = lines_of(records(["_id", "title", "text"]))
 query_lines = lines_of(records(["_id", "text"]))
 
 
+@pytest.mark.slow
 @fuzz("beir")
 @given(
     corpus=corpus_lines,
@@ -333,6 +334,7 @@ def test_beir_folder(box, corpus, queries, qrels, qrels_name, split, drop):
     box.run(lambda: load_retrieval(box.inputs, split=split))
 
 
+@pytest.mark.slow
 @fuzz("evalscope")
 @given(
     corpus=corpus_lines,
@@ -398,6 +400,7 @@ def csv_table(columns: list[str]) -> st.SearchStrategy[str]:
 TABLES = {"corpus": ["_id", "text", "title"], "queries": ["_id", "text"], "qrels": ["query-id", "corpus-id", "score"]}
 
 
+@pytest.mark.slow
 @fuzz("tables")
 @given(
     layout=st.sampled_from(["folder-csv", "pairs-csv", "pairs-jsonl", "pairs-tsv"]), columns=column_maps, data=st.data()
@@ -449,6 +452,7 @@ def _arrow_table(spec: list[tuple[str, str]], rows: int, seed: int):
     truncate=st.integers(-1, 60),
     columns=column_maps,
 )
+@pytest.mark.slow
 def test_parquet(box, layout, corpus, queries, qrels, rows, seed, truncate, columns):
     import io
 
@@ -488,6 +492,7 @@ run_texts = st.one_of(
 )
 
 
+@pytest.mark.slow
 @fuzz("qrels")
 @given(content=qrels_texts, name=st.sampled_from(["qrels.txt", "qrels.tsv", "qrels.json", "qrels.jsonl"]))
 def test_qrels_file(box, content, name):
@@ -497,6 +502,7 @@ def test_qrels_file(box, content, name):
     box.run(lambda: read_qrels(path))
 
 
+@pytest.mark.slow
 @fuzz("runs")
 @given(content=run_texts, name=st.sampled_from(["run.trec", "run.txt", "run.json"]), ranked=st.booleans())
 def test_run_file(box, content, name, ranked):
@@ -607,6 +613,7 @@ def configs(draw) -> dict:
     return draw(st.dictionaries(st.sampled_from(CONFIG_KEYS), config_values, max_size=4))
 
 
+@pytest.mark.slow
 @fuzz("config")
 @given(config=configs(), as_yaml=st.booleans(), garbage=st.one_of(st.none(), text))
 def test_config_file(box, config, as_yaml, garbage):
@@ -659,6 +666,7 @@ question = st.one_of(
 )
 
 
+@pytest.mark.slow
 @fuzz("fastbook")
 @given(
     data=st.one_of(st.fixed_dictionaries({"questions": st.lists(question, max_size=3)}), json_values),

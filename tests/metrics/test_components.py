@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +37,7 @@ def seed_definition(components, passages, k):
         max_size=5,
     )
 )
+@pytest.mark.slow
 def test_component_scores_follow_the_seeds_definition(questions):
     components = [[tuple(c) for c in comps] for comps, _ in questions]
     passages = [p for _, p in questions]

@@ -91,6 +91,7 @@ def assert_same_dict(ours: dict, theirs: dict) -> None:
             assert ours[key] == pytest.approx(value, abs=1e-12, rel=0), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_score_dict_equals_mteb(seed):
     pytest.importorskip("mteb")

@@ -25,6 +25,7 @@ def _openai(server: ApiServer, **options) -> ApiEncoder:
     return encoder
 
 
+@pytest.mark.slow
 def test_the_vectors_are_the_services_with_prompts_and_each_distinct_text_requested_once(server):
     enc = _openai(server, prompts={"query": "query: "})
     vectors = enc.encode(["a b", "c", "a b"], role="query")
@@ -36,6 +37,7 @@ def test_the_vectors_are_the_services_with_prompts_and_each_distinct_text_reques
     assert (usage["requests"], usage["tokens"], usage["cost"]) == (1, 5, None)  # the service's usage: 3 + 2 words
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("provider", "route", "query_type", "document_type", "dimension_key"),
     [
@@ -58,6 +60,7 @@ def test_roles_map_to_each_providers_input_types_and_dimensions_go_with_the_requ
     assert (query_type is None) == np.array_equal(query, document)  # OpenAI has one vector per text
 
 
+@pytest.mark.slow
 def test_requests_are_sized_by_texts_and_tokens_per_request(server):
     texts = [f"t{i}" for i in range(7)]
     _openai(server, texts_per_request=3).encode(texts, role="document")
@@ -71,6 +74,7 @@ def test_requests_are_sized_by_texts_and_tokens_per_request(server):
     assert sorted(len(r.texts) for r in server.requests) == [1, 2]
 
 
+@pytest.mark.slow
 def test_concurrency_is_bounded(server):
     server.delay = 0.15
     texts = [f"t{i}" for i in range(12)]
@@ -90,6 +94,7 @@ def test_the_rate_limit_spaces_requests_and_tokens_over_a_minute():
     assert limiter.wait_time(500, now=20.0) == 50.0  # bigger than the limit: alone, once the window is empty
 
 
+@pytest.mark.slow
 def test_requests_per_minute_are_enforced(server):
     slept: list[float] = []
     clock = [1000.0]
@@ -104,6 +109,7 @@ def test_requests_per_minute_are_enforced(server):
     assert len(server.requests) == 3 and sum(slept) == pytest.approx(60.0)  # the third waits for the first's minute
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["429", "500", "timeout", "truncated", "drop"])
 def test_each_transient_fault_is_retried_and_the_answer_is_the_services(server, fault):
     server.stall = 1.0
@@ -115,6 +121,7 @@ def test_each_transient_fault_is_retried_and_the_answer_is_the_services(server, 
     assert enc.api_usage()["requests"] == 3
 
 
+@pytest.mark.slow
 def test_retry_after_is_honoured(server):
     server.retry_after = "1"
     server.fail("429")
@@ -124,6 +131,7 @@ def test_retry_after_is_honoured(server):
     assert len(server.requests) == 2
 
 
+@pytest.mark.slow
 def test_the_clients_own_retries_are_off(server):
     server.fail("500", times=5)
     with pytest.raises(ApiError):
@@ -131,6 +139,7 @@ def test_the_clients_own_retries_are_off(server):
     assert len(server.requests) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fault", "reason"),
     [
@@ -209,6 +218,7 @@ def test_a_second_call_sends_no_request_and_counts_what_the_cache_spared(server,
     assert again.stats.hits == 5 and again.stats.encoded == 0
 
 
+@pytest.mark.slow
 def test_the_key_comes_from_the_env_a_file_or_as_given_and_is_needed_for_a_public_service(
     server, tmp_path, monkeypatch
 ):
@@ -241,6 +251,7 @@ def test_base_urls_that_would_leak_a_key_are_refused_and_public_plain_http_is_wa
     assert "plain http to a public host" in caplog.text and "k" not in caplog.records[0].args
 
 
+@pytest.mark.slow
 def test_redirects_are_not_followed_so_the_key_goes_nowhere_else(server):
     with ApiServer() as elsewhere:
         server.redirect_to = elsewhere.url + "/embeddings"

@@ -57,6 +57,7 @@ def _files_holding(root: Path, needle: str) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
 
 
+@pytest.mark.slow
 def test_a_run_through_the_cli_and_a_second_run_that_sends_no_request(server, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("EMBEDSCOPE_TEST_KEY", KEY)
     assert _run(server, tmp_path, "--texts-per-request", "2") == 0
@@ -132,6 +133,7 @@ def test_evalscopes_api_example_runs_the_builtin_tasks(server, tmp_path, capsys,
     assert len(list((tmp_path / "outputs" / "openai__fake" / "127.0.0.1").rglob("*.json"))) == len(tasks) + 1
 
 
+@pytest.mark.slow
 def test_the_key_is_in_no_file_and_no_printed_line(server, tmp_path, monkeypatch, capsys, caplog):
     config = _evalscope_config(server, tmp_path)
     monkeypatch.setenv("EMBEDSCOPE_TEST_KEY", KEY)

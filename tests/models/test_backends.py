@@ -329,6 +329,7 @@ def test_onnx_dynamic_graph_token_type_ids_and_output_choice(tmp_path):
         OnnxEncoder(tmp_path / "dyn", output_name="nope")
 
 
+@pytest.mark.slow
 def test_onnx_fingerprint_follows_file_content(tmp_path):
     from embedscope.models.onnx_backend import OnnxEncoder
 
@@ -344,6 +345,7 @@ def test_onnx_fingerprint_follows_file_content(tmp_path):
     assert OnnxEncoder(tmp_path / "m").fingerprint != first.fingerprint  # tokenizer content counts
 
 
+@pytest.mark.slow
 def test_onnx_without_tokenizer_asks_for_one(tmp_path):
     from embedscope.models.onnx_backend import OnnxEncoder
 

@@ -141,6 +141,7 @@ def _damage(path, how: str) -> None:
             f.write(b"not a database" * 8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["truncated", "overwritten pages", "overwritten header"])
 def test_a_damaged_store_is_quarantined_and_its_texts_encoded_again(tmp_path, caplog, how):
     enc = HashEncoder(dim=64)
@@ -231,6 +232,7 @@ def test_list_verify_and_clear(tmp_path):
     assert list_stores(tmp_path) == [] and not list(tmp_path.rglob("*.sqlite*"))
 
 
+@pytest.mark.slow
 def test_verify_finds_and_repairs_a_damaged_store(tmp_path):
     from embedscope.models.cache_admin import list_stores, verify_stores
 
@@ -243,6 +245,7 @@ def test_verify_finds_and_repairs_a_damaged_store(tmp_path):
     assert report.repaired.startswith("moved to") and list_stores(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_cache_cli(tmp_path, capsys):
     from embedscope.cli.main import main
 

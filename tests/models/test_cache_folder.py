@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import embedscope
 from embedscope.cli.main import main
@@ -120,6 +121,7 @@ class ClearingEncoder(HashEncoder):
         return super().encode_batch(texts, role=role)
 
 
+@pytest.mark.slow
 def test_clear_during_a_run_keeps_what_the_run_encodes_afterwards(tmp_path, monkeypatch, caplog):
     """The issue's case: vectors went into the deleted store file (exit 0, no message)."""
     monkeypatch.setattr(cache_module, "FLUSH_EVERY", 4)
@@ -138,6 +140,7 @@ def test_clear_during_a_run_keeps_what_the_run_encodes_afterwards(tmp_path, monk
     assert [s.model for s in list_stores(tmp_path)] == ["fake/hash-encoder"]
 
 
+@pytest.mark.slow
 def test_clear_between_two_calls_of_one_process(tmp_path):
     cached = CachedEncoder(HashEncoder(dim=8), EmbeddingCache(tmp_path))
     cached.encode(TEXTS[:20], role="document")

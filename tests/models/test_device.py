@@ -244,6 +244,7 @@ def test_cli_cuda_on_a_cpu_machine_fails_in_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_run_help_documents_device_dtype_engine():
     proc = subprocess.run(
         [sys.executable, "-m", "embedscope", "run", "--help"], capture_output=True, text=True, timeout=60

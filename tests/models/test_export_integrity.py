@@ -59,6 +59,7 @@ EDITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", list(EDITS))
 def test_an_edited_manifest_is_rebuilt_with_a_one_line_warning(
     tiny_st: Path, tmp_path: Path, counted: list[str], caplog: pytest.LogCaptureFixture, edit: str
@@ -101,6 +102,7 @@ def _dead_pid() -> int:
     return int(done.stdout)
 
 
+@pytest.mark.slow
 def test_stale_temporary_folders_are_removed_and_live_ones_kept(
     tiny_st: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

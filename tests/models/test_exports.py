@@ -84,6 +84,7 @@ def test_backend_names() -> None:
     assert normalize_backend("ov-int8") == "openvino-int8" and normalize_backend("onnx_int8") == "onnx-int8"
 
 
+@pytest.mark.slow
 def test_onnx_export_equals_the_torch_path(tiny_st: Path, tmp_path: Path) -> None:
     encoder = load_encoder(str(tiny_st), backend="onnx", device="cpu", exports_dir=tmp_path)
     assert encoder.backend == "onnx" and encoder.export_folder.parent == tmp_path / "exports"
@@ -93,6 +94,7 @@ def test_onnx_export_equals_the_torch_path(tiny_st: Path, tmp_path: Path) -> Non
     assert (encoder.name, encoder.revision) == (torch_encoder.name, torch_encoder.revision)  # results file together
 
 
+@pytest.mark.slow
 def test_export_carries_pooling_prompts_normalisation_and_length(tiny_st_prompts: Path, tmp_path: Path) -> None:
     torch_encoder = load_encoder(str(tiny_st_prompts), device="cpu")
     encoder = load_encoder(str(tiny_st_prompts), backend="onnx", device="cpu", exports_dir=tmp_path)
@@ -106,6 +108,7 @@ def test_export_carries_pooling_prompts_normalisation_and_length(tiny_st_prompts
     assert manifest["pooling"] == "cls" and manifest["max_seq_length"] == 12 and manifest["normalize"] is False
 
 
+@pytest.mark.slow
 def test_a_transformers_folder_exports_too(tiny_st: Path, tmp_path: Path) -> None:
     """A plain transformers folder (config.json + weights, no modules.json): mean pooling as the transformers backend."""
     folder = tmp_path / "bert"
@@ -118,6 +121,7 @@ def test_a_transformers_folder_exports_too(tiny_st: Path, tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.slow
 def test_onnx_int8_stays_close_to_fp32(tiny_st: Path, tmp_path: Path) -> None:
     encoder = load_encoder(str(tiny_st), backend="onnx-int8", device="cpu", exports_dir=tmp_path)
     cosines = _cos(encoder.encode(TEXTS, role="document"), _torch(tiny_st))
@@ -127,6 +131,7 @@ def test_onnx_int8_stays_close_to_fp32(tiny_st: Path, tmp_path: Path) -> None:
     assert b"DynamicQuantizeLinear" in graph or b"MatMulInteger" in graph
 
 
+@pytest.mark.slow
 def test_a_second_load_reuses_the_export(tiny_st: Path, tmp_path: Path, counted: list[str]) -> None:
     first = load_encoder(str(tiny_st), backend="onnx", device="cpu", exports_dir=tmp_path)
     stamp = (first.export_folder / "model.onnx").stat().st_mtime_ns
@@ -137,6 +142,7 @@ def test_a_second_load_reuses_the_export(tiny_st: Path, tmp_path: Path, counted:
     assert [p.name for p in (tmp_path / "exports").iterdir()] == [first.export_folder.name]  # no temporary left
 
 
+@pytest.mark.slow
 def test_a_damaged_or_partial_export_is_never_used(tiny_st: Path, tmp_path: Path, counted: list[str]) -> None:
     good = load_encoder(str(tiny_st), backend="onnx", device="cpu", exports_dir=tmp_path)
     expected = good.encode(TEXTS, role="document")
@@ -151,6 +157,7 @@ def test_a_damaged_or_partial_export_is_never_used(tiny_st: Path, tmp_path: Path
     assert len(counted) == 3
 
 
+@pytest.mark.slow
 def test_a_failed_export_leaves_nothing(tiny_st: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(source: exports.ExportSource, target: Path) -> None:
         (target / "model.onnx").write_bytes(b"half")
@@ -162,6 +169,7 @@ def test_a_failed_export_leaves_nothing(tiny_st: Path, tmp_path: Path, monkeypat
     assert list((tmp_path / "exports").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_fingerprints_differ_per_variant_and_the_cache_keeps_them_apart(tiny_st: Path, tmp_path: Path) -> None:
     """A fast-path vector is never served to an exact run (nor the other way round)."""
     cache = EmbeddingCache(tmp_path / "cache")
@@ -178,6 +186,7 @@ def test_fingerprints_differ_per_variant_and_the_cache_keeps_them_apart(tiny_st:
     assert fp32.encode(TEXTS, role="document").shape == reference.shape and fp32.stats.hits == 0
 
 
+@pytest.mark.slow
 def test_the_export_key_follows_source_length_and_calibration(tiny_st: Path) -> None:
     source = exports.export_source(tiny_st, "onnx")
     key = exports.export_key(source.fingerprint, "onnx", 64, None)
@@ -236,6 +245,7 @@ def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_cli_errors(tiny_st: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = ["run", "--tasks", "LeeDocumentSimilarity", "--output-folder", str(tmp_path / "out"), "--no-progress"]
     assert "Did you mean 'onnx-int8'" in _error(capsys, [*run, "--model", str(tiny_st), "--backend", "onnx-int9"])
@@ -269,6 +279,7 @@ def test_models_that_cannot_be_exported(tmp_path: Path) -> None:
         load_encoder(str(no_weights), backend="onnx", exports_dir=tmp_path)
 
 
+@pytest.mark.slow
 def test_a_missing_extra_names_it(tiny_st: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_import = builtins.__import__
 
@@ -299,6 +310,7 @@ def test_a_missing_extra_is_one_line_from_the_cli(
 # -- a whole run ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_run_records_the_fast_path(tiny_st: Path, tmp_path: Path) -> None:
     import embedscope
     from embedscope.testing.tiny import tiny_retrieval_task

@@ -29,6 +29,7 @@ def _filled(value: Any, content: str) -> Any:
     return json.loads(text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(PINS["tiny"]))
 def test_a_tiny_models_fingerprint_is_what_main_computed(key: str, tiny_folder: Path) -> None:
     backend, options = key.split("|", 1)

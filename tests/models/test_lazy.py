@@ -47,6 +47,7 @@ def _scores(report) -> str:
     return json.dumps(report.outcomes[0].result.scores, sort_keys=True)
 
 
+@pytest.mark.slow
 def test_a_fully_cached_run_loads_no_model(tiny_st, tmp_path, loads):
     cold = _run(str(tiny_st), tmp_path / "cold", tmp_path / "cache")
     assert loads == [str(tiny_st)] and cold.cache.encoded > 0
@@ -59,6 +60,7 @@ def test_a_fully_cached_run_loads_no_model(tiny_st, tmp_path, loads):
     assert meta[0]["fingerprint"] == cold_meta[0]["fingerprint"] and meta[0]["backend"] == "sentence-transformers"
 
 
+@pytest.mark.slow
 def test_a_missing_text_loads_the_model_and_checks_its_fingerprint(tiny_st, tmp_path, loads):
     _run(str(tiny_st), tmp_path / "cold", tmp_path / "cache")
     other = tiny_retrieval_task("TinyRetrieval2")
@@ -82,6 +84,7 @@ def test_a_missing_text_loads_the_model_and_checks_its_fingerprint(tiny_st, tmp_
         lazy.encode(["never cached"], role="query")
 
 
+@pytest.mark.slow
 def test_the_key_follows_files_and_options(tiny_st, tmp_path):
     import shutil
 

@@ -64,6 +64,7 @@ def tiny_reference(tiny):
     return SentenceTransformer(str(tiny[0]), device="cpu").encode(TEXTS, convert_to_numpy=True, batch_size=3)
 
 
+@pytest.mark.slow
 def test_export_writes_token_embeddings_ir(tiny):
     import openvino as ov
 
@@ -76,6 +77,7 @@ def test_export_writes_token_embeddings_ir(tiny):
     assert "f32" in constants and "f16" not in constants  # fp32 weights kept
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("streams", [1, 2, 3])
 def test_f32_equals_sentence_transformers(tiny, tiny_reference, streams):
     folder, ir, _ = tiny
@@ -86,6 +88,7 @@ def test_f32_equals_sentence_transformers(tiny, tiny_reference, streams):
         np.testing.assert_allclose(vectors, tiny_reference, atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("streams", [1, 2])
 def test_planned_batches_give_the_same_bits(tiny, streams):
     folder, ir, _ = tiny
@@ -97,6 +100,7 @@ def test_planned_batches_give_the_same_bits(tiny, streams):
         assert np.array_equal(part, full[plan])
 
 
+@pytest.mark.slow
 def test_bf16_and_int8_stay_close(tiny, tiny_reference):
     folder, ir, int8 = tiny
     bf16 = OpenVinoEncoder(ir, tokenizer=folder, inference_precision="bf16")
@@ -107,6 +111,7 @@ def test_bf16_and_int8_stay_close(tiny, tiny_reference):
     assert _cosines(quantized.encode(TEXTS, role="document"), tiny_reference).min() > 0.95
 
 
+@pytest.mark.slow
 def test_fingerprint_names_precision_ir_and_settings(tiny):
     folder, ir, int8 = tiny
     f32 = OpenVinoEncoder(ir, tokenizer=folder)
@@ -124,6 +129,7 @@ def test_fingerprint_names_precision_ir_and_settings(tiny):
     assert OpenVinoEncoder(ir, tokenizer=folder, dtype="fp32").fingerprint == f32.fingerprint
 
 
+@pytest.mark.slow
 def test_dtype_and_precision(tiny):
     folder, ir, _ = tiny
     assert OpenVinoEncoder(ir, tokenizer=folder, dtype="bf16").inference_precision == "bf16"
@@ -135,6 +141,7 @@ def test_dtype_and_precision(tiny):
         OpenVinoEncoder(ir, tokenizer=folder, inference_precision="int4")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["cuda", "cuda:1", "mps"])
 def test_accelerators_are_refused(tiny, device):
     folder, ir, _ = tiny
@@ -143,6 +150,7 @@ def test_accelerators_are_refused(tiny, device):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_missing_ir_and_unexportable_folder(tmp_path, tiny):
     with pytest.raises(ConfigError, match="no OpenVINO IR"):
         OpenVinoEncoder(tmp_path, tokenizer=tiny[0])
@@ -153,6 +161,7 @@ def test_missing_ir_and_unexportable_folder(tmp_path, tiny):
         quantize_ir_int8(tiny[1], tmp_path / "q", tokenizer_source=tiny[0], calibration_texts=[""], max_seq_length=8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package", ["openvino", "nncf"])
 def test_missing_extra_names_it(monkeypatch, tiny, tmp_path, package):
     real_import = builtins.__import__
@@ -231,6 +240,7 @@ def test_int8_settings_reach_nncf():
     assert options["advanced_parameters"].activations_range_estimator_params == ranges.MINMAX
 
 
+@pytest.mark.slow
 def test_fp32_patterns_keep_those_matmuls_unquantized(tiny, tmp_path):
     folder, ir, int8 = tiny
     default = _quantized_matmuls(int8 / "model.xml")

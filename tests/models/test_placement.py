@@ -24,6 +24,7 @@ def tiny_st(tmp_path_factory):
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny") / "tiny-st")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sentence-transformers", "transformers"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_dtype_reaches_the_model_and_the_fingerprint(tiny_st, backend, dtype):
@@ -64,6 +65,7 @@ def test_onnx_cuda_without_the_gpu_runtime_is_a_clean_error(monkeypatch):
     assert execution_providers(ort, "cuda:1") == [("CUDAExecutionProvider", {"device_id": 1}), "CPUExecutionProvider"]
 
 
+@pytest.mark.slow
 def test_fp32_cpu_is_todays_path(tiny_st):
     """``device=cpu, dtype=fp32`` gives exactly the vectors of the model's own encode."""
     from sentence_transformers import SentenceTransformer
@@ -91,6 +93,7 @@ def _task():
     return tiny_retrieval_task()
 
 
+@pytest.mark.slow
 def test_evaluate_a_held_sentence_transformer(tiny_st, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -154,6 +157,7 @@ def test_not_a_model_is_a_clean_error(tmp_path):
         embedscope.evaluate(object(), [_task()], output_folder=tmp_path, show_progress=False)
 
 
+@pytest.mark.slow
 def test_held_cross_encoder_scores_like_its_folder(tmp_path):
     from sentence_transformers import CrossEncoder
 

@@ -48,6 +48,7 @@ def _json_means(root):
     return means
 
 
+@pytest.mark.slow
 def test_page_is_self_contained(report):
     _, path = report
     text = path.read_text()
@@ -97,6 +98,7 @@ def test_borda_by_hand():
     assert borda_points(scores, ["t", "u"]) == {"a": 2, "b": 1, "c": 0}
 
 
+@pytest.mark.slow
 def test_unknown_baseline_is_one_line(report, capsys):
     root, _ = report
     assert main(["report", str(root / "res"), "--html", str(root / "x.html"), "--baseline", "nope"]) == 2

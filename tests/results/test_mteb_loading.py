@@ -33,6 +33,7 @@ def every_type(tmp_path_factory):
     return out, report
 
 
+@pytest.mark.slow
 def test_every_task_type_loads_with_task_result_from_disk(every_type):
     out, report = every_type
     scores = mteb_file_scores(out)
@@ -41,6 +42,7 @@ def test_every_task_type_loads_with_task_result_from_disk(every_type):
         assert scores[outcome.path] == pytest.approx(outcome.result.main_score(), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_evaluation_phases_follow_mteb_phase_timing(every_type):
     import mteb
 
@@ -52,6 +54,7 @@ def test_evaluation_phases_follow_mteb_phase_timing(every_type):
         assert [p["start"] for p in phases[1:]] == [p["end"] for p in phases[:-1]]
 
 
+@pytest.mark.slow
 def test_mteb_loads_the_whole_results_folder(every_type):
     out, report = every_type
     assert (out / "fake__hash-encoder" / "dim16" / "predictions" / "TinyRetrieval_predictions.json").is_file()
@@ -60,6 +63,7 @@ def test_mteb_loads_the_whole_results_folder(every_type):
     assert loaded == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_extra_fields_stay_in_the_file(every_type):
     out, report = every_type
     data = json.loads(report.outcomes[0].path.read_text())

@@ -31,12 +31,14 @@ def _rows(outcome):
     return read_per_item(per_item_path(outcome.path))
 
 
+@pytest.mark.slow
 def test_files_only_for_per_item_task_types(run):
     have = {name for name, o in run.items() if per_item_path(o.path).exists()}
     assert have == {"TinyRetrieval", "TinyReranking", "TinyRerankingV1", "TinySTS", "TinyPairClassification"}
     assert not list(run["TinyRetrieval"].path.parent.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["TinyRetrieval", "TinyReranking"])
 def test_ranking_columns_average_to_the_scores(run, task):
     outcome = run[task]
@@ -48,6 +50,7 @@ def test_ranking_columns_average_to_the_scores(run, task):
     assert sum(r["mrr_at_10"] for r in rows) / len(rows) == pytest.approx(entry["mrr_at_10"], abs=1e-15)
 
 
+@pytest.mark.slow
 def test_top_10_is_the_saved_ranking(run):
     outcome = run["TinyRetrieval"]
     preds = __import__("json").loads(
@@ -58,6 +61,7 @@ def test_top_10_is_the_saved_ranking(run):
         assert row["top_10"] == [d for d, _ in ranked][:10]
 
 
+@pytest.mark.slow
 def test_legacy_reranking_per_query_map(run):
     outcome = run["TinyRerankingV1"]
     rows = _rows(outcome)

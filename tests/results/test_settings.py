@@ -42,6 +42,7 @@ def _files(root: Path) -> set[Path]:
     return {p for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_other_pooling_and_prompt_get_their_own_result_and_score(tmp_path):
     from support.tiny_models import build_tiny_sentence_transformer
 

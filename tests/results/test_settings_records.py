@@ -188,6 +188,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "model", "options", "path", "kwargs", "record"), PINNED, ids=[f"{p[0]}-{p[1]}" for p in PINNED]
 )

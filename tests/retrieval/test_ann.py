@@ -46,6 +46,7 @@ def test_exact_search_agrees_with_faiss_flat_ip(exact: np.ndarray) -> None:
         pytest.param("ivfpq:nlist=64,m=16,nprobe=8", 0.6, marks=pytest.mark.slow),  # 4 s of k-means training
     ],
 )
+@pytest.mark.slow
 def test_recall_of_the_exact_top_10_and_determinism(exact: np.ndarray, spec: str, floor: float) -> None:
     parsed = ann.parse_index(spec)
     first = ann.ann_search(QUERIES, DOCS, parsed, top_k=10, similarity="cosine")
@@ -56,6 +57,7 @@ def test_recall_of_the_exact_top_10_and_determinism(exact: np.ndarray, spec: str
     assert np.all(np.diff(first[1], axis=1) <= 1e-6)
 
 
+@pytest.mark.slow
 def test_hnsw_scores_are_the_cosines_of_the_documents_found() -> None:
     index, scores = ann.ann_search(QUERIES, DOCS, ann.parse_index("hnsw"), top_k=5, similarity="cosine")
     q, d = ann._prepared(QUERIES, "cosine"), ann._prepared(DOCS, "cosine")

@@ -81,6 +81,7 @@ def test_tokens_counted_when_the_service_gives_none_and_cost_from_the_price(serv
     assert usage["cost"] == pytest.approx(tokens * 2.5 / 1e6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["429", "500", "drop", "slow"])
 def test_transient_faults_are_retried(service, fault):
     service.faults = [fault, fault]
@@ -215,6 +216,7 @@ def test_evalscope_api_cross_encoder_entry_is_an_api_rerank_stage(service):
     assert {h.get("Authorization") for h in service.headers} == {"Bearer sk-evalscope-777"}
 
 
+@pytest.mark.slow
 def test_a_pipeline_run_records_the_rerankers_usage_and_writes_the_key_nowhere(service, tmp_path, monkeypatch, capsys):
     import embedscope
     from embedscope.testing.tiny import tiny_retrieval_task

@@ -29,12 +29,14 @@ def _manual_scores(folder, pairs):
         return torch.sigmoid(model(**batch).logits[:, 0]).numpy()
 
 
+@pytest.mark.slow
 def test_scores_equal_a_manual_forward_pass(tiny_ce):
     pairs = [("a cat", "The cat sat on the mat."), ("dogs", "A dog barked at the postman, loudly."), ("x", "y")]
     got = CrossEncoderReranker(tiny_ce).score_pairs(pairs, batch_size=2)
     np.testing.assert_allclose(got, _manual_scores(tiny_ce, pairs), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_rerank_reorders_candidates_by_pair_scores(tiny_ce):
     reranker = CrossEncoderReranker(tiny_ce)
     corpus = Corpus(("d1", "d2", "d3"), ("cats", "dogs barking", "fish in the sea"))
@@ -48,6 +50,7 @@ def test_rerank_reorders_candidates_by_pair_scores(tiny_ce):
     assert run.doc_index[1, 2] == -1  # an empty candidate slot stays empty
 
 
+@pytest.mark.slow
 def test_checkpoint_detection(tiny_ce, tmp_path):
     from embedscope.models.specs import alias_path
 

@@ -78,6 +78,7 @@ def tiny_colbert(tmp_path_factory):
     return build_tiny_pylate_colbert(tmp_path_factory.mktemp("colbert"), dim=16, query_length=12)
 
 
+@pytest.mark.slow
 def test_pylate_checkpoint_loads_with_markers_expansion_projection_and_skiplist(tiny_colbert):
     encoder = load_token_encoder(str(tiny_colbert))
     assert isinstance(encoder, MultiVectorTokens)
@@ -91,6 +92,7 @@ def test_pylate_checkpoint_loads_with_markers_expansion_projection_and_skiplist(
     assert prepared["input_ids"][0, 1].item() == 1  # [unused0], the query marker
 
 
+@pytest.mark.slow
 def test_maxsim_on_checkpoint_equals_sentence_transformers_similarity(tiny_colbert):
     encoder = load_token_encoder(str(tiny_colbert))
     queries = Queries(("a", "b"), ("what is a cat?", "dogs barking"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ def reference(run: RankedRun, parent_of: dict[str, str], top_k: int) -> dict[str
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(st.integers(1, 4), st.integers(1, 25), st.integers(1, 8), st.integers(0, 2**31))
 def test_each_document_takes_its_best_passage_score(n_queries, n_passages, top_k, seed):

@@ -74,6 +74,7 @@ def test_the_fake_accelerator_is_one(accelerator) -> None:
     assert encoder.device == "cuda:0" and default_batch_size(encoder.device) == 256
 
 
+@pytest.mark.slow
 def test_screens_fidelity_step_encodes_nothing_the_run_cached(accelerator, tmp_path: Path) -> None:
     kwargs: dict[str, Any] = {
         "fast": "bf16",
@@ -92,6 +93,7 @@ def test_screens_fidelity_step_encodes_nothing_the_run_cached(accelerator, tmp_p
         assert set(texts) == {"TinySTS", "TinyRetrieval"} and texts["TinySTS"] > 32
 
 
+@pytest.mark.slow
 def test_compare_models_encodes_nothing_the_run_cached(accelerator, tmp_path: Path) -> None:
     from embedscope.evaluation.agreement import compare_model_runs
 

@@ -147,6 +147,7 @@ def test_a_fast_path_whose_backend_this_embedscope_does_not_know_is_one_line(mon
 # -- whole screens ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_screen_runs_fast_then_confirms_the_top_and_overlapping_models(tiny_models, tmp_path) -> None:
     report = _screen(tiny_models, tmp_path, confirm=1)
     fast = {m.model: m.fast for m in report.models}
@@ -167,6 +168,7 @@ def test_screen_runs_fast_then_confirms_the_top_and_overlapping_models(tiny_mode
     assert exact == sorted(exact, reverse=True)
 
 
+@pytest.mark.slow
 def test_a_second_screen_encodes_nothing_and_reuses_every_result(tiny_models, screened, monkeypatch) -> None:
     first, folder, first_encoded = screened
     assert first_encoded > 0
@@ -186,6 +188,7 @@ def test_a_second_screen_encodes_nothing_and_reuses_every_result(tiny_models, sc
     ]
 
 
+@pytest.mark.slow
 def test_kendall_tau_is_scipys_on_the_two_rankings(screened) -> None:
     report = screened[0]
     assert len(report.confirmed) == 3
@@ -210,6 +213,7 @@ def _copy_results(folder: Path, target: Path) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_the_significance_line_agrees_with_compare_on_the_same_results(screened, tmp_path) -> None:
     report = screened[0]
     winner, runner_up = (report.model(k) for k in report.confirmed[:2])
@@ -227,6 +231,7 @@ def test_the_significance_line_agrees_with_compare_on_the_same_results(screened,
     )
 
 
+@pytest.mark.slow
 def test_fidelity_is_compare_fidelity_and_cosines_of_fresh_vectors(tiny_models, screened, tmp_path) -> None:
     from embedscope.models.specs import load_encoder
 
@@ -264,6 +269,7 @@ def test_fidelity_is_compare_fidelity_and_cosines_of_fresh_vectors(tiny_models, 
     assert cos.min() < 1.0  # bf16 did change the vectors: the measure can fail
 
 
+@pytest.mark.slow
 def test_a_model_the_fast_path_cannot_act_on_is_screened_exact_and_said_so(tiny_models, tmp_path, monkeypatch) -> None:
     overrides = {"dtype": "bf16", "tokenizer": str(tmp_path / "no-such-tokenizer")}
     monkeypatch.setitem(DTYPE_FAST_PATHS, "bf16", (overrides, 3, "torch", "torch"))
@@ -275,6 +281,7 @@ def test_a_model_the_fast_path_cannot_act_on_is_screened_exact_and_said_so(tiny_
     assert math.isfinite(report.models[0].fast.mean)
 
 
+@pytest.mark.slow
 def test_bm25_beside_a_model_is_screened_exact_and_only_the_model_gets_per_text_cosines(tiny_models, tmp_path) -> None:
     report = screen(
         [tiny_models[0], "bm25"],

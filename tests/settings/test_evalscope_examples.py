@@ -193,6 +193,7 @@ def _check_work_dir(tmp_path: Path, example: dict[str, Any]) -> Path:
     return run_folder
 
 
+@pytest.mark.slow
 def test_custom_retrieval_guide_example_runs_unchanged(tmp_path, monkeypatch, models):
     monkeypatch.chdir(tmp_path)
     write_retrieval_data(tmp_path / "my_retrieval_data", "jsonl")  # the guide's data_path, as written
@@ -215,6 +216,7 @@ def test_custom_retrieval_guide_example_runs_unchanged(tmp_path, monkeypatch, mo
     assert _main_score(path) == _main_score(direct.outcomes[0].path)
 
 
+@pytest.mark.slow
 def test_one_stage_example_runs_unchanged_from_the_cli(tmp_path, monkeypatch, models):
     monkeypatch.chdir(tmp_path)
     data = write_retrieval_data(tmp_path / "t2", "tsv")
@@ -238,6 +240,7 @@ def test_one_stage_example_runs_unchanged_from_the_cli(tmp_path, monkeypatch, mo
     assert _main_score(path) == _main_score(direct.outcomes[0].path)
 
 
+@pytest.mark.slow
 def test_two_stage_example_runs_unchanged(tmp_path, monkeypatch, models):
     monkeypatch.chdir(tmp_path)
     data = write_retrieval_data(tmp_path / "t2", "tsv")
@@ -263,6 +266,7 @@ def test_two_stage_example_runs_unchanged(tmp_path, monkeypatch, models):
     assert _main_score(report.outcomes[0].path) == _main_score(direct.outcomes[0].path)
 
 
+@pytest.mark.slow
 def test_a_named_work_dir_holds_the_configuration_and_log_and_results_stay_in_output_folder(tmp_path, models):
     data = write_retrieval_data(tmp_path / "data", "tsv")
     example = copy.deepcopy(CUSTOM_RETRIEVAL)
@@ -297,6 +301,7 @@ def test_an_empty_work_dir_is_one_line(tmp_path, capsys):
     assert "work_dir" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_legacy_custom_retrieval_example_runs_unchanged(tmp_path, monkeypatch, models):
     monkeypatch.chdir(tmp_path)
     write_retrieval_data(tmp_path / "custom_eval" / "text" / "retrieval", "tsv")  # its dataset_path, as written

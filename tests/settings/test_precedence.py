@@ -39,17 +39,20 @@ def _one_error_line(capsys) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_an_explicit_output_folder_flag_overrides_the_config_file(tmp_path, base_config, capsys):
     assert main(["run", "--config", str(base_config), "--output-folder", str(tmp_path / "outB")]) == 0
     assert list((tmp_path / "outB").rglob("*.json")) and not (tmp_path / "outA").exists()
     assert str(tmp_path / "outB") in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_device_flag_is_not_dropped_when_a_config_is_given(base_config, capsys):
     assert main(["run", "--config", str(base_config), "--device", "cuda"]) == 2
     assert "device 'cuda:0' is not available here" in _one_error_line(capsys)
 
 
+@pytest.mark.slow
 def test_limits_and_overwrite_flags_take_effect_over_a_stored_full_result(base_config, capsys):
     assert main(["run", "--config", str(base_config)]) == 0
     assert main(["run", "--config", str(base_config), "--limits", "3", "--overwrite", "always"]) == 0
@@ -59,6 +62,7 @@ def test_limits_and_overwrite_flags_take_effect_over_a_stored_full_result(base_c
     assert json.loads(written.read_text())["run_settings"]["limits"] == 3
 
 
+@pytest.mark.slow
 def test_print_settings_shows_each_value_and_where_it_came_from(base_config, capsys):
     assert main(["run", "--config", str(base_config), "--limits", "3", "--print-settings"]) == 0
     rows = {

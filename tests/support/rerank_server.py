@@ -105,7 +105,7 @@ def rerank_server() -> Iterator[RerankService]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(service))
     server.daemon_threads = True
     service.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield service

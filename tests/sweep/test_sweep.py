@@ -145,6 +145,7 @@ def _result(path: Path) -> tuple[dict, list]:
     return data["scores"], rows
 
 
+@pytest.mark.slow
 def test_every_point_equals_a_separate_run(beir, tmp_path):
     grid = SweepGrid([base(beir, tmp_path)], [("model", ["bm25", "fts5"]), ("top_k", [3, 50])])
     outcomes = run_sweep(grid, log=None)
@@ -159,6 +160,7 @@ def test_every_point_equals_a_separate_run(beir, tmp_path):
     assert len({o.paths["words"] for o in outcomes}) == 4  # four result files, none replaced
 
 
+@pytest.mark.slow
 def test_resume_after_an_interruption_and_a_second_sweep_evaluates_nothing(beir, tmp_path):
     encoder = KeywordEncoder(WORDS, name="fake/counting")
     grid = SweepGrid([base(beir, tmp_path, model=encoder)], [("top_k", [2, 5, 10]), ("limits", [10, 20])])
@@ -184,6 +186,7 @@ def test_resume_after_an_interruption_and_a_second_sweep_evaluates_nothing(beir,
     assert all(o.reused for o in again) and len(encoder.calls) == calls  # nothing evaluated, nothing encoded
 
 
+@pytest.mark.slow
 def test_a_top_k_axis_encodes_the_corpus_once(beir, tmp_path):
     encoder = KeywordEncoder(WORDS, name="fake/counting")
     grid = SweepGrid([base(beir, tmp_path, model=encoder)], [("top_k", [1, 5, 20])])
@@ -193,6 +196,7 @@ def test_a_top_k_axis_encodes_the_corpus_once(beir, tmp_path):
     assert sum(len(t) for role, t in encoder.calls if role == "query") == 24
 
 
+@pytest.mark.slow
 def test_points_writing_one_file_with_other_settings_are_refused(beir, tmp_path, monkeypatch):
     from embedscope.evaluation import runner
 
@@ -218,6 +222,7 @@ def holm_by_hand(p: list[float]) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 def test_report_scores_ci_delta_and_holm_against_independent_computations(beir, tmp_path):
     grid = SweepGrid([base(beir, tmp_path)], [("model", ["bm25", "fts5", "bm25:k1=0.1,b=0.1"]), ("top_k", [2, 50])])
     outcomes = run_sweep(grid, log=None)
@@ -265,6 +270,7 @@ def test_costs_from_the_stored_result(beir, tmp_path):
         assert c["peak_mb"] is None  # a plain encoder's run records no stage memory
 
 
+@pytest.mark.slow
 def test_tune_folds_chooses_on_other_folds(beir, tmp_path):
     from embedscope.compare.selection import fold_assignment
 
@@ -292,6 +298,7 @@ def test_tune_folds_chooses_on_other_folds(beir, tmp_path):
 # The command
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_markdown_csv_json(beir, tmp_path, capsys):
     common = ["sweep", "--tasks", str(beir), "--output-folder", str(tmp_path / "out"), "--set", "show_progress=false"]
     args = [*common, "--axis", "model=bm25,fts5", "--axis", "top_k=3,50", "--csv", str(tmp_path / "t.csv")]

@@ -39,6 +39,7 @@ def main_scores(path: Path) -> str:
     return json.dumps(json.loads(path.read_text())["scores"]["test"][0], sort_keys=True)
 
 
+@pytest.mark.slow
 def test_each_chunking_point_equals_its_separate_run(qa, tmp_path):
     encoder = KeywordEncoder(WORDS)
     grid = SweepGrid(
@@ -66,6 +67,7 @@ def test_each_chunking_point_equals_its_separate_run(qa, tmp_path):
     assert all(o.reused for o in again)
 
 
+@pytest.mark.slow
 def test_the_paragraph_strategies_and_token_windows_are_points(qa, tmp_path):
     encoder = KeywordEncoder(WORDS)
     methods = [

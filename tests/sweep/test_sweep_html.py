@@ -63,12 +63,14 @@ def dominated(i: int, points: list[tuple[float, float]], lower: bool) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_page_is_self_contained(swept):
     page = swept[2]
     assert "<script src" not in page and "<link" not in page and "https://" not in page
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")
 
 
+@pytest.mark.slow
 def test_scatter_points_carry_the_stored_scores_and_the_frontier_is_the_undominated(swept):
     outcomes, report, page, _ = swept
     stored = {o.point.index: _stored_score(o.paths["words"]) for o in outcomes}
@@ -90,6 +92,7 @@ def test_scatter_points_carry_the_stored_scores_and_the_frontier_is_the_undomina
     assert frontier["points"].split() == [xy[p] for p in sorted(on, key=lambda p: costs[p])]
 
 
+@pytest.mark.slow
 def test_one_scatter_per_cost_two_points_have(swept):
     _, report, page, _ = swept
     drawn = re.findall(r"<figure class='scatter'[^>]*data-cost='(\w+)'", page)
@@ -104,6 +107,7 @@ def test_one_scatter_per_cost_two_points_have(swept):
         assert marked == [not dominated(i, points, cost != "qps") for i in range(len(points))]
 
 
+@pytest.mark.slow
 def test_a_line_and_a_ci_band_per_combination_of_the_other_axes(swept):
     outcomes, report, page, _ = swept
     assert numeric_axes(report.rows, AXES) == ["truncate_dim"]
@@ -133,6 +137,7 @@ def test_numeric_axes():
     assert numeric_axes([row(d=None), row(d=None)], ["d"]) == []
 
 
+@pytest.mark.slow
 def test_cli_writes_the_page(tmp_path, capsys):
     beir = write_beir(tmp_path / "words")
     out = tmp_path / "sweep.html"

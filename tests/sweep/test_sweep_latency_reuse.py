@@ -47,6 +47,7 @@ def test_latency_sample_with_overwrite_never_is_one_line(tmp_path):
     assert "\n" not in str(refused.value) and "latency_sample" in str(refused.value)
 
 
+@pytest.mark.slow
 def test_a_resumed_sweep_point_gets_its_latency(tmp_path):
     beir = write_beir(tmp_path / "words")
     encoder = KeywordEncoder(WORDS, name="fake/keywords")

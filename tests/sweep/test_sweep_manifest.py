@@ -42,6 +42,7 @@ def swept(tmp_path_factory):
     return out, page
 
 
+@pytest.mark.slow
 def test_the_sweep_writes_a_manifest_of_every_point(swept):
     out, _ = swept
     (path,) = find_manifests(out)
@@ -60,6 +61,7 @@ def test_the_sweep_writes_a_manifest_of_every_point(swept):
         )
 
 
+@pytest.mark.slow
 def test_report_html_adds_the_sweep_view_with_the_stored_scores(swept):
     out, page_path = swept
     page = page_path.read_text()
@@ -75,6 +77,7 @@ def test_report_html_adds_the_sweep_view_with_the_stored_scores(swept):
     assert "data-done='4' data-total='4'" in sweep and "Interrupted" not in sweep
 
 
+@pytest.mark.slow
 def test_the_same_grid_resumed_keeps_one_manifest_and_another_grid_gets_its_own(tmp_path):
     beir, out = write_beir(tmp_path / "words"), tmp_path / "out"
     assert main(_sweep_cli(beir, out)) == 0
@@ -84,6 +87,7 @@ def test_the_same_grid_resumed_keeps_one_manifest_and_another_grid_gets_its_own(
     assert len(find_manifests(out)) == 2
 
 
+@pytest.mark.slow
 def test_an_interrupted_sweep_leaves_a_valid_manifest_of_the_points_done(tmp_path):
     beir = write_beir(tmp_path / "words")
     grid = SweepGrid([base(beir, tmp_path)], [("model", ["bm25", "fts5"]), ("top_k", [3, 50])])
@@ -106,6 +110,7 @@ def test_an_interrupted_sweep_leaves_a_valid_manifest_of_the_points_done(tmp_pat
     assert "Interrupted or running: 2 of 4 points done." in page.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -124,6 +129,7 @@ def test_a_broken_manifest_is_one_line(swept, tmp_path, capsys, text, message):
     assert "broken.json" in err and message in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_missing_result_is_named(swept, tmp_path, capsys):
     import shutil
 
@@ -136,6 +142,7 @@ def test_a_missing_result_is_named(swept, tmp_path, capsys):
     assert "fts5" not in err.split("point")[0] and "is missing" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_latency_columns_are_numpy_percentiles_of_the_recorded_samples(tmp_path):
     beir = write_beir(tmp_path / "words")
     encoder = KeywordEncoder(WORDS, name="fake/keywords", similarity="cosine")

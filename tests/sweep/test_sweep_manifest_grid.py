@@ -41,6 +41,7 @@ def swept(tmp_path_factory):
     return tmp, beir, out, page
 
 
+@pytest.mark.slow
 def test_the_manifest_records_sub_grids_and_every_points_settings(swept):
     _, _, out, _ = swept
     (path,) = find_manifests(out)
@@ -60,6 +61,7 @@ def test_the_manifest_records_sub_grids_and_every_points_settings(swept):
     assert read_manifest(path).axes == ["top_k", "model", "limits"]
 
 
+@pytest.mark.slow
 def test_report_html_has_a_column_for_each_sub_grid_axis(swept):
     *_, page = swept
     text = page.read_text()
@@ -69,6 +71,7 @@ def test_report_html_has_a_column_for_each_sub_grid_axis(swept):
     assert "<td>fts5</td><td>10</td>" in sweep.replace("\n", "")
 
 
+@pytest.mark.slow
 def test_two_sweeps_that_differ_only_in_their_grids_get_two_manifests(swept):
     tmp, beir, out, _ = swept
     other = [{"axes": {"model": ["bm25"]}}, {"axes": {"model": ["fts5"], "limits": [5]}}]
@@ -78,6 +81,7 @@ def test_two_sweeps_that_differ_only_in_their_grids_get_two_manifests(swept):
     assert sorted(json.loads(p.read_text())["points_total"] for p in manifests) == [4, 6]
 
 
+@pytest.mark.slow
 def test_an_output_folder_axis_writes_each_manifest_inside_its_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     beir = write_beir(tmp_path / "words")
@@ -93,6 +97,7 @@ def test_an_output_folder_axis_writes_each_manifest_inside_its_folder(tmp_path, 
         assert main(["report", folder, "--html", str(tmp_path / "r.html"), "--rounds", "100"]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["../../../../../../../etc/passwd", "/etc/passwd", "../outside.json"])
 def test_report_refuses_a_manifest_path_leading_outside_its_folder(swept, tmp_path, capsys, target):
     out = tmp_path / "out"
@@ -109,6 +114,7 @@ def test_report_refuses_a_manifest_path_leading_outside_its_folder(swept, tmp_pa
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow
 def test_report_refuses_a_result_linked_outside_its_folder(swept, tmp_path, capsys):
     out = tmp_path / "out"
     shutil.copytree(swept[2], out)
@@ -123,6 +129,7 @@ def test_report_refuses_a_result_linked_outside_its_folder(swept, tmp_path, caps
     assert err.count("\n") == 1 and "leads outside" in err
 
 
+@pytest.mark.slow
 def test_a_reused_point_without_its_per_item_rows_is_marked(swept, tmp_path, capsys):
     tmp, beir, _, _ = swept
     out = tmp_path / "out"

@@ -78,6 +78,7 @@ def test_the_cli_sweep_refuses_before_the_first_point_runs(beir, tmp_path, monke
     assert runs == [] and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_good_sweep_passes_the_preflight_and_runs(beir, tmp_path, monkeypatch):
     runs = _point_runs(monkeypatch)
     out = tmp_path / "out"

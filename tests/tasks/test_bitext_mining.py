@@ -45,6 +45,7 @@ def test_metrics_are_sklearn_weighted_scores():
     assert list(scores) == ["precision", "recall", "f1", "accuracy"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "encoder", [HashEncoder(dim=12), KeywordEncoder(WORDS, similarity="dot")], ids=["hash-cosine", "keyword-dot-ties"]
 )

@@ -85,6 +85,7 @@ def test_average_experiments_gives_nan_for_missing_ap():
     assert avg["accuracy"] == 0.75 and math.isnan(avg["ap"]) and len(avg["scores_per_experiment"]) == 2
 
 
+@pytest.mark.slow
 def test_stratified_subsample_equals_datasets_split():
     from datasets import ClassLabel, Dataset
 
@@ -196,6 +197,7 @@ def test_matches_mteb_exactly(case, subsample, spl):
     assert math.isnan(ours["ap"]) != case.startswith("binary")
 
 
+@pytest.mark.slow
 def test_runner_writes_mteb_json(tmp_path):
     from embedscope.evaluation.runner import evaluate
 

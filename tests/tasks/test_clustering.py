@@ -37,6 +37,7 @@ def test_documents_to_embed_uses_random_sample():
         documents_to_embed(7, random.Random(42), 0.5, 3)
 
 
+@pytest.mark.slow
 def test_v2_scores_equal_direct_sklearn_on_one_level():
     rng = np.random.default_rng(0)
     labels = [i % 3 for i in range(60)]

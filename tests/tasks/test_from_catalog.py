@@ -17,6 +17,7 @@ def _jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.slow
 def test_classification_task_from_a_local_hub_copy(tmp_path):
     labels = ["card_arrival", "card_linking", "exchange_rate"]
     _jsonl(

@@ -193,6 +193,7 @@ def _mteb_on_local_files(monkeypatch, files_of):
     monkeypatch.setattr(abstask, "load_dataset", local_load_dataset)
 
 
+@pytest.mark.slow
 def test_sick_nl_and_masakhanews_by_name_equal_mteb(tmp_path, monkeypatch):
     pytest.importorskip("mteb")
     import mteb

@@ -72,6 +72,7 @@ def test_p_mrr_by_hand():
     assert p_mrr(og, new, {"a": ["d1"]}) == pytest.approx(1 - (1 / 2) / (1 / 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "encoder", [KeywordEncoder(WORDS, similarity="cosine"), HashEncoder(dim=8)], ids=["keyword-ties", "hash"]
 )
@@ -93,6 +94,7 @@ def test_followir_reranking_same_scores_as_mteb(encoder):
     assert set(ours["og"]) == set(theirs["og"]) and ours["p-MRR"] != 0
 
 
+@pytest.mark.slow
 def test_ifir_level_scores_same_as_mteb():
     pytest.importorskip("mteb")
     from support.mteb_reference_labels import assert_same_scores
@@ -109,6 +111,7 @@ def test_ifir_level_scores_same_as_mteb():
     assert_same_scores(ours, mteb_split_scores(encoder, mteb_ifir_task(given)), "ndcg_at_20", tol=0)
 
 
+@pytest.mark.slow
 def test_instruct_ir_robustness_same_as_mteb():
     pytest.importorskip("mteb")
     from support.mteb_reference_labels import assert_same_scores

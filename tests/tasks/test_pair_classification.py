@@ -34,6 +34,7 @@ def _brute_force(scores: np.ndarray, labels: np.ndarray, higher_is_similar: bool
     return best_acc, best_f1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("higher_is_similar", [True, False])
 def test_thresholds_match_a_brute_force_scan_with_ties(seed, higher_is_similar):

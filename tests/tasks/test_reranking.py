@@ -55,6 +55,7 @@ def test_rows_convert_as_mteb_converts_them():
     assert {q: list(c) for q, c in ours.candidates.items()} == {q: list(c) for q, c in split["top_ranked"].items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoder", ENCODERS, ids=ENCODER_IDS)
 def test_v2_same_scores_as_mteb_old_format_path(encoder):
     pytest.importorskip("mteb")
@@ -83,6 +84,7 @@ def _general_data() -> RerankingData:
     return RerankingData(queries, corpus, qrels, candidates)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoder", ENCODERS, ids=ENCODER_IDS)
 def test_v2_same_scores_as_mteb_top_ranked_path(encoder):
     pytest.importorskip("mteb")

@@ -26,6 +26,7 @@ def _summaries(n: int = 12, seed: int = 3) -> SummarizationData:
     return SummarizationData(tuple(f"source {i}" for i in range(n)), human, machine, relevance)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["v2", "v1"])
 @pytest.mark.parametrize(
     "encoder", [HashEncoder(dim=12), KeywordEncoder(WORDS, similarity="dot")], ids=["hash-cosine", "keyword-dot"]

@@ -112,6 +112,7 @@ def test_a_registered_type_runs_through_the_route_and_writes_its_result(word_cou
     }
 
 
+@pytest.mark.slow
 def test_the_cli_runs_a_registered_type_from_a_file(word_count, counts_file, tmp_path, capsys):
     from support.tiny_models import build_tiny_sentence_transformer
 
