@@ -117,6 +117,7 @@ def test_per_query_values_match_pytrec_eval(seed: int) -> None:
     assert_matches_pytrec(ranking, qrels, run)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(12))
 def test_to_mteb_matches_mteb(seed: int) -> None:
     qrels, run = make_case(seed)
@@ -126,6 +127,7 @@ def test_to_mteb_matches_mteb(seed: int) -> None:
     assert_same_dict(ranking.to_mteb(), mteb_scores(qrels, mteb_run))
 
 
+@pytest.mark.slow
 def test_deep_run_with_ties_beyond_k_1000() -> None:
     rng = np.random.default_rng(7)
     docs = [f"doc{i}" for i in range(1500)]
@@ -140,6 +142,7 @@ def test_deep_run_with_ties_beyond_k_1000() -> None:
     assert_same_dict(ranking.to_mteb(), mteb_scores(qrels, run))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_ignore_identical_ids_matches_mteb(seed: int) -> None:
     qrels, run = make_case(100 + seed)
@@ -177,6 +180,15 @@ def test_ranked_run_with_holes_and_junk_scores() -> None:
     assert_same_dict(ranking.to_mteb(), evaluate_ranking(qrels, run).to_mteb(), tol=0.0)
 
 
+def test_a_run_that_retrieved_nothing_for_any_query_scores_like_pytrec_eval() -> None:
+    """A retriever that matched no document for any query gives a run of width 0 (FTS5 on a small proxy corpus)."""
+    qrels = {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}
+    empty = RankedRun(("q1", "q2"), ("d1", "d2", "d3"), np.empty((2, 0), dtype=np.int64), np.empty((2, 0)))
+    ranking = evaluate_ranking(qrels, empty)
+    assert_matches_pytrec(ranking, qrels, {"q1": {}, "q2": {}})
+    assert ranking.mean("ndcg_at_10") == 0.0
+
+
 def test_float32_ties_break_by_doc_id_but_mrr_uses_float64() -> None:
     qrels = {"q": {"d1": 1}}
     run = {"q": {"d1": 0.1 + 1e-12, "d2": 0.1}}  # equal as float32; "d2" > "d1"
@@ -194,6 +206,7 @@ def test_only_queries_with_judgments_are_evaluated() -> None:
         evaluate_ranking({"b": {}}, run, (1,))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "qrels,run",
     [

@@ -16,7 +16,7 @@ from embedscope.testing.tiny import write_tiny_beir
 @pytest.fixture()
 def runs(monkeypatch) -> list:
     calls: list = []
-    monkeypatch.setattr(screen_module, "_run_one", lambda settings: calls.append(settings) or 1 / 0)
+    monkeypatch.setattr(screen_module, "run_one", lambda settings: calls.append(settings) or 1 / 0)
     return calls
 
 

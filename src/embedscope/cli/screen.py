@@ -37,6 +37,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--confirm", metavar="N", help="models to confirm exact, besides those whose CI overlaps (default 2)"
     )
+    p.add_argument(
+        "--proxy",
+        nargs="+",
+        metavar="SIZE",
+        help="successive halving on proxy tasks instead of a fast pass: the size of each round's proxies (a count "
+        "of queries or rows, or a fraction in (0, 1)), growing; the survivors run exact",
+    )
+    p.add_argument(
+        "--tie-margin",
+        metavar="POINTS",
+        help="with --proxy: models equivalent to the leader within this many main-score points (TOST) are tied, and "
+        "only the cheapest goes on (default 0.005)",
+    )
+    p.add_argument(
+        "--audit",
+        action="store_true",
+        help="with --proxy: also run every candidate exact and say whether the screen's claim held",
+    )
     p.add_argument("--config", "-c", help="YAML/JSON config of run's schema (the base settings); flags override it")
     p.add_argument("--rounds", help="bootstrap / randomisation rounds of the intervals and tests (default 10,000)")
     p.add_argument("--seed", help="random seed of the intervals and tests (default 42)")
@@ -63,6 +81,35 @@ def _integer(args: argparse.Namespace, name: str, default: int, flag: str) -> in
         raise ConfigError(f"{flag} {value}: give an integer") from None
 
 
+def _size(value: str) -> int | float:
+    """A proxy size as given: an integer count, else a fraction."""
+    from embedscope.errors import ConfigError
+
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"--proxy {value}: give a count (an integer ≥ 1) or a fraction in (0, 1)") from None
+
+
+def _number(args: argparse.Namespace, name: str, default: float, flag: str) -> float:
+    from embedscope.errors import ConfigError
+
+    value = getattr(args, name, None)
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigError(f"{flag} {value}: give a number") from None
+    if not number >= 0 or number == float("inf"):
+        raise ConfigError(f"{flag} {value}: give a finite number ≥ 0")
+    return number
+
+
 def _cmd_screen(args: argparse.Namespace) -> int:
     from embedscope.cli.report import checked_digits
     from embedscope.cli.settings_flags import settings_layer
@@ -70,13 +117,18 @@ def _cmd_screen(args: argparse.Namespace) -> int:
     from embedscope.errors import ConfigError
     from embedscope.files import atomic_write_text
     from embedscope.screen.report import screen_csv
+    from embedscope.screen.rounds import DEFAULT_MARGIN
     from embedscope.screen.run import DEFAULT_CONFIRM, screen_settings
     from embedscope.settings import build_settings
     from embedscope.settings.files import config_layer
 
-    confirm = _integer(args, "confirm", DEFAULT_CONFIRM, "--confirm")
-    if confirm < 1:
+    confirm = _integer(args, "confirm", DEFAULT_CONFIRM, "--confirm") if getattr(args, "confirm", None) else None
+    if confirm is not None and confirm < 1:
         raise ConfigError(f"--confirm {confirm}: give a positive integer (the number of models to confirm)")
+    proxy = [_size(v) for v in args.proxy] if getattr(args, "proxy", None) else None
+    margin = _number(args, "tie_margin", DEFAULT_MARGIN, "--tie-margin")
+    if getattr(args, "tie_margin", None) is not None and proxy is None:
+        raise ConfigError("--tie-margin applies to a screen with --proxy: give --proxy too")
     options = CompareOptions(
         rounds=_integer(args, "rounds", CompareOptions.rounds, "--rounds"),
         seed=_integer(args, "seed", CompareOptions.seed, "--seed"),
@@ -86,8 +138,19 @@ def _cmd_screen(args: argparse.Namespace) -> int:
     layers.append(settings_layer(args))
     settings = build_settings(layers)
     outputs = {"--json": getattr(args, "json_file", None), "--csv": getattr(args, "csv_file", None)}
+    fidelity = False if getattr(args, "no_fidelity", False) else None
+    if proxy is not None and fidelity is False:
+        raise ConfigError("--no-fidelity: a screen with --proxy measures no fidelity; drop it")
     report = screen_settings(
-        settings, getattr(args, "fast", None), confirm, options, not getattr(args, "no_fidelity", False), outputs
+        settings,
+        getattr(args, "fast", None),
+        confirm,
+        options,
+        fidelity,
+        outputs,
+        proxy,
+        margin,
+        getattr(args, "audit", False),
     )
     print(report.text(digits))
     if getattr(args, "json_file", None):

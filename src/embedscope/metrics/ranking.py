@@ -384,6 +384,8 @@ def _chunk_ranks(
     ranks64 = np.full(docs.shape, np.inf)
     slots = np.full(docs.shape, -1, dtype=np.int64)
     s32 = s64.astype(np.float32)
+    if index.shape[1] == 0:  # nothing retrieved for any query (a run of width 0): no relevant doc was found
+        return ranks32, ranks64, slots
     for t in range(docs.shape[1]):
         m = int(np.count_nonzero(present > t))
         if m == 0:

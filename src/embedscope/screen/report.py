@@ -12,6 +12,7 @@ from embedscope.results.table import markdown_table
 from embedscope.results.usage import USAGE_HEADER, USAGE_KEYS, folder_usage, usage_cells
 
 if TYPE_CHECKING:
+    from embedscope.screen.rounds import HalvingResult
     from embedscope.screen.run import MeanScore, ScreenReport
 
 
@@ -127,6 +128,32 @@ def fidelity_table(report: ScreenReport, digits: int = 4) -> str:
     return markdown_table(header + [label for _, label in _FIDELITY_COLUMNS], rows)
 
 
+def halving_lines(halving: HalvingResult, digits: int = 4) -> list[str]:
+    """Each proxy round's decisions, the stated odds and, with ``--audit``, whether the claim held."""
+    lines = []
+    for i, r in enumerate(halving.rounds, 1):
+        leader = next(iter(r.scores))
+        parts = [f"round {i} on proxies of size {r.size}: {len(r.scores)} candidates, leader {leader}"]
+        parts.append(f"dropped {', '.join(r.dropped)}" if r.dropped else "none dropped")
+        parts += [f"{k} goes on for its tie with {', '.join(v)} (cheapest)" for k, v in r.tied.items()]
+        parts.append(f"P(the best is still in) = {r.p_best_kept:.3f}")
+        lines.append("; ".join(parts))
+    lines.append(
+        f"probability that the exact winner is among the confirmed (bootstrap over the proxies' items, multiplied over "
+        f"the rounds): {halving.p_winner_kept:.3f}; tie margin {halving.margin:g}"
+    )
+    lines.append(f"the screen's final ranking: {', '.join(halving.ranking)}")
+    audit = halving.audit
+    if audit is not None:
+        verdict = "held" if audit.held else "did NOT hold"
+        lines.append(
+            f"audit (every candidate exact): exact winner {audit.winner} ({audit.exact[audit.winner]:.{digits}f}); the "
+            f"screen's claim {verdict}; Kendall's τ between the screen's final ranking and the all-exact one "
+            f"{audit.kendall_tau:.3f}"
+        )
+    return lines
+
+
 def screen_text(report: ScreenReport, digits: int = 4) -> str:
     """The whole report as printed."""
     tau = "n/a (one model confirmed)" if math.isnan(report.kendall_tau) else f"{report.kendall_tau:.3f}"
@@ -138,6 +165,8 @@ def screen_text(report: ScreenReport, digits: int = 4) -> str:
         "",
     ]
     lines += [f"note: {m.model}: {m.note}" for m in report.models if m.note]
+    if report.halving is not None:
+        lines += halving_lines(report.halving, digits) + [""]
     lines.append(f"Kendall's τ between the fast and exact rankings of the confirmed models: {tau}")
     lines.append(significance_line(report))
     fidelity = fidelity_table(report, digits)

@@ -23,21 +23,29 @@ and the report says so on its row. Times are the wall times measured here, nothi
 from __future__ import annotations
 
 import importlib.util
-import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from embedscope.compare.core import CompareOptions, Comparison, check_options, compare_models, json_safe
-from embedscope.compare.items import ModelResults, TaskItems, pair_statistic, task_items
-from embedscope.compare.stats import bootstrap_index_blocks
+from embedscope.compare.items import ModelResults, TaskItems
 from embedscope.errors import ConfigError, EmbedscopeError, UnknownNameError
+from embedscope.screen.passes import (
+    MeanScore,
+    Pass,
+    ScreenedModel,
+    built_model,
+    kendall_tau,
+    mean_of,
+    mean_score,
+    one_model,
+    run_one,
+)
+from embedscope.screen.rounds import DEFAULT_MARGIN, HalvingResult, check_proxy_sizes, halving_screen
 from embedscope.settings import Layer, RunSettings, build_settings
-from embedscope.settings.run import ModelEntry, ModelOptions, ModelRun
+from embedscope.settings.run import ModelOptions, ModelRun
 
 # the fast paths that are not a backend: the model options each sets, its rank in the default order, the module it
 # needs and the extra that installs it. Every registered backend that declares a fast path joins them
@@ -112,46 +120,6 @@ def default_fast_path() -> str:
 # -- scores with intervals ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MeanScore:
-    """A model's mean main score over tasks, its bootstrap interval and each task's score."""
-
-    mean: float
-    ci_low: float
-    ci_high: float
-    tasks: dict[str, float]
-
-    def overlaps(self, other: MeanScore) -> bool:
-        """Whether the two intervals share a point."""
-        return self.ci_low <= other.ci_high and other.ci_low <= self.ci_high
-
-
-def score_replicates(items: TaskItems, options: CompareOptions, seed: int) -> np.ndarray:
-    """The task's main score on ``options.rounds`` resamples of its items (the statistic compare tests: the mean of
-    per-item values, or the pair statistic recomputed); the score itself on every round when it has no items."""
-    n = len(items.keys)
-    if items.kind == "mean" and n >= 2:
-        values = items.values
-        return np.concatenate([values[idx].mean(axis=1) for idx in bootstrap_index_blocks(n, options.rounds, seed)])
-    stat = pair_statistic(items.metric) if items.kind == "pairs" else None
-    if stat is not None and n >= 2:
-        columns = items.columns
-        return np.concatenate([stat(columns, idx) for idx in bootstrap_index_blocks(n, options.rounds, seed)])
-    return np.full(options.rounds, items.score)
-
-
-def mean_score(tasks: Mapping[str, TaskItems], options: CompareOptions) -> MeanScore:
-    """Mean main score over ``tasks`` and its percentile interval (tasks resampled independently, task ``i`` with
-    seed ``options.seed + i``, so every model gets the same resamples)."""
-    names = sorted(tasks)
-    scores = {t: tasks[t].score for t in names}
-    means = np.mean([score_replicates(tasks[t], options, options.seed + i) for i, t in enumerate(names)], axis=0)
-    means = means[np.isfinite(means)]
-    c = options.confidence
-    low, high = np.quantile(means, [(1 - c) / 2, (1 + c) / 2]) if len(means) else (math.nan, math.nan)
-    return MeanScore(float(np.mean(list(scores.values()))), float(low), float(high), scores)
-
-
 def confirm_set(scores: Mapping[str, MeanScore], confirm: int) -> list[str]:
     """The top ``confirm`` models by mean score, then every other model whose interval overlaps one of theirs (in
     ranking order)."""
@@ -160,38 +128,7 @@ def confirm_set(scores: Mapping[str, MeanScore], confirm: int) -> list[str]:
     return top + [m for m in ranked[confirm:] if any(scores[m].overlaps(scores[t]) for t in top)]
 
 
-def kendall_tau(fast: Sequence[float], exact: Sequence[float]) -> float:
-    """Kendall's τ-b of the two rankings (``scipy.stats.kendalltau`` of the scores); nan for fewer than 2 models."""
-    from scipy.stats import kendalltau
-
-    if len(fast) < 2:
-        return math.nan
-    return float(kendalltau(fast, exact).statistic)
-
-
 # -- the screen -----------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ScreenedModel:
-    """One model of a screen: its fast and (when confirmed) exact results."""
-
-    model: str  # as given
-    name: str = ""  # as its results are filed
-    fast_applied: bool = True
-    note: str = ""  # why the fast path did not apply
-    fast: MeanScore | None = None
-    exact: MeanScore | None = None
-    fast_folder: Path | None = None
-    exact_folder: Path | None = None
-    fast_seconds: float = 0.0
-    exact_seconds: float = 0.0
-    fidelity: list[dict[str, Any]] = field(default_factory=list)  # per task: shift with CI and agreement
-
-    @property
-    def shift(self) -> float:
-        """Exact minus fast mean score (nan when not confirmed)."""
-        return self.exact.mean - self.fast.mean if self.exact and self.fast else math.nan
 
 
 @dataclass
@@ -217,6 +154,7 @@ class ScreenReport:
     exact_seconds: float
     fidelity_seconds: float
     options: CompareOptions
+    halving: HalvingResult | None = None  # screen --proxy: the rounds, the odds and the audit
 
     def model(self, name: str) -> ScreenedModel:
         return next(m for m in self.models if m.model == name)
@@ -255,6 +193,7 @@ class ScreenReport:
                 "winner_vs_runner_up": versus,
                 "significance": self.significance_line(),
                 "seconds": {"fast": self.fast_seconds, "exact": self.exact_seconds, "fidelity": self.fidelity_seconds},
+                "halving": self.halving.to_dict() if self.halving else None,
             }
         )
 
@@ -332,56 +271,21 @@ def _preflight(
     check_seed(check, "--seed", options.seed)
     check_outputs(check, outputs)
     for run in runs:
-        one = _one_model(settings, run, {})
+        one = one_model(settings, run, {})
         check_settings(check, f"model {run.model}", one, one.model_runs())
     check.raise_if_any()
 
 
-def _one_model(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any]) -> RunSettings:
-    """``settings`` with ``run`` as its only model, its options with ``overrides``."""
-    entry = ModelEntry.model_validate(
-        {"model": run.model, **run.options, **overrides, "tasks": run.tasks, "batch_size": run.batch_size}
-    )
-    return settings.model_copy(
-        update={"model": None, "models": [entry], "pipeline": None, "pipelines": [], "model_options": ModelOptions()}
-    )
-
-
-@dataclass
-class _Pass:
-    """One model's run: each task's items and task object, its results folder and name, its wall time."""
-
-    items: dict[str, TaskItems]
-    tasks: dict[str, Any]
-    folder: Path
-    name: str
-    seconds: float
-
-
-def _run_one(settings: RunSettings) -> _Pass:
-    """Run the one model of ``settings`` through the runner (stored results and the cache are reused)."""
-    from embedscope.evaluation.runner import run
-
-    started = time.perf_counter()
-    (report,) = run(settings)
-    seconds = time.perf_counter() - started
-    if not report.outcomes:
-        raise ConfigError(f"screen: none of the tasks applies to {report.model_name}")
-    items = {o.task.name: task_items(o.path) for o in report.outcomes}
-    tasks = {o.task.name: o.task for o in report.outcomes}
-    return _Pass(items, tasks, report.outcomes[0].path.parent, report.model_name, seconds)
-
-
-def _fast_pass(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], m: ScreenedModel) -> _Pass:
+def _fast_pass(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], m: ScreenedModel) -> Pass:
     """The model's fast run; on its exact path (noted in ``m``) when the fast path cannot act on it: a model that
     embeds nothing (bm25), or one the fast path refuses."""
     try:
         if not _embeds(settings, run):
             raise ConfigError(f"{run.model} runs no embedding model")
-        done = _run_one(_one_model(settings, run, overrides))
+        done = run_one(one_model(settings, run, overrides))
     except ConfigError as e:
         m.fast_applied, m.note = False, f"the fast path does not apply ({e}); screened exact"
-        done = _run_one(_one_model(settings, run, {}))
+        done = run_one(one_model(settings, run, {}))
     m.fast_folder, m.name, m.fast_seconds = done.folder, done.name, done.seconds
     return done
 
@@ -389,17 +293,30 @@ def _fast_pass(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any
 def screen_settings(
     settings: RunSettings,
     fast: str | None = None,
-    confirm: int = DEFAULT_CONFIRM,
+    confirm: int | None = None,
     options: CompareOptions = CompareOptions(),
-    fidelity: bool = True,
+    fidelity: bool | None = None,
     outputs: Mapping[str, Any] | None = None,
+    proxy: Sequence[int | float] | None = None,
+    margin: float = DEFAULT_MARGIN,
+    audit: bool = False,
 ) -> ScreenReport:
     """Screen the models of ``settings`` on fast path ``fast`` (default: :func:`default_fast_path`) and confirm the
-    best ``confirm`` (and those whose interval overlaps theirs) exact; see the module docstring. ``fidelity``
-    False leaves out the per-text cosines (they encode every text of the confirmed models' tasks twice more, unless
-    the cache holds them). ``outputs``: the report files that will be written (``{"--json": path}``), checked with
-    everything else before the first model runs."""
+    best ``confirm`` (default 2; and those whose interval overlaps theirs) exact; see the module docstring.
+    ``fidelity`` False leaves out the per-text cosines (they encode every text of the confirmed models' tasks twice
+    more, unless the cache holds them). ``outputs``: the report files that will be written (``{"--json": path}``),
+    checked with everything else before the first model runs.
+
+    ``proxy``: the sizes of successive-halving rounds on proxy tasks (:mod:`embedscope.screen.rounds`; ties within
+    ``margin``, ``audit`` runs every candidate exact too); their fast path is ``fast`` when given, else none (the
+    proxies' vectors on the exact path serve the confirming run from the cache)."""
     check_options(options)
+    if proxy is not None:
+        return _halving_report(settings, fast, confirm, options, fidelity, outputs, proxy, margin, audit)
+    if audit:
+        raise ConfigError("--audit checks a screen with --proxy: give --proxy too")
+    confirm = DEFAULT_CONFIRM if confirm is None else confirm
+    fidelity = True if fidelity is None else fidelity
     fast = fast if fast is not None else default_fast_path()
     overrides = fast_path_overrides(fast)
     runs = _check(settings, confirm, list(overrides))
@@ -410,15 +327,15 @@ def screen_settings(
     for key, m in models.items():
         m.fast = mean_score({t: fast_passes[key].items[t] for t in tasks}, options)
     chosen = confirm_set({k: m.fast for k, m in models.items() if m.fast is not None}, confirm)
-    exact_passes: dict[str, _Pass] = {}
+    exact_passes: dict[str, Pass] = {}
     for r in runs:
         key = str(r.model)
         if key in chosen:
             m = models[key]
-            exact_passes[key] = done = _run_one(_one_model(settings, r, {}))
+            exact_passes[key] = done = run_one(one_model(settings, r, {}))
             m.exact_folder, m.exact_seconds = done.folder, done.seconds
             m.exact = mean_score({t: done.items[t] for t in tasks}, options)
-    confirmed = sorted(chosen, key=lambda k: -_mean(models[k].exact))
+    confirmed = sorted(chosen, key=lambda k: -mean_of(models[k].exact))
     started = time.perf_counter()
     for r in runs:
         key = str(r.model)
@@ -430,7 +347,7 @@ def screen_settings(
                 for row in models[key].fidelity:
                     row.update(cosines.get(row["task"], {}))
     fidelity_seconds = time.perf_counter() - started
-    tau = kendall_tau([_mean(models[k].fast) for k in chosen], [_mean(models[k].exact) for k in chosen])
+    tau = kendall_tau([mean_of(models[k].fast) for k in chosen], [mean_of(models[k].exact) for k in chosen])
     versus = None
     if len(confirmed) >= 2:
         pair = [
@@ -438,7 +355,7 @@ def screen_settings(
             for k in confirmed[:2]
         ]
         versus = compare_models(pair, options, tasks)
-    ranked = sorted(models.values(), key=lambda m: -_mean(m.fast))
+    ranked = sorted(models.values(), key=lambda m: -mean_of(m.fast))
     return ScreenReport(
         fast,
         tasks,
@@ -453,8 +370,53 @@ def screen_settings(
     )
 
 
-def _mean(score: MeanScore | None) -> float:
-    return score.mean if score is not None else math.nan
+def _halving_report(
+    settings: RunSettings,
+    fast: str | None,
+    confirm: int | None,
+    options: CompareOptions,
+    fidelity: bool | None,
+    outputs: Mapping[str, Any] | None,
+    proxy: Sequence[int | float],
+    margin: float,
+    audit: bool,
+) -> ScreenReport:
+    """``screen --proxy``: the rounds of :func:`~embedscope.screen.rounds.halving_screen` as a :class:`ScreenReport`
+    (``fast`` is round 1's score on the proxies)."""
+    if confirm is not None:
+        raise ConfigError("--confirm: with --proxy the rounds decide which models to confirm; drop it")
+    if fidelity:
+        raise ConfigError("fidelity: with --proxy no model runs the full tasks on a fast path to compare; drop it")
+    check_proxy_sizes(proxy)
+    overrides = fast_path_overrides(fast) if fast is not None else {}
+    runs = _check(settings, DEFAULT_CONFIRM, list(overrides))
+    _preflight(settings, runs, options, outputs or {})
+    models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
+    result = halving_screen(settings, runs, models, overrides, proxy, options, margin, audit)
+    confirmed = result.confirmed
+    tau = kendall_tau([mean_of(models[k].fast) for k in confirmed], [mean_of(models[k].exact) for k in confirmed])
+    versus = None
+    if len(confirmed) >= 2:
+        pair = [
+            ModelResults(models[k].name, models[k].exact_folder or Path(), result.exact_items[k]) for k in confirmed[:2]
+        ]
+        shared = sorted(set.intersection(*(set(p.tasks) for p in pair)))
+        versus = compare_models(pair, options, shared)
+    ranked = [models[k] for k in result.ranking]
+    path = f"proxy {' → '.join(map(str, proxy))}" + (f" on {fast}" if fast is not None else "")
+    return ScreenReport(
+        path,
+        sorted({t for r in result.rounds for t in r.proxies}),
+        ranked,
+        confirmed,
+        tau,
+        versus,
+        sum(m.fast_seconds for m in ranked),
+        sum(m.exact_seconds for m in ranked if m.model in confirmed),
+        0.0,
+        options,
+        result,
+    )
 
 
 def _shared_tasks(items: Mapping[str, Mapping[str, TaskItems]]) -> list[str]:
@@ -494,19 +456,11 @@ def _fidelity(
     ]
 
 
-def _built(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], cache: Any = None) -> Any:
-    """The model of ``run`` with ``overrides`` as the runner builds it (an encoder loads lazily)."""
-    from embedscope.evaluation.models import build_model
-
-    one = _one_model(settings, run, overrides)
-    return build_model(one.model_runs()[0], one, cache)
-
-
 def _embeds(settings: RunSettings, run: ModelRun) -> bool:
     """Whether the model is an encoder or a pipeline with an encoder in a stage (a fast path acts on those)."""
     from embedscope.models.base import Encoder
 
-    built = _built(settings, run, {})
+    built = built_model(settings, run, {})
     stage_models = getattr(built, "stage_models", None)
     return any(isinstance(x, Encoder) for x in (stage_models() if stage_models is not None else [built]))
 
@@ -521,7 +475,7 @@ def _embedding_agreement(
     from embedscope.models.cache import EmbeddingCache
 
     cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
-    built = [_built(settings, run, extra, cache) for extra in ({}, overrides)]
+    built = [built_model(settings, run, extra, cache) for extra in ({}, overrides)]
     if not all(isinstance(b, Encoder) for b in built):  # a pipeline: its score shift is the fidelity figure
         return {}
     # None: each encoder's device default (models.device.default_batch_size), as the runner's passes had: the
@@ -536,15 +490,20 @@ def screen(
     models: Sequence[Any],
     tasks: Sequence[Any] | None = None,
     fast: str | None = None,
-    confirm: int = DEFAULT_CONFIRM,
+    confirm: int | None = None,
     *,
     compare_options: CompareOptions = CompareOptions(),
-    fidelity: bool = True,
+    fidelity: bool | None = None,
+    proxy: Sequence[int | float] | None = None,
+    margin: float = DEFAULT_MARGIN,
+    audit: bool = False,
     **settings: Any,
 ) -> ScreenReport:
     """Screen ``models`` (names, paths or ``{model: …, options}`` mappings) on ``tasks`` (default: the built-in
-    suite) on fast path ``fast`` and confirm the best ``confirm`` exact. ``settings``: any
-    :class:`~embedscope.settings.RunSettings` key, as :func:`~embedscope.evaluation.runner.evaluate` takes them.
+    suite) on fast path ``fast`` and confirm the best ``confirm`` (default 2) exact, or, with ``proxy`` (the sizes
+    of the rounds: counts or fractions), by successive halving on proxy tasks (ties within ``margin``; ``audit``
+    runs every candidate exact too). ``settings``: any :class:`~embedscope.settings.RunSettings` key, as
+    :func:`~embedscope.evaluation.runner.evaluate` takes them.
 
     Examples:
         Retrievers have no fast path, so both passes run them exact here; a model (``minilm``, a folder) runs its
@@ -560,4 +519,5 @@ def screen(
     values = {**settings, "models": list(models)}
     if tasks is not None:
         values["tasks"] = list(tasks)
-    return screen_settings(build_settings([Layer("screen()", values, "api")]), fast, confirm, compare_options, fidelity)
+    built = build_settings([Layer("screen()", values, "api")])
+    return screen_settings(built, fast, confirm, compare_options, fidelity, None, proxy, margin, audit)

@@ -1,0 +1,104 @@
+"""screen --proxy against running every candidate exact, in the same run (the anchor).
+
+Two candidate sets, each on fresh output and cache folders:
+
+* the built-in suite (BBCNewsRetrieval, BBCNewsClustering, BBCNewsClassification, LeeDocumentSimilarity) with the
+  four shipped models (minilm, minilm-int8, paraphrase-minilm-l3, static-64): minilm and its int8 copy are the
+  near tie;
+* BBCNewsRetrieval alone (the largest retrieval task built from real data here) with the same four and bm25.
+
+For each: every candidate exact, one after another (wall time of each: the anchor), then ``screen --proxy``
+with ``--audit`` off. Printed: wall times, the overhead ``(screen − the winner's exact time) ÷ (the others' exact
+time)`` (the issue's bound: 0.35), the ratio of the screen to all-exact, the screen's winner or tie against the
+exact winner, the stated probability and Kendall's τ between the screen's final ranking and the all-exact one.
+
+    .venv/bin/python bench/bench_screen_proxy.py [--proxy 0.1 0.3] [--suite builtin|retrieval|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from scipy.stats import kendalltau
+
+import embedscope
+
+SHIPPED = ["minilm", "minilm-int8", "paraphrase-minilm-l3", "static-64"]
+SUITES = {
+    "builtin": (SHIPPED, None),
+    "retrieval": ([*SHIPPED, "bm25"], ["BBCNewsRetrieval"]),
+}
+
+
+def all_exact(models: list[str], tasks: list[str] | None, folder: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """Every candidate exact: its mean main score over the tasks it shares with the others, and its wall time."""
+    scores, seconds, per_task = {}, {}, {}
+    for model in models:
+        started = time.perf_counter()
+        report = embedscope.evaluate(
+            model, tasks, output_folder=folder, cache_dir=folder / "cache", show_progress=False
+        )
+        seconds[model] = time.perf_counter() - started
+        per_task[model] = {o.task.name: o.result.main_score() for o in report.outcomes}
+    shared = set.intersection(*(set(v) for v in per_task.values()))
+    for model in models:
+        scores[model] = sum(per_task[model][t] for t in shared) / len(shared)
+    return scores, seconds
+
+
+def bench(name: str, proxy: list[float]) -> None:
+    models, tasks = SUITES[name]
+    with tempfile.TemporaryDirectory() as exact_dir, tempfile.TemporaryDirectory() as screen_dir:
+        exact, exact_seconds = all_exact(models, tasks, Path(exact_dir))
+        started = time.perf_counter()
+        report = embedscope.screen(
+            models, tasks, proxy=proxy, output_folder=screen_dir, cache_dir=Path(screen_dir) / "cache",
+            show_progress=False,
+        )  # fmt: skip
+        screen_seconds = time.perf_counter() - started
+    halving = report.halving
+    assert halving is not None
+    winner = max(exact, key=lambda m: exact[m])
+    named = halving.confirmed[0]
+    ties = {k: v for r in halving.rounds for k, v in r.tied.items()}
+    all_seconds = sum(exact_seconds.values())
+    others = all_seconds - exact_seconds[winner]
+    overhead = (screen_seconds - exact_seconds[winner]) / others
+    order = halving.ranking
+    tau = float(kendalltau([-order.index(m) for m in order], [exact[m] for m in order]).statistic)
+    print(f"\n== {name}: {len(models)} candidates on {tasks or 'the built-in suite'}, proxy rounds {proxy}")
+    for m in models:
+        print(f"  {m:24s} exact {exact[m]:.5f} in {exact_seconds[m]:7.1f} s")
+    print(f"  all exact, one after another (anchor): {all_seconds:.1f} s")
+    print(f"  screen --proxy: {screen_seconds:.1f} s; ratio to all-exact {screen_seconds / all_seconds:.3f}")
+    print(f"  overhead (screen − winner's exact) / (others' exact): {overhead:.3f} (bound 0.35)")
+    for i, r in enumerate(halving.rounds, 1):
+        print(f"  round {i} (size {r.size}): dropped {r.dropped}, tied {r.tied}, P(best kept) {r.p_best_kept:.3f}")
+    print(f"  confirmed {halving.confirmed}; exact winner {winner}; the screen names {named}; ties {ties}")
+    held = winner == named or any(winner in v and k == named for k, v in ties.items())
+    print(
+        f"  stated probability the exact winner survived {halving.p_winner_kept:.3f}; observed: {'held' if held else 'missed'}"
+    )
+    print(f"  Kendall's tau, screen's final ranking vs all-exact: {tau:.3f}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  peak resident memory of this process so far: {peak:.0f} MB")
+    if math.isnan(tau):
+        print("  (tau undefined)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--proxy", nargs="+", type=float, default=[0.1, 0.3])
+    parser.add_argument("--suite", choices=["builtin", "retrieval", "both"], default="both")
+    args = parser.parse_args()
+    for name in ("builtin", "retrieval") if args.suite == "both" else (args.suite,):
+        bench(name, args.proxy)
+
+
+if __name__ == "__main__":
+    main()

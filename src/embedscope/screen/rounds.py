@@ -1,0 +1,309 @@
+"""``screen --proxy``: successive halving on proxy tasks, then the survivors confirmed on the exact full tasks.
+
+1. Round ``i`` scores every remaining candidate on the proxy of each task at size ``proxy[i]``
+   (:mod:`embedscope.tasks.proxy`, seeded with the screen's seed; on the fast path where it applies), through the
+   runner, so results and the embedding cache are reused and an interrupted screen resumes.
+2. Each candidate's mean main score over the tasks comes with bootstrap replicates drawn with the same seeds for
+   every candidate (paired). Candidates whose difference to the leader lies clearly above 0 are dropped; those
+   equivalent to the leader within ``margin`` (TOST) are tied with it, and only the cheapest of the tie (the least
+   time in this round) goes on (:mod:`embedscope.screen.halving`). The share of replicates whose best candidate
+   is still in, multiplied over the rounds, is the stated probability that the exact winner survived.
+3. The survivors run exact on the full tasks; their exact ranking decides. ``audit`` also runs every other
+   candidate exact and says whether the claim held: the exact winner among the survivors (or tied with the one
+   confirmed for its tie), and Kendall's τ between the screen's final ranking and the all-exact one.
+
+The screen's final ranking: the confirmed models by exact score, then each round's dropped candidates (later
+rounds first), by their proxy score in the round that dropped them; a tied model sits right after the one it tied
+with.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embedscope.compare.core import CompareOptions
+from embedscope.errors import ConfigError
+from embedscope.files import atomic_write_text
+from embedscope.screen import halving
+from embedscope.screen.passes import (
+    MeanScore,
+    ScreenedModel,
+    built_model,
+    kendall_tau,
+    mean_of,
+    mean_replicates,
+    mean_score,
+    one_model,
+    run_one,
+)
+from embedscope.settings import RunSettings
+from embedscope.settings.run import ModelRun
+from embedscope.tasks.proxy import Proxy, ProxySpec, proxy_task
+
+DEFAULT_MARGIN = 0.005  # main-score points within which two models count as tied: below what any test here resolves
+
+
+@dataclass
+class ProxyRound:
+    """One round of successive halving: who ran, on what, and what was decided."""
+
+    size: int | float
+    scores: dict[str, MeanScore]  # in this round's ranking order
+    seconds: dict[str, float]
+    dropped: list[str]
+    tied: dict[str, list[str]]  # the one that goes on → the candidates it stands for
+    p_best_kept: float
+    proxies: dict[str, dict[str, Any]] = field(default_factory=dict)  # proxy task → its recipe and compositions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "scores": {k: {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high} for k, s in self.scores.items()},
+            "seconds": self.seconds,
+            "dropped": self.dropped,
+            "tied": self.tied,
+            "p_best_kept": self.p_best_kept,
+            "proxies": self.proxies,
+        }
+
+
+@dataclass
+class Audit:
+    """Every candidate exact: whether the screen's claim held."""
+
+    exact: dict[str, float]  # every candidate's exact mean score
+    winner: str
+    held: bool
+    kendall_tau: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"exact": self.exact, "winner": self.winner, "held": self.held, "kendall_tau": self.kendall_tau}
+
+
+@dataclass
+class HalvingResult:
+    """What the proxy rounds and the confirmation found (``ScreenReport`` carries it)."""
+
+    rounds: list[ProxyRound]
+    confirmed: list[str]  # in exact ranking order
+    ranking: list[str]  # the screen's final ranking of every candidate
+    p_winner_kept: float
+    margin: float
+    audit: Audit | None = None
+    exact_items: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # model → task → TaskItems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rounds": [r.to_dict() for r in self.rounds],
+            "confirmed": self.confirmed,
+            "ranking": self.ranking,
+            "p_winner_kept": self.p_winner_kept,
+            "margin": self.margin,
+            "audit": self.audit.to_dict() if self.audit else None,
+        }
+
+
+def check_proxy_sizes(sizes: Sequence[int | float]) -> list[ProxySpec]:
+    """The rounds' specs; sizes must grow (counts, or fractions), one line otherwise."""
+    specs = [ProxySpec(size=s) for s in sizes]
+    if not specs:
+        raise ConfigError("--proxy: give the size of each round (a count ≥ 1 or a fraction in (0, 1))")
+    kinds = {type(s.size) for s in specs}
+    if len(kinds) > 1 or any(b.size <= a.size for a, b in zip(specs, specs[1:])):
+        raise ConfigError(f"--proxy {' '.join(map(str, sizes))}: give growing sizes, all counts or all fractions")
+    return specs
+
+
+def halving_screen(
+    settings: RunSettings,
+    runs: Sequence[ModelRun],
+    models: dict[str, ScreenedModel],
+    overrides: Mapping[str, Any],
+    sizes: Sequence[int | float],
+    options: CompareOptions,
+    margin: float = DEFAULT_MARGIN,
+    audit: bool = False,
+) -> HalvingResult:
+    """Successive halving over ``runs`` on proxies of sizes ``sizes``, then the survivors exact (see the module
+    docstring); fills each model's ``fast`` (round 1's score), ``exact``, folders and times."""
+    if margin < 0 or not math.isfinite(margin):
+        raise ConfigError(f"--tie-margin {margin}: give a number ≥ 0")
+    specs = check_proxy_sizes(sizes)
+    by_key = {str(r.model): r for r in runs}
+    full_tasks = {key: _model_tasks(settings, run) for key, run in by_key.items()}
+    _refuse_unsupported(settings, runs)
+    remaining = list(by_key)
+    rounds: list[ProxyRound] = []
+    for i, spec in enumerate(specs):
+        spec = ProxySpec(size=spec.size, seed=options.seed)
+        passes, proxies = {}, {}
+        for key in remaining:
+            tasks = [proxy_task(t, spec) for t in full_tasks[key]]
+            passes[key] = _proxy_pass(settings, by_key[key], overrides, tasks, models[key], first=i == 0)
+            proxies.update({p.task.name: _recipe(p) for p in tasks})
+        shared = sorted(set.intersection(*(set(p.items) for p in passes.values())))
+        if not shared:
+            raise ConfigError("screen: the models share no task (check each model's tasks)")
+        replicates = {k: mean_replicates({t: passes[k].items[t] for t in shared}, options) for k in remaining}
+        scores = {k: mean_score({t: passes[k].items[t] for t in shared}, options) for k in remaining}
+        if i == 0:
+            for key in remaining:
+                models[key].fast = scores[key]
+        out = halving.dropped(replicates, options.confidence)
+        kept = [k for k in remaining if k not in out]
+        group = halving.tie_groups({k: replicates[k] for k in kept}, margin, options.alpha)[0]
+        tied: dict[str, list[str]] = {}
+        if len(group) > 1:
+            cheapest = min(group, key=lambda k: passes[k].seconds)
+            tied = {cheapest: [k for k in group if k != cheapest]}
+        p_kept = halving.p_best_kept(replicates, kept)
+        ranked = sorted(remaining, key=lambda k: -scores[k].mean)
+        rounds.append(
+            ProxyRound(
+                spec.size,
+                {k: scores[k] for k in ranked},
+                {k: passes[k].seconds for k in ranked},
+                sorted(out, key=lambda k: -scores[k].mean),
+                tied,
+                p_kept,
+                proxies,
+            )
+        )
+        _write_proxies(settings, proxies)
+        remaining = [k for k in kept if not any(k in v for v in tied.values())]
+        if len(remaining) == 1:
+            break
+    result = HalvingResult(rounds, [], [], math.prod(r.p_best_kept for r in rounds), margin)
+    for key in remaining:
+        result.exact_items[key] = _exact(settings, by_key[key], models[key], options)
+    result.confirmed = sorted(remaining, key=lambda k: -mean_of(models[k].exact))
+    result.ranking = _final_ranking(result.confirmed, rounds)
+    if audit:
+        result.audit = _audit(settings, by_key, models, result, options)
+    return result
+
+
+def _model_tasks(settings: RunSettings, run: ModelRun) -> list[Any]:
+    """The full tasks this model evaluates (the run's tasks, else the default suite's that suit it)."""
+    from embedscope.evaluation.plan import model_tasks, resolve_tasks
+    from embedscope.retrieval.roles import model_roles
+
+    one = one_model(settings, run, {})
+    model = built_model(settings, run, {})
+    return model_tasks(resolve_tasks(one), one.model_runs()[0], model_roles(model), one, str(run.model))
+
+
+def _refuse_unsupported(settings: RunSettings, runs: Sequence[ModelRun]) -> None:
+    if settings.limits is not None:
+        raise ConfigError("--proxy and --limits both shrink the tasks: give one")
+
+
+def _proxy_pass(
+    settings: RunSettings,
+    run: ModelRun,
+    overrides: Mapping[str, Any],
+    tasks: Sequence[Proxy],
+    m: ScreenedModel,
+    first: bool,
+) -> Any:
+    """One candidate on the proxy tasks: on the fast path when it applies to the model (else exact, noted)."""
+    proxied = settings.model_copy(update={"tasks": [p.task for p in tasks]})
+    try:
+        if not overrides or not m.fast_applied:
+            raise ConfigError(m.note or "no fast path")
+        done = run_one(one_model(proxied, _untargeted(run), overrides))
+    except ConfigError as e:
+        if first and overrides and m.fast_applied:
+            m.fast_applied, m.note = False, f"the fast path does not apply ({e}); screened exact"
+        done = run_one(one_model(proxied, _untargeted(run), {}))
+    if first:
+        m.fast_folder, m.name = done.folder, done.name
+    m.fast_seconds += done.seconds
+    return done
+
+
+def _untargeted(run: ModelRun) -> ModelRun:
+    """``run`` without its own task list (its proxies are the round's tasks)."""
+    from dataclasses import replace
+
+    return replace(run, tasks=None)
+
+
+def _recipe(proxy: Proxy) -> dict[str, Any]:
+    spec = proxy.spec
+    return {
+        "of": proxy.task.name.rsplit(".", 1)[0],
+        "size": spec.size,
+        "seed": spec.seed,
+        "hard_negatives": spec.hard_negatives,
+        "random_documents": spec.random_documents,
+        "compositions": proxy.compositions,
+    }
+
+
+def _write_proxies(settings: RunSettings, proxies: Mapping[str, dict[str, Any]]) -> None:
+    """Each proxy's recipe and composition beside the results (``proxies/NAME.json``), for re-use and audit; one
+    whose data a resumed screen did not load keeps the file written when it was."""
+    folder = Path(settings.output_folder) / "proxies"
+    for name, recipe in proxies.items():
+        path = folder / f"{name}.json"
+        if recipe["compositions"] or not path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(recipe, indent=1, sort_keys=True) + "\n")
+
+
+def _exact(settings: RunSettings, run: ModelRun, m: ScreenedModel, options: CompareOptions) -> dict[str, Any]:
+    """The model exact on its full tasks; each task's items."""
+    done = run_one(one_model(settings, run, {}))
+    m.exact_folder, m.exact_seconds = done.folder, done.seconds
+    m.name = m.name or done.name
+    m.exact = mean_score(done.items, options)
+    return done.items
+
+
+def _final_ranking(confirmed: list[str], rounds: Sequence[ProxyRound]) -> list[str]:
+    ranking: list[str] = []
+    tied_with = {k: v for r in rounds for k, v in r.tied.items()}
+
+    def place(key: str) -> None:
+        ranking.append(key)
+        for other in tied_with.get(key, []):
+            place(other)
+
+    for key in confirmed:
+        place(key)
+    for r in reversed(rounds):
+        for key in r.dropped:
+            place(key)
+    return ranking
+
+
+def _audit(
+    settings: RunSettings,
+    by_key: Mapping[str, ModelRun],
+    models: dict[str, ScreenedModel],
+    result: HalvingResult,
+    options: CompareOptions,
+) -> Audit:
+    """Every candidate exact (stored results reused): the exact winner, whether the claim held, τ."""
+    exact: dict[str, float] = {}
+    for key, run in by_key.items():
+        m = models[key]
+        if m.exact is None:
+            result.exact_items[key] = _exact(settings, run, m, options)
+        exact[key] = m.exact.mean if m.exact else math.nan
+    winner = max(exact, key=lambda k: exact[k])
+    covered = set(result.confirmed)  # and every model tied, round by round, with one of them
+    while True:
+        more = {o for r in result.rounds for key, others in r.tied.items() if key in covered for o in others}
+        if more <= covered:
+            break
+        covered |= more
+    order = result.ranking
+    tau = kendall_tau([-order.index(k) for k in order], [exact[k] for k in order])
+    return Audit(exact, winner, winner in covered, tau)

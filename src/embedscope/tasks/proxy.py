@@ -1,0 +1,283 @@
+"""Proxy tasks: a seeded, recorded reduction of a task that keeps it meaningful (a screen's cheap rounds).
+
+* **Retrieval** (the NanoBEIR recipe, built for any retrieval task): a seeded sample of the queries that have a
+  judgment; the corpus is every document judged for them, each sampled query's BM25 top ``hard_negatives``
+  (a cheap first-stage retriever's hard negatives: :class:`~embedscope.retrieval.bm25.BM25Retriever`'s
+  defaults, over the whole corpus) and ``random_documents`` more drawn from the rest, kept in corpus order.
+* **Every other task type**: a stratified sample of its rows in each split it loads: by label (classification,
+  clustering, pair classification; multilabel by its first label), by score quintile (STS), plain otherwise;
+  reranking samples queries with their candidates. Strata get their proportional share (largest remainder),
+  at least one row each when the sample has room; rows keep their order.
+
+The proxy of a task is the task with another ``load_split`` (so every task type's protocol runs unchanged on
+the reduced data), a name that says so (``SciFact.proxy-q50-s0``) and a ``dataset_revision`` that records the
+recipe, so its results are stored apart from the full task's and reused only for the same recipe and data. Each
+split's composition (the ids or row numbers kept) is recorded in :attr:`Proxy.compositions` as the task loads.
+
+Examples:
+    >>> from embedscope.testing.tiny import tiny_tasks_of_every_type
+    >>> sts = next(t for t in tiny_tasks_of_every_type() if t.type == "STS")
+    >>> proxy = proxy_task(sts, ProxySpec(size=8, seed=1))
+    >>> proxy.task.name, len(proxy.task.load_split("test")), proxy.compositions["test"]["rows"][:3]
+    ('TinySTS.proxy-n8-s1', 8, [0, 5, 9])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from embedscope.errors import ConfigError
+from embedscope.types import RetrievalData
+
+DEFAULT_HARD_NEGATIVES = 50  # BM25 top-k per sampled query, as NanoBEIR's corpora hold each query's top candidates
+STS_STRATA = 5  # score quintiles
+
+
+@dataclass(frozen=True)
+class ProxySpec:
+    """How to reduce a task: ``size`` rows (queries for retrieval and reranking) as a count (an int ≥ 1) or a
+    fraction (a float in (0, 1)), drawn with ``seed``; a retrieval corpus keeps each sampled query's BM25 top
+    ``hard_negatives`` and ``random_documents`` more (None: as many as the judged and hard ones together)."""
+
+    size: int | float
+    seed: int = 0
+    hard_negatives: int = DEFAULT_HARD_NEGATIVES
+    random_documents: int | None = None
+
+    def __post_init__(self) -> None:
+        size = self.size
+        if isinstance(size, bool) or not isinstance(size, (int, float)):
+            raise ConfigError(f"proxy size {size!r}: give a count (an integer ≥ 1) or a fraction in (0, 1)")
+        if isinstance(size, int) and size < 1 or isinstance(size, float) and not 0 < size < 1:
+            raise ConfigError(f"proxy size {size!r}: give a count (an integer ≥ 1) or a fraction in (0, 1)")
+        if self.hard_negatives < 0 or (self.random_documents is not None and self.random_documents < 0):
+            raise ConfigError("proxy hard_negatives and random_documents: give numbers ≥ 0")
+
+    def count(self, n: int) -> int:
+        """The rows kept of ``n``: the count (at most ``n``), or the fraction rounded, at least 1."""
+        if isinstance(self.size, float):
+            return min(n, max(1, round(self.size * n)))
+        return min(n, self.size)
+
+    @property
+    def tag(self) -> str:
+        """The recipe in a name: ``proxy-n50-s0`` (a count) or ``proxy-f0.1-s0`` (a fraction), with the retrieval
+        corpus' parameters when they differ from the defaults."""
+        size = f"f{self.size:g}" if isinstance(self.size, float) else f"n{self.size}"
+        extra = "" if self.hard_negatives == DEFAULT_HARD_NEGATIVES else f"-h{self.hard_negatives}"
+        extra += "" if self.random_documents is None else f"-r{self.random_documents}"
+        return f"proxy-{size}-s{self.seed}{extra}"
+
+
+@dataclass
+class Proxy:
+    """A proxy task and, per split it has loaded, what it kept (``{"rows": [...]}`` or, for retrieval and
+    reranking, ``{"queries": [...], "documents": [...]}``, with the full split's sizes)."""
+
+    task: Any
+    spec: ProxySpec
+    compositions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def proxy_task(task: Any, spec: ProxySpec) -> Proxy:
+    """The proxy of ``task`` (any task type whose data comes from a ``load_split`` field)."""
+    if not _loads_splits(task):
+        raise ConfigError(f"{getattr(task, 'name', task)!r}: a proxy needs a task whose data comes from load_split")
+    proxy = Proxy(task, spec)
+    name, revision, load = task.name, task.dataset_revision, task.load_split
+    cached: dict[str, Any] = {}
+
+    def load_proxy(split: str) -> Any:
+        if split not in cached:
+            cached[split], proxy.compositions[split] = reduce_data(load(split), spec)
+        return cached[split]
+
+    proxy.task = dataclasses.replace(
+        task, name=f"{name}.{spec.tag}", dataset_revision=f"{revision}+{spec.tag}", load_split=load_proxy
+    )
+    return proxy
+
+
+def _loads_splits(task: Any) -> bool:
+    return dataclasses.is_dataclass(task) and "load_split" in {f.name for f in dataclasses.fields(task)}
+
+
+def reduce_data(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
+    """``data`` reduced by ``spec`` and its composition (see the module docstring)."""
+    if isinstance(data, RetrievalData):
+        return retrieval_proxy(data, spec)
+    if isinstance(data, (list, tuple)) and data and all(_reducer(d) is not None for d in data):  # clustering sets
+        parts = [reduce_data(d, dataclasses.replace(spec, seed=spec.seed + i)) for i, d in enumerate(data)]
+        return [p[0] for p in parts], {"sets": [p[1] for p in parts]}
+    reducer = _reducer(data)
+    if reducer is None:
+        raise ConfigError(f"a proxy cannot reduce {type(data).__name__} data")
+    return reducer(data, spec)
+
+
+# -- retrieval ----------------------------------------------------------------------------------------------------
+
+
+def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData, dict[str, Any]]:
+    """The NanoBEIR recipe: sampled judged queries; their judged documents, BM25 hard negatives and random ones."""
+    from embedscope.retrieval.bm25 import BM25Retriever
+
+    if data.contexts is not None or data.documents is not None:
+        raise ConfigError(
+            f"{data.name}: a proxy of QA data judged by context strings is not supported; screen it whole"
+        )
+    rng = np.random.default_rng(spec.seed)
+    judged = [i for i, q in enumerate(data.queries.ids) if len(data.qrels.get(q, {})) > 0]
+    kept = sorted(rng.choice(judged, size=spec.count(len(judged)), replace=False).tolist()) if judged else []
+    queries = data.queries.select(kept)
+    qrels = {q: dict(data.qrels[q]) for q in queries.ids}
+    row = {doc: i for i, doc in enumerate(data.corpus.ids)}
+    relevant = {row[d] for docs in qrels.values() for d in docs if d in row}
+    hard = hard_negatives(data, queries.texts, spec.hard_negatives, BM25Retriever()) - relevant
+    rest = np.setdiff1d(np.arange(len(data.corpus)), np.fromiter(relevant | hard, dtype=np.int64))
+    n_random = len(relevant | hard) if spec.random_documents is None else spec.random_documents
+    random_rows = set(rng.choice(rest, size=min(n_random, len(rest)), replace=False).tolist()) if len(rest) else set()
+    documents = sorted(relevant | hard | random_rows)
+    reduced = dataclasses.replace(data, queries=queries, corpus=data.corpus.select(documents), qrels=qrels)
+    composition = {
+        "queries": list(queries.ids),
+        "documents": [data.corpus.ids[i] for i in documents],
+        "judged": len(relevant),
+        "hard_negatives": len(hard),
+        "random": len(random_rows),
+        "of_queries": len(judged),
+        "of_documents": len(data.corpus),
+    }
+    return reduced, composition
+
+
+def hard_negatives(data: RetrievalData, texts: Sequence[str], k: int, retriever: Any) -> set[int]:
+    """Corpus rows in the BM25 top ``k`` of any of ``texts`` (over the whole corpus)."""
+    if k == 0 or not texts:
+        return set()
+    doc_index, _ = retriever.index(data.corpus, n_queries=len(texts)).search(list(texts), k)
+    return {int(i) for i in doc_index.ravel() if i >= 0}
+
+
+# -- rows ---------------------------------------------------------------------------------------------------------
+
+
+def stratified_rows(strata: Sequence[Any], k: int, rng: np.random.Generator) -> list[int]:
+    """``k`` of ``len(strata)`` rows, each stratum (rows with equal values) its proportional share by largest
+    remainder, at least one each while ``k`` allows; rows drawn without replacement, returned in order."""
+    n = len(strata)
+    if k >= n:
+        return list(range(n))
+    groups: dict[Any, list[int]] = {}
+    for i, s in enumerate(strata):
+        groups.setdefault(s, []).append(i)
+    order = sorted(groups, key=repr)
+    sizes = np.array([len(groups[g]) for g in order])
+    if k >= len(order):  # room for every stratum: one each, the rest in proportion to what each has left
+        shares = 1 + _largest_remainder(sizes - 1, k - len(order))
+    else:
+        shares = _largest_remainder(sizes, k)
+    kept: list[int] = []
+    for g, share in zip(order, shares.tolist()):
+        if share:
+            kept += rng.choice(groups[g], size=share, replace=False).tolist()
+    return sorted(kept)
+
+
+def _largest_remainder(sizes: np.ndarray, k: int) -> np.ndarray:
+    """``k`` split in proportion to ``sizes`` (Hamilton's method): floors, then one more to the largest remainders;
+    no share exceeds its size."""
+    if k == 0 or sizes.sum() == 0:
+        return np.zeros(len(sizes), dtype=int)
+    exact = sizes * k / sizes.sum()
+    shares = np.floor(exact).astype(int)
+    for i in np.argsort(-(exact - shares), kind="stable")[: k - shares.sum()]:
+        shares[i] += 1
+    return shares
+
+
+def take_rows(data: Any, rows: Sequence[int]) -> Any:
+    """``data`` (a row dataclass: tuples of one value per row) with only ``rows``; its own ``select`` if it has one."""
+    select = getattr(data, "select", None)
+    if select is not None:
+        return select(rows)
+    n = len(data)
+    values = {
+        f.name: tuple(getattr(data, f.name)[i] for i in rows)
+        if isinstance(getattr(data, f.name), tuple) and len(getattr(data, f.name)) == n
+        else getattr(data, f.name)
+        for f in dataclasses.fields(data)
+    }
+    return type(data)(**values)
+
+
+def _rows_proxy(strata: Callable[[Any], Sequence[Any] | None]) -> Callable[[Any, ProxySpec], tuple[Any, dict]]:
+    def reduce(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
+        keys = strata(data)
+        n = len(data)
+        rows = stratified_rows(keys if keys is not None else [0] * n, spec.count(n), np.random.default_rng(spec.seed))
+        return take_rows(data, rows), {"rows": rows, "of_rows": n}
+
+    return reduce
+
+
+def _score_quintiles(scores: Sequence[float]) -> list[int]:
+    edges = np.quantile(np.asarray(scores, dtype=float), np.linspace(0, 1, STS_STRATA + 1)[1:-1])
+    return np.searchsorted(edges, np.asarray(scores, dtype=float), side="right").tolist()
+
+
+def _reranking_proxy(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
+    """Sampled queries with their judgments and candidates; the corpus is their candidates."""
+    rng = np.random.default_rng(spec.seed)
+    kept = stratified_rows([0] * len(data.queries), spec.count(len(data.queries)), rng)
+    queries = data.queries.select(kept)
+    keep = set(queries.ids)
+    candidates = {q: c for q, c in data.candidates.items() if q in keep}
+    wanted = {d for c in candidates.values() for d in c} | {d for q in keep for d in data.qrels.get(q, {})}
+    documents = [i for i, d in enumerate(data.corpus.ids) if d in wanted]
+    reduced = type(data)(
+        queries, data.corpus.select(documents), {q: d for q, d in data.qrels.items() if q in keep}, candidates
+    )
+    composition = {
+        "queries": list(queries.ids),
+        "documents": [data.corpus.ids[i] for i in documents],
+        "of_queries": len(data.queries),
+        "of_documents": len(data.corpus),
+    }
+    return reduced, composition
+
+
+def _bitext_proxy(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
+    if data.gold is not None:
+        raise ConfigError("a proxy of bitext data with explicit gold pairs is not supported; screen it whole")
+    return _rows_proxy(lambda d: None)(data, spec)
+
+
+def _reducers() -> Mapping[type, Callable[[Any, ProxySpec], tuple[Any, dict[str, Any]]]]:
+    """Each task data type → its reduction (the stratum of each row)."""
+    from embedscope.tasks.bitext_mining import BitextData
+    from embedscope.tasks.classification import LabelledTexts
+    from embedscope.tasks.multilabel import MultilabelTexts
+    from embedscope.tasks.pair_classification import PairData
+    from embedscope.tasks.reranking import RerankingData
+    from embedscope.tasks.sts import STSData
+    from embedscope.tasks.summarization import SummarizationData
+
+    return {
+        LabelledTexts: _rows_proxy(lambda d: d.labels),
+        MultilabelTexts: _rows_proxy(lambda d: [labels[0] if labels else None for labels in d.labels]),
+        PairData: _rows_proxy(lambda d: d.labels),
+        STSData: _rows_proxy(lambda d: _score_quintiles(d.scores)),
+        SummarizationData: _rows_proxy(lambda d: None),
+        BitextData: _bitext_proxy,
+        RerankingData: _reranking_proxy,
+    }
+
+
+def _reducer(data: Any) -> Callable[[Any, ProxySpec], tuple[Any, dict[str, Any]]] | None:
+    return _reducers().get(type(data))

@@ -1,0 +1,162 @@
+"""screen --proxy: successive halving's decisions against numpy, and whole screens of retrievers on a synthetic
+retrieval task checked against running every candidate exact (the audit, and evaluate() on its own)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import embedscope
+from embedscope.cli.main import main
+from embedscope.compare.core import CompareOptions
+from embedscope.errors import ConfigError
+from embedscope.screen import halving
+from embedscope.screen.rounds import check_proxy_sizes
+from embedscope.tasks.retrieval import RetrievalTask
+from embedscope.types import Corpus, Queries, RetrievalData
+
+OPTIONS = CompareOptions(rounds=2000)
+CANDIDATES = ["fts5", "bm25", "bm25:method=robertson", "fts5:match=all"]
+
+
+def _replicates(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shared = rng.normal(0, 0.02, 3000)  # the paired part: the same resample moves every candidate alike
+    return {
+        "a": 0.70 + shared + rng.normal(0, 0.002, 3000),
+        "b": 0.66 + shared + rng.normal(0, 0.002, 3000),  # clearly below a, though its own interval overlaps a's
+        "c": 0.699 + shared + rng.normal(0, 0.001, 3000),  # within 0.005 of a
+        "d": 0.695 + shared + rng.normal(0, 0.03, 3000),  # noisy: neither dropped nor shown equivalent
+    }
+
+
+def test_dropped_is_the_paired_difference_interval_above_zero() -> None:
+    reps = _replicates()
+    assert np.quantile(reps["b"], 0.975) > np.quantile(reps["a"], 0.025)  # the plain intervals overlap
+    expected = [k for k in "bcd" if np.quantile(reps["a"] - reps[k], 0.025) > 0]
+    assert halving.dropped(reps, 0.95) == expected == ["b"]
+
+
+def test_equivalence_is_tost_with_the_bootstrap_interval() -> None:
+    reps = _replicates()
+    for other, margin in [("c", 0.005), ("c", 0.001), ("d", 0.005), ("d", 0.2)]:
+        low, high = np.quantile(reps["a"] - reps[other], [0.05, 0.95])  # 1 − 2·0.05
+        assert halving.equivalent(reps["a"], reps[other], margin, 0.05) == (-margin < low and high < margin)
+    assert halving.tie_groups(reps, 0.005, 0.05) == [["a", "c"]]
+    assert halving.tie_groups({"a": reps["a"], "b": reps["b"]}, 0.005, 0.05) == [["a"]]
+
+
+def test_p_best_kept_counts_the_replicates_whose_best_is_kept() -> None:
+    reps = _replicates()
+    matrix = np.vstack([reps[k] for k in "abcd"])
+    best = [("abcd")[i] for i in matrix.argmax(axis=0)]
+    for kept in (["a"], ["a", "c"], ["a", "c", "d"], list("abcd")):
+        assert halving.p_best_kept(reps, kept) == sum(b in kept for b in best) / len(best)
+    assert halving.p_best_kept(reps, list("abcd")) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [([], "give the size of each round"), ([50, 20], "growing"), ([0.1, 50], "growing"), ([0], "proxy size")],
+)
+def test_proxy_sizes_that_cannot_be_rounds_are_refused(sizes, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_proxy_sizes(sizes)
+
+
+def _synthetic(n_docs: int = 1500, n_queries: int = 240, seed: int = 0) -> RetrievalData:
+    """Queries made of three words of their one relevant document and two random words."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(300)]
+    docs = [" ".join(rng.choice(vocab, size=int(rng.integers(8, 40)))) for _ in range(n_docs)]
+    targets = rng.integers(0, n_docs, n_queries)
+    queries = [" ".join([*rng.choice(docs[d].split(), size=3), *rng.choice(vocab, size=2)]) for d in targets]
+    return RetrievalData(
+        Corpus(tuple(f"d{i}" for i in range(n_docs)), tuple(docs)),
+        Queries(tuple(f"q{i}" for i in range(n_queries)), tuple(queries)),
+        {f"q{i}": {f"d{d}": 1} for i, d in enumerate(targets)},
+    )
+
+
+@pytest.fixture(scope="module")
+def synthetic_task() -> RetrievalTask:
+    data = _synthetic()
+    return RetrievalTask("Synthetic", lambda split: data)
+
+
+@pytest.mark.slow
+def test_a_halving_screen_names_the_exact_winner_and_its_audit_agrees_with_evaluate(synthetic_task, tmp_path) -> None:
+    report = embedscope.screen(
+        CANDIDATES, [synthetic_task], proxy=[30, 90], audit=True, output_folder=tmp_path, show_progress=False,
+        compare_options=OPTIONS,
+    )  # fmt: skip
+    halving_result = report.halving
+    assert halving_result is not None and halving_result.audit is not None
+    exact = {m: embedscope.evaluate(m, [synthetic_task], output_folder=tmp_path / "alone", show_progress=False)
+             for m in CANDIDATES}  # fmt: skip
+    exact_means = {m: r.outcomes[0].result.main_score() for m, r in exact.items()}
+    assert halving_result.audit.exact == pytest.approx(exact_means, abs=1e-5)  # stored results round to 5 digits
+    winner = max(exact_means, key=exact_means.get)
+    assert halving_result.audit.winner == winner and halving_result.confirmed[0] == winner
+    assert halving_result.audit.held and halving_result.p_winner_kept > 0.5
+    assert sorted(halving_result.ranking) == sorted(CANDIDATES)
+    first = halving_result.rounds[0]
+    assert list(first.scores) == sorted(CANDIDATES, key=lambda m: -first.scores[m].mean)
+    assert "fts5:match=all" in first.dropped  # ANDing five words, two of them random, finds next to nothing
+    assert "audit (every candidate exact)" in report.table() and "round 1 on proxies of size 30" in report.table()
+    saved = json.loads((tmp_path / "proxies" / "Synthetic.proxy-n30-s42.json").read_text())
+    assert saved["size"] == 30 and saved["seed"] == 42 and len(saved["compositions"]["test"]["queries"]) == 30
+
+
+@pytest.mark.slow
+def test_a_second_halving_screen_evaluates_nothing_again(synthetic_task, tmp_path, monkeypatch) -> None:
+    kwargs = {"proxy": [30, 90], "output_folder": tmp_path, "show_progress": False, "compare_options": OPTIONS}
+    first = embedscope.screen(CANDIDATES, [synthetic_task], **kwargs)
+    calls: list[str] = []
+    original = RetrievalTask.evaluate_split
+
+    def counting(self, split, encoder, options):
+        calls.append(self.name)
+        return original(self, split, encoder, options)
+
+    monkeypatch.setattr(RetrievalTask, "evaluate_split", counting)
+    second = embedscope.screen(CANDIDATES, [synthetic_task], **kwargs)
+    assert calls == []
+    one, two = first.to_dict()["halving"], second.to_dict()["halving"]
+    for r in (*one["rounds"], *two["rounds"]):
+        r.pop("seconds"), r.pop("proxies")
+    assert one == two
+
+
+def test_options_a_halving_screen_cannot_use_are_refused(synthetic_task, tmp_path) -> None:
+    kwargs = {"output_folder": tmp_path, "show_progress": False}
+    with pytest.raises(ConfigError, match="--confirm: with --proxy"):
+        embedscope.screen(CANDIDATES[:2], [synthetic_task], proxy=[10], confirm=2, **kwargs)
+    with pytest.raises(ConfigError, match="--audit checks a screen with --proxy"):
+        embedscope.screen(CANDIDATES[:2], [synthetic_task], audit=True, fast="bf16", **kwargs)
+    with pytest.raises(ConfigError, match="--proxy and --limits"):
+        embedscope.screen(CANDIDATES[:2], [synthetic_task], proxy=[10], limits=5, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--proxy", "ten"], "--proxy ten: give a count"),
+        (["--proxy", "20", "10"], "give growing sizes"),
+        (["--tie-margin", "0.01"], "--tie-margin applies to a screen with --proxy"),
+        (["--proxy", "10", "--tie-margin", "-1"], "--tie-margin -1: give a finite number ≥ 0"),
+        (["--proxy", "10", "--no-fidelity"], "--no-fidelity: a screen with --proxy measures no fidelity"),
+    ],
+)
+def test_the_cli_refuses_what_a_halving_screen_cannot_do_in_one_line(tmp_path, capsys, extra, message) -> None:
+    from embedscope.testing.tiny import write_tiny_beir
+
+    data = write_tiny_beir(tmp_path / "data")
+    argv = ["screen", "--models", "bm25", "fts5", "--tasks", str(data), "--output-folder", str(tmp_path / "o")]
+    assert main([*argv, *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not Path(tmp_path / "o").exists()

@@ -1,0 +1,143 @@
+"""Proxy tasks (tasks/proxy.py): seeded and reproducible, hard negatives equal to a direct bm25s top-k, strata
+in proportion, and every task type's protocol run unchanged on the reduced data."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from embedscope.errors import ConfigError
+from embedscope.settings import RunSettings
+from embedscope.tasks.proxy import ProxySpec, proxy_task, retrieval_proxy, stratified_rows
+from embedscope.tasks.retrieval import RetrievalTask
+from embedscope.tasks.sts import STSData, STSTask
+from embedscope.testing.fakes import KeywordEncoder
+from embedscope.testing.tiny import TINY_WORDS, tiny_tasks_of_every_type
+from embedscope.types import Corpus, Queries, RetrievalData
+
+VOCAB = [f"w{i}" for i in range(150)]
+
+
+def _retrieval_data(n_docs: int = 300, n_queries: int = 40, seed: int = 0) -> RetrievalData:
+    rng = np.random.default_rng(seed)
+    docs = [" ".join(rng.choice(VOCAB, size=int(rng.integers(5, 30)))) for _ in range(n_docs)]
+    queries = [" ".join(rng.choice(VOCAB, size=3)) for _ in range(n_queries)]
+    qrels = {f"q{i}": {f"d{j}": 1 for j in rng.choice(n_docs, size=2, replace=False)} for i in range(n_queries - 5)}
+    qrels["q0"]["d1"] = 0  # a judged non-relevant document stays judged
+    return RetrievalData(
+        Corpus(tuple(f"d{i}" for i in range(n_docs)), tuple(docs)),
+        Queries(tuple(f"q{i}" for i in range(n_queries)), tuple(queries)),
+        qrels,
+    )
+
+
+def _bm25s_top_k(data: RetrievalData, queries: list[str], k: int) -> set[int]:
+    """The top ``k`` of each query straight from bm25s (its own tokenize, the Lucene defaults)."""
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    model = bm25s.BM25(method="lucene", k1=1.5, b=0.75)
+    model.index(bm25s.tokenize(list(data.corpus.texts), stopwords="en", stemmer=stemmer, show_progress=False))
+    tokens = bm25s.tokenize(queries, stopwords="en", stemmer=stemmer, show_progress=False)
+    docs, scores = model.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+    return {int(d) for d, s in zip(np.ravel(docs), np.ravel(scores)) if s > 0}
+
+
+def test_hard_negatives_are_a_direct_bm25s_top_k() -> None:
+    data = _retrieval_data()
+    reduced, composition = retrieval_proxy(data, ProxySpec(size=10, seed=4, hard_negatives=7, random_documents=0))
+    row = {d: i for i, d in enumerate(data.corpus.ids)}
+    judged = {row[d] for docs in reduced.qrels.values() for d in docs}
+    expected = _bm25s_top_k(data, list(reduced.queries.texts), 7) | judged
+    assert {row[d] for d in composition["documents"]} == expected
+    assert composition["hard_negatives"] == len(expected - judged) > 0
+
+
+def test_the_corpus_is_judged_hard_and_random_documents_in_corpus_order() -> None:
+    data = _retrieval_data()
+    reduced, composition = retrieval_proxy(data, ProxySpec(size=0.25, seed=1, hard_negatives=5))
+    judged_queries = [q for q in data.queries.ids if data.qrels.get(q)]
+    assert len(reduced.queries) == round(0.25 * len(judged_queries)) == len(composition["queries"])
+    assert set(reduced.queries.ids) <= set(judged_queries)
+    assert list(reduced.queries.ids) == [q for q in data.queries.ids if q in set(reduced.queries.ids)]
+    assert reduced.qrels == {q: dict(data.qrels[q]) for q in reduced.queries.ids}
+    kept = set(reduced.corpus.ids)
+    assert all(d in kept for docs in reduced.qrels.values() for d in docs)  # judged ones, the 0 too
+    assert list(reduced.corpus.ids) == [d for d in data.corpus.ids if d in kept]  # corpus order
+    assert len(kept) == composition["judged"] + composition["hard_negatives"] + composition["random"]
+    assert composition["random"] == composition["judged"] + composition["hard_negatives"]  # the default: as many
+
+
+def test_the_same_seed_gives_the_same_proxy_and_another_seed_another() -> None:
+    data = _retrieval_data()
+    one, two, other = (retrieval_proxy(data, ProxySpec(size=12, seed=s))[1] for s in (5, 5, 6))
+    assert one == two
+    assert one["queries"] != other["queries"]
+    sts = next(t for t in tiny_tasks_of_every_type() if t.type == "STS")
+    rows = [proxy_task(sts, ProxySpec(size=10, seed=s)).task.load_split("test") for s in (2, 2, 3)]
+    assert rows[0] == rows[1] != rows[2]
+
+
+@pytest.mark.parametrize("k", [1, 3, 4, 7, 12, 30, 40])
+def test_strata_get_their_proportional_share(k: int) -> None:
+    labels = ["a"] * 20 + ["b"] * 12 + ["c"] * 5 + ["d"] * 3
+    rows = stratified_rows(labels, k, np.random.default_rng(0))
+    assert rows == sorted(set(rows)) and len(rows) == min(k, len(labels))
+    counts = Counter(labels[i] for i in rows)
+    sizes = Counter(labels)
+    for label, size in sizes.items():
+        if k >= len(sizes):  # one each, then the rest in proportion to what is left
+            exact = 1 + (size - 1) * (k - len(sizes)) / (len(labels) - len(sizes))
+        else:
+            exact = size * k / len(labels)
+        assert np.floor(exact) <= counts[label] <= np.ceil(exact), (label, counts)
+
+
+def test_sts_strata_are_score_quintiles() -> None:
+    scores = tuple(float(x) for x in np.random.default_rng(0).uniform(0, 5, 100))
+    data = STSData(tuple(f"a{i}" for i in range(100)), tuple(f"b{i}" for i in range(100)), scores)
+    task = STSTask("S", lambda split: data, min_score=0, max_score=5)
+    proxy = proxy_task(task, ProxySpec(size=20, seed=0))
+    kept = proxy.task.load_split("test").scores
+    quintile = np.searchsorted(np.quantile(scores, [0.2, 0.4, 0.6, 0.8]), kept, side="right")
+    assert Counter(quintile.tolist()) == {0: 4, 1: 4, 2: 4, 3: 4, 4: 4}
+
+
+@pytest.mark.parametrize("task", tiny_tasks_of_every_type(), ids=lambda t: t.name)
+def test_every_task_type_scores_its_proxy_as_the_same_task_on_the_kept_rows(task) -> None:
+    options = RunSettings().search_options(show_progress=False)
+    encoder = KeywordEncoder(TINY_WORDS)
+    proxy = proxy_task(task, ProxySpec(size=0.5, seed=3, hard_negatives=2))
+    split = task.eval_splits[0]
+    outcome = proxy.task.evaluate_split(split, encoder, options)
+    assert proxy.task.name == f"{task.name}.proxy-f0.5-s3-h2" and "+proxy-f0.5-s3-h2" in proxy.task.dataset_revision
+    assert proxy.compositions  # recorded as the splits loaded
+    by_hand = {s: proxy.task.load_split(s) for s in proxy.compositions}  # the kept rows, as plain data
+    same = dataclasses.replace(task, load_split=by_hand.__getitem__)
+    np.testing.assert_equal(outcome.scores, same.evaluate_split(split, encoder, options).scores)  # nan == nan
+    full = task.load_split(split)
+    if hasattr(full, "__len__") and not isinstance(full, list):
+        assert len(proxy.task.load_split(split)) < len(full)
+
+
+def test_a_proxy_with_a_fake_encoder_runs_through_evaluate_and_is_stored_apart(tmp_path) -> None:
+    import embedscope
+
+    task = RetrievalTask("R", lambda split: _retrieval_data(), k_values=(1, 10))
+    proxy = proxy_task(task, ProxySpec(size=10, seed=0, hard_negatives=5))
+    kwargs = {"output_folder": tmp_path, "cache": False, "show_progress": False}
+    full = embedscope.evaluate(KeywordEncoder(VOCAB), [task], **kwargs)
+    small = embedscope.evaluate(KeywordEncoder(VOCAB), [proxy.task], **kwargs)
+    assert {o.task.name for o in full.outcomes} == {"R"} and {o.task.name for o in small.outcomes} == {proxy.task.name}
+    assert full.outcomes[0].path != small.outcomes[0].path
+    assert small.outcomes[0].result.main_score() != full.outcomes[0].result.main_score()
+
+
+@pytest.mark.parametrize("size", [0, -3, 1.0, 0.0, 1.5, True, "10"])
+def test_a_size_that_is_neither_a_count_nor_a_fraction_is_refused(size) -> None:
+    with pytest.raises(ConfigError, match="proxy size"):
+        ProxySpec(size=size)
