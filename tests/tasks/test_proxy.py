@@ -36,6 +36,8 @@ def _retrieval_data(n_docs: int = 300, n_queries: int = 40, seed: int = 0) -> Re
 
 def _bm25s_top_k(data: RetrievalData, queries: list[str], k: int) -> set[int]:
     """The top ``k`` of each query straight from bm25s (its own tokenize, the Lucene defaults)."""
+    if k == 0:
+        return set()
     import bm25s
     import Stemmer
 
@@ -57,7 +59,8 @@ def test_hard_negatives_are_a_direct_bm25s_top_k() -> None:
     assert composition["hard_negatives"] == len(expected - judged) > 0
 
 
-def test_the_corpus_is_judged_hard_and_random_documents_in_corpus_order() -> None:
+@pytest.mark.slow
+def test_the_corpus_shrinks_as_the_queries_do_judged_then_hard_then_random_in_corpus_order() -> None:
     data = _retrieval_data()
     reduced, composition = retrieval_proxy(data, ProxySpec(size=0.25, seed=1, hard_negatives=5))
     judged_queries = [q for q in data.queries.ids if data.qrels.get(q)]
@@ -68,8 +71,20 @@ def test_the_corpus_is_judged_hard_and_random_documents_in_corpus_order() -> Non
     kept = set(reduced.corpus.ids)
     assert all(d in kept for docs in reduced.qrels.values() for d in docs)  # judged ones, the 0 too
     assert list(reduced.corpus.ids) == [d for d in data.corpus.ids if d in kept]  # corpus order
-    assert len(kept) == composition["judged"] + composition["hard_negatives"] + composition["random"]
-    assert composition["random"] == composition["judged"] + composition["hard_negatives"]  # the default: as many
+    share = round(len(reduced.queries) / len(judged_queries) * len(data.corpus))
+    budget = max(share, 2 * composition["judged"])  # a distractor per judged document at least
+    assert len(kept) == budget == composition["judged"] + composition["hard_negatives"] + composition["random"]
+    assert composition["hard_negatives"] == (budget - composition["judged"]) // 2
+    # the hard negatives are the first new documents of the BM25 rankings, rank 1 of every query first
+    row = {d: i for i, d in enumerate(data.corpus.ids)}
+    judged = {row[d] for docs in reduced.qrels.values() for d in docs}
+    by_depth = [_bm25s_top_k(data, [q], depth) - _bm25s_top_k(data, [q], depth - 1) for depth in range(1, 6)
+                for q in reduced.queries.texts]  # fmt: skip
+    first: list[int] = []
+    for docs in by_depth:
+        first += sorted(d for d in docs if d not in judged and d not in first)
+    hard = {row[d] for d in composition["documents"]} - judged
+    assert set(first[: composition["hard_negatives"]]) <= hard
 
 
 def test_the_same_seed_gives_the_same_proxy_and_another_seed_another() -> None:
@@ -141,3 +156,19 @@ def test_a_proxy_with_a_fake_encoder_runs_through_evaluate_and_is_stored_apart(t
 def test_a_size_that_is_neither_a_count_nor_a_fraction_is_refused(size) -> None:
     with pytest.raises(ConfigError, match="proxy size"):
         ProxySpec(size=size)
+
+
+def test_a_task_type_without_a_proxy_reducer_is_refused_in_one_line() -> None:
+    from embedscope.tasks.types import TASK_TYPES, TaskType, register_task_type
+
+    @dataclasses.dataclass(frozen=True)
+    class NoProxyTask(STSTask):
+        type = "NoProxy"  # type: ignore[misc]
+
+    register_task_type(TaskType("NoProxy", NoProxyTask, main_score="cosine_spearman"))
+    try:
+        task = NoProxyTask("N", lambda split: STSData(("a",), ("b",), (1.0,)))
+        with pytest.raises(ConfigError, match="N: NoProxy tasks have no proxy"):
+            proxy_task(task, ProxySpec(size=1))
+    finally:
+        TASK_TYPES.unregister("NoProxy")

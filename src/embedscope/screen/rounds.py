@@ -134,9 +134,10 @@ def halving_screen(
     if margin < 0 or not math.isfinite(margin):
         raise ConfigError(f"--tie-margin {margin}: give a number ≥ 0")
     specs = check_proxy_sizes(sizes)
+    if settings.limits is not None:
+        raise ConfigError("--proxy and --limits both shrink the tasks: give one")
     by_key = {str(r.model): r for r in runs}
     full_tasks = {key: _model_tasks(settings, run) for key, run in by_key.items()}
-    _refuse_unsupported(settings, runs)
     remaining = list(by_key)
     rounds: list[ProxyRound] = []
     for i, spec in enumerate(specs):
@@ -196,11 +197,6 @@ def _model_tasks(settings: RunSettings, run: ModelRun) -> list[Any]:
     one = one_model(settings, run, {})
     model = built_model(settings, run, {})
     return model_tasks(resolve_tasks(one), one.model_runs()[0], model_roles(model), one, str(run.model))
-
-
-def _refuse_unsupported(settings: RunSettings, runs: Sequence[ModelRun]) -> None:
-    if settings.limits is not None:
-        raise ConfigError("--proxy and --limits both shrink the tasks: give one")
 
 
 def _proxy_pass(

@@ -36,6 +36,7 @@ from embedscope.errors import DataFormatError
 from embedscope.metrics.bitext import bitext_scores
 from embedscope.models.base import Similarity
 from embedscope.tasks.base import PairedTextTask, PairScores, TaskInfo
+from embedscope.tasks.proxy import bitext_proxy
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -184,5 +185,6 @@ register_task_type(
         read_files=_read_files,
         from_catalog=_from_catalog,
         mteb_protocols=(("AbsTaskBitextMining", "bitext-mining"),),
+        proxy=bitext_proxy,
     )
 )

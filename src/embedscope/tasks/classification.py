@@ -38,6 +38,7 @@ from embedscope.metrics.classification import average_experiments, prediction_sc
 from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
 from embedscope.tasks.params import positive_int
+from embedscope.tasks.proxy import row_labels, rows_proxy
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -418,5 +419,6 @@ register_task_type(
             "samples_per_label": ("samples_per_label", positive_int),
             "n_experiments": ("n_experiments", positive_int),
         },
+        proxy=rows_proxy(row_labels),
     )
 )

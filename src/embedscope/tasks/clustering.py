@@ -42,6 +42,7 @@ from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
 from embedscope.tasks.classification import _DEFAULT_COLUMNS, LabelledTexts, _limit, bbc_news_texts
 from embedscope.tasks.params import boolean, column_name, fraction_or_none, optional_positive_int, positive_int
+from embedscope.tasks.proxy import row_labels, rows_proxy, sets_proxy
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -379,5 +380,6 @@ register_task_type(
             "legacy": ("protocol", lambda v: "legacy" if boolean(v) else "v2"),
             "group_sets": ("group_sets", column_name),
         },
+        proxy=sets_proxy(rows_proxy(row_labels)),
     )
 )

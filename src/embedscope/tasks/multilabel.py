@@ -41,6 +41,7 @@ from embedscope.models.base import Encoder
 from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
 from embedscope.tasks.classification import _DEFAULT_COLUMNS, _limit
 from embedscope.tasks.params import positive_int
+from embedscope.tasks.proxy import first_labels_of_rows, rows_proxy
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -388,5 +389,6 @@ register_task_type(
             "n_experiments": ("n_experiments", positive_int),
             "k": ("n_neighbors", positive_int),
         },
+        proxy=rows_proxy(first_labels_of_rows),
     )
 )

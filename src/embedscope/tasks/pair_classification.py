@@ -28,6 +28,7 @@ from embedscope.errors import DataFormatError
 from embedscope.metrics.pairs import pair_scores, pair_scores_summary
 from embedscope.models.base import Similarity
 from embedscope.tasks.base import PairedTextTask, PairScores, TaskInfo
+from embedscope.tasks.proxy import row_labels, rows_proxy
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -173,5 +174,6 @@ register_task_type(
         read_files=_read_files,
         from_catalog=_from_catalog,
         mteb_protocols=(("AbsTaskPairClassification", "pair-classification"),),
+        proxy=rows_proxy(row_labels),
     )
 )

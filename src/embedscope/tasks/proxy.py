@@ -1,15 +1,17 @@
 """Proxy tasks: a seeded, recorded reduction of a task that keeps it meaningful (a screen's cheap rounds).
 
 * **Retrieval** (the NanoBEIR recipe, built for any retrieval task): a seeded sample of the queries that have a
-  judgment; the corpus is every document judged for them, each sampled query's BM25 top ``hard_negatives``
-  (a cheap first-stage retriever's hard negatives: :class:`~embedscope.retrieval.bm25.BM25Retriever`'s
-  defaults, over the whole corpus) and ``random_documents`` more drawn from the rest, kept in corpus order.
+  judgment; the corpus, shrunk by the same fraction, is every document judged for them, hard negatives from a
+  cheap first-stage retriever (:class:`~embedscope.retrieval.bm25.BM25Retriever`'s defaults over the whole corpus,
+  by rank) for half of the rest and random documents for the other half, kept in corpus order (see
+  :class:`ProxySpec`).
 * **Every other task type**: a stratified sample of its rows in each split it loads: by label (classification,
   clustering, pair classification; multilabel by its first label), by score quintile (STS), plain otherwise;
   reranking samples queries with their candidates. Strata get their proportional share (largest remainder),
   at least one row each when the sample has room; rows keep their order.
 
-The proxy of a task is the task with another ``load_split`` (so every task type's protocol runs unchanged on
+Each task type declares its reduction in its registry record (``TaskType.proxy``, built from the reducers here);
+a type without one has no proxy. The proxy of a task is the task with another ``load_split`` (so every task type's protocol runs unchanged on
 the reduced data), a name that says so (``SciFact.proxy-q50-s0``) and a ``dataset_revision`` that records the
 recipe, so its results are stored apart from the full task's and reused only for the same recipe and data. Each
 split's composition (the ids or row numbers kept) is recorded in :attr:`Proxy.compositions` as the task loads.
@@ -25,7 +27,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,15 +36,22 @@ import numpy as np
 from embedscope.errors import ConfigError
 from embedscope.types import RetrievalData
 
+Reducer = Callable[[Any, "ProxySpec"], tuple[Any, dict[str, Any]]]
+"""A task type's reduction of one split's data (its ``TaskType.proxy``)."""
 DEFAULT_HARD_NEGATIVES = 50  # BM25 top-k per sampled query, as NanoBEIR's corpora hold each query's top candidates
 STS_STRATA = 5  # score quintiles
+MIN_DISTRACTORS = 1  # a retrieval proxy's corpus holds at least this many unjudged documents per judged one
 
 
 @dataclass(frozen=True)
 class ProxySpec:
     """How to reduce a task: ``size`` rows (queries for retrieval and reranking) as a count (an int ≥ 1) or a
-    fraction (a float in (0, 1)), drawn with ``seed``; a retrieval corpus keeps each sampled query's BM25 top
-    ``hard_negatives`` and ``random_documents`` more (None: as many as the judged and hard ones together)."""
+    fraction (a float in (0, 1)), drawn with ``seed``. A retrieval corpus keeps the same fraction of the documents
+    as of the queries, and at least ``MIN_DISTRACTORS`` unjudged documents per judged one (a task with one judged
+    document per query would otherwise keep only those): the judged documents, then BM25 hard negatives (every sampled
+    query's rank 1, then rank 2 …, to rank ``hard_negatives``) for half of the rest and random documents for the
+    other half. With ``random_documents`` set, it keeps every sampled query's whole BM25 top ``hard_negatives``
+    and that many random documents instead (NanoBEIR's fixed recipe)."""
 
     size: int | float
     seed: int = 0
@@ -88,13 +97,18 @@ def proxy_task(task: Any, spec: ProxySpec) -> Proxy:
     """The proxy of ``task`` (any task type whose data comes from a ``load_split`` field)."""
     if not _loads_splits(task):
         raise ConfigError(f"{getattr(task, 'name', task)!r}: a proxy needs a task whose data comes from load_split")
+    from embedscope.tasks.types import get_task_type
+
+    reduce = get_task_type(task.type).proxy
+    if reduce is None:
+        raise ConfigError(f"{task.name}: {task.type} tasks have no proxy; screen them on their full data")
     proxy = Proxy(task, spec)
     name, revision, load = task.name, task.dataset_revision, task.load_split
     cached: dict[str, Any] = {}
 
     def load_proxy(split: str) -> Any:
         if split not in cached:
-            cached[split], proxy.compositions[split] = reduce_data(load(split), spec)
+            cached[split], proxy.compositions[split] = reduce(load(split), spec)
         return cached[split]
 
     proxy.task = dataclasses.replace(
@@ -107,24 +121,12 @@ def _loads_splits(task: Any) -> bool:
     return dataclasses.is_dataclass(task) and "load_split" in {f.name for f in dataclasses.fields(task)}
 
 
-def reduce_data(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
-    """``data`` reduced by ``spec`` and its composition (see the module docstring)."""
-    if isinstance(data, RetrievalData):
-        return retrieval_proxy(data, spec)
-    if isinstance(data, (list, tuple)) and data and all(_reducer(d) is not None for d in data):  # clustering sets
-        parts = [reduce_data(d, dataclasses.replace(spec, seed=spec.seed + i)) for i, d in enumerate(data)]
-        return [p[0] for p in parts], {"sets": [p[1] for p in parts]}
-    reducer = _reducer(data)
-    if reducer is None:
-        raise ConfigError(f"a proxy cannot reduce {type(data).__name__} data")
-    return reducer(data, spec)
-
-
 # -- retrieval ----------------------------------------------------------------------------------------------------
 
 
 def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData, dict[str, Any]]:
-    """The NanoBEIR recipe: sampled judged queries; their judged documents, BM25 hard negatives and random ones."""
+    """The NanoBEIR recipe: sampled judged queries; their judged documents, BM25 hard negatives and random ones
+    (:class:`ProxySpec` says how many)."""
     from embedscope.retrieval.bm25 import BM25Retriever
 
     if data.contexts is not None or data.documents is not None:
@@ -138,9 +140,16 @@ def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData
     qrels = {q: dict(data.qrels[q]) for q in queries.ids}
     row = {doc: i for i, doc in enumerate(data.corpus.ids)}
     relevant = {row[d] for docs in qrels.values() for d in docs if d in row}
-    hard = hard_negatives(data, queries.texts, spec.hard_negatives, BM25Retriever()) - relevant
+    ranked = bm25_ranks(data, queries.texts, spec.hard_negatives, BM25Retriever())
+    if spec.random_documents is None:  # the corpus shrinks as the queries do: half hard negatives, half random
+        share = round(len(kept) / max(1, len(judged)) * len(data.corpus))
+        budget = min(len(data.corpus), max(share, (1 + MIN_DISTRACTORS) * len(relevant)))
+        hard = _first_new(ranked, relevant, (budget - len(relevant)) // 2)
+        n_random = budget - len(relevant) - len(hard)
+    else:  # every sampled query's top hard_negatives, and random_documents more
+        hard = {int(i) for i in ranked.T.ravel() if i >= 0} - relevant
+        n_random = spec.random_documents
     rest = np.setdiff1d(np.arange(len(data.corpus)), np.fromiter(relevant | hard, dtype=np.int64))
-    n_random = len(relevant | hard) if spec.random_documents is None else spec.random_documents
     random_rows = set(rng.choice(rest, size=min(n_random, len(rest)), replace=False).tolist()) if len(rest) else set()
     documents = sorted(relevant | hard | random_rows)
     reduced = dataclasses.replace(data, queries=queries, corpus=data.corpus.select(documents), qrels=qrels)
@@ -156,12 +165,23 @@ def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData
     return reduced, composition
 
 
-def hard_negatives(data: RetrievalData, texts: Sequence[str], k: int, retriever: Any) -> set[int]:
-    """Corpus rows in the BM25 top ``k`` of any of ``texts`` (over the whole corpus)."""
+def bm25_ranks(data: RetrievalData, texts: Sequence[str], k: int, retriever: Any) -> np.ndarray:
+    """The corpus rows of each text's BM25 top ``k`` over the whole corpus, ``[len(texts), k]`` (−1: no match)."""
     if k == 0 or not texts:
-        return set()
+        return np.empty((len(texts), 0), dtype=np.int64)
     doc_index, _ = retriever.index(data.corpus, n_queries=len(texts)).search(list(texts), k)
-    return {int(i) for i in doc_index.ravel() if i >= 0}
+    return doc_index
+
+
+def _first_new(ranked: np.ndarray, taken: set[int], n: int) -> set[int]:
+    """Up to ``n`` rows of ``ranked`` not in ``taken``, by depth: every query's first, then every query's second …"""
+    found: dict[int, None] = {}
+    for i in ranked.T.ravel().tolist():
+        if len(found) >= n:
+            break
+        if i >= 0 and i not in taken:
+            found[i] = None
+    return set(found)
 
 
 # -- rows ---------------------------------------------------------------------------------------------------------
@@ -216,7 +236,9 @@ def take_rows(data: Any, rows: Sequence[int]) -> Any:
     return type(data)(**values)
 
 
-def _rows_proxy(strata: Callable[[Any], Sequence[Any] | None]) -> Callable[[Any, ProxySpec], tuple[Any, dict]]:
+def rows_proxy(strata: Callable[[Any], Sequence[Any] | None]) -> Reducer:
+    """A reducer that keeps a stratified sample of rows, the stratum of each row given by ``strata`` (None: one)."""
+
     def reduce(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
         keys = strata(data)
         n = len(data)
@@ -226,12 +248,12 @@ def _rows_proxy(strata: Callable[[Any], Sequence[Any] | None]) -> Callable[[Any,
     return reduce
 
 
-def _score_quintiles(scores: Sequence[float]) -> list[int]:
+def score_quintiles(scores: Sequence[float]) -> list[int]:
     edges = np.quantile(np.asarray(scores, dtype=float), np.linspace(0, 1, STS_STRATA + 1)[1:-1])
     return np.searchsorted(edges, np.asarray(scores, dtype=float), side="right").tolist()
 
 
-def _reranking_proxy(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
+def reranking_proxy(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
     """Sampled queries with their judgments and candidates; the corpus is their candidates."""
     rng = np.random.default_rng(spec.seed)
     kept = stratified_rows([0] * len(data.queries), spec.count(len(data.queries)), rng)
@@ -252,32 +274,36 @@ def _reranking_proxy(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
     return reduced, composition
 
 
-def _bitext_proxy(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
+def bitext_proxy(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
+    """Sampled pairs (data whose gold pairs are the rows' own: explicit gold pairs are refused)."""
     if data.gold is not None:
         raise ConfigError("a proxy of bitext data with explicit gold pairs is not supported; screen it whole")
-    return _rows_proxy(lambda d: None)(data, spec)
+    return rows_proxy(lambda d: None)(data, spec)
 
 
-def _reducers() -> Mapping[type, Callable[[Any, ProxySpec], tuple[Any, dict[str, Any]]]]:
-    """Each task data type → its reduction (the stratum of each row)."""
-    from embedscope.tasks.bitext_mining import BitextData
-    from embedscope.tasks.classification import LabelledTexts
-    from embedscope.tasks.multilabel import MultilabelTexts
-    from embedscope.tasks.pair_classification import PairData
-    from embedscope.tasks.reranking import RerankingData
-    from embedscope.tasks.sts import STSData
-    from embedscope.tasks.summarization import SummarizationData
+def sets_proxy(reduce: Reducer) -> Reducer:
+    """``reduce`` applied to each set of a list of sets (legacy clustering), set ``i`` with seed ``seed + i``; plain
+    data is reduced as it is."""
 
-    return {
-        LabelledTexts: _rows_proxy(lambda d: d.labels),
-        MultilabelTexts: _rows_proxy(lambda d: [labels[0] if labels else None for labels in d.labels]),
-        PairData: _rows_proxy(lambda d: d.labels),
-        STSData: _rows_proxy(lambda d: _score_quintiles(d.scores)),
-        SummarizationData: _rows_proxy(lambda d: None),
-        BitextData: _bitext_proxy,
-        RerankingData: _reranking_proxy,
-    }
+    def each(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
+        if not isinstance(data, (list, tuple)):
+            return reduce(data, spec)
+        parts = [reduce(d, dataclasses.replace(spec, seed=spec.seed + i)) for i, d in enumerate(data)]
+        return [p[0] for p in parts], {"sets": [p[1] for p in parts]}
+
+    return each
 
 
-def _reducer(data: Any) -> Callable[[Any, ProxySpec], tuple[Any, dict[str, Any]]] | None:
-    return _reducers().get(type(data))
+def first_labels_of_rows(data: Any) -> list[Any]:
+    """Each row's first label (multilabel rows' stratum)."""
+    return [labels[0] if labels else None for labels in data.labels]
+
+
+def row_labels(data: Any) -> Sequence[Any]:
+    """Each row's label."""
+    return data.labels
+
+
+def pair_score_quintiles(data: Any) -> list[int]:
+    """Each pair's score quintile."""
+    return score_quintiles(data.scores)

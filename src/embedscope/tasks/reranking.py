@@ -43,6 +43,7 @@ from embedscope.models.base import Encoder, Similarity
 from embedscope.retrieval.base import run_from_rows
 from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
 from embedscope.tasks.params import positive_ints
+from embedscope.tasks.proxy import reranking_proxy
 from embedscope.tasks.types import TaskType, register_task_type
 from embedscope.types import Corpus, Queries, RankedRun
 
@@ -437,5 +438,6 @@ register_task_type(
         read_files=_read_files,
         from_catalog=_from_catalog,
         params={"k": ("k_values", positive_ints)},
+        proxy=reranking_proxy,
     )
 )

@@ -31,6 +31,7 @@ from embedscope.retrieval.passages import best_passage_per_document
 from embedscope.retrieval.roles import Searcher, as_searcher
 from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome, TaskInfo
 from embedscope.tasks.params import positive_int, positive_ints
+from embedscope.tasks.proxy import retrieval_proxy
 from embedscope.tasks.types import TaskType, register_task_type
 from embedscope.types import RankedRun, RetrievalData
 
@@ -271,5 +272,6 @@ register_task_type(
         from_catalog=_from_catalog,
         mteb_protocols=(("AbsTaskRetrieval", "retrieval"),),
         params={"k": ("k_values", positive_ints), "top_k": ("top_k", positive_int)},
+        proxy=retrieval_proxy,
     )
 )

@@ -21,6 +21,7 @@ from embedscope.errors import DataFormatError
 from embedscope.metrics.sts import correlation_scores, normalized_gold, sts_predictions
 from embedscope.models.base import Similarity
 from embedscope.tasks.base import PairedTextTask, PairScores, TaskInfo
+from embedscope.tasks.proxy import pair_score_quintiles, rows_proxy
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -151,5 +152,6 @@ register_task_type(
         read_files=_read_files,
         from_catalog=_from_catalog,
         mteb_protocols=(("AbsTaskSTS", "sts"),),
+        proxy=rows_proxy(pair_score_quintiles),
     )
 )

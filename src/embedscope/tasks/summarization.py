@@ -34,6 +34,7 @@ from embedscope.errors import DataFormatError
 from embedscope.metrics.summarization import Protocol, normalized_relevance, summarization_scores
 from embedscope.models.base import Encoder, Similarity
 from embedscope.tasks.base import SearchOptions, SplitOutcome, TaskInfo
+from embedscope.tasks.proxy import rows_proxy
 from embedscope.tasks.types import TaskType, register_task_type
 
 if TYPE_CHECKING:
@@ -275,5 +276,6 @@ register_task_type(
         read_files=_read_files,
         from_catalog=_from_catalog,
         mteb_protocols=(("AbsTaskSummarization", "summarization"),),
+        proxy=rows_proxy(lambda data: None),
     )
 )

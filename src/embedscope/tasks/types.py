@@ -70,7 +70,10 @@ class TaskType:
       bootstrap over pairs rather than averaging per-item scores;
     - ``signature_score`` / ``signature_rank``: a score key that only its results hold, to recognise a result
       file of a task embedscope does not know (lower rank is tried first);
-    - ``document_label``: what progress bars call the texts it encodes as documents.
+    - ``document_label``: what progress bars call the texts it encodes as documents;
+    - ``proxy``: how a split's data is reduced to a proxy (``(data, ProxySpec) -> (reduced data, composition)``,
+      built from :mod:`embedscope.tasks.proxy`'s reducers; None: the type has no proxy, and a screen with proxies
+      refuses its tasks).
 
     Examples:
         >>> from embedscope.tasks.types import get_task_type
@@ -93,6 +96,7 @@ class TaskType:
     signature_score: str | None = None
     signature_rank: int = 100
     document_label: str = "texts"
+    proxy: Callable[[Any, Any], tuple[Any, dict[str, Any]]] | None = field(default=None, repr=False)
 
     def route_keys(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(route_key(n) for n in (self.name, *self.aliases)))
