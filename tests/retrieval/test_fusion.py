@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
-from ranx import Run, fuse
 
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.retrieval.fusion import Fusion, reciprocal_rank_fusion, weighted_sum
@@ -32,11 +33,11 @@ def _as_dict(run: RankedRun) -> dict[str, list[tuple[str, float]]]:
     return out
 
 
-def _ranx_dict(run: Run) -> dict[str, list[tuple[str, float]]]:
+def _ranx_dict(run: Any) -> dict[str, list[tuple[str, float]]]:
     return {q: sorted(docs.items(), key=lambda x: -x[1]) for q, docs in run.to_dict().items()}
 
 
-def _assert_same(ours: RankedRun, theirs: Run) -> None:
+def _assert_same(ours: RankedRun, theirs: Any) -> None:
     """Same documents with the same fused scores per query; ours sorted (fusion makes ties, whose
     order ranx leaves unspecified, so order is compared through the scores)."""
     a, b = _as_dict(ours), _ranx_dict(theirs)
@@ -53,6 +54,8 @@ def _assert_same(ours: RankedRun, theirs: Run) -> None:
 @pytest.mark.parametrize("k", [60, 5])
 @pytest.mark.parametrize("n_runs", [2, 3])
 def test_rrf_matches_ranx(k, n_runs):
+    from ranx import Run, fuse  # imported here: numba makes it 2 s to import, and the fast tier needs none of it
+
     runs = _random_runs(n_runs, seed=k + n_runs)
     ours = reciprocal_rank_fusion([RankedRun.from_dict(r) for r in runs], k=k)
     theirs = fuse([Run(r) for r in runs], norm=None, method="rrf", params={"k": k})
@@ -63,6 +66,8 @@ def test_rrf_matches_ranx(k, n_runs):
 @pytest.mark.parametrize("norm,ranx_norm", [("min-max", "min-max"), ("zmuv", "zmuv"), ("z-score", "zmuv")])
 @pytest.mark.parametrize("weights", [None, (0.3, 0.7, 1.5)])
 def test_weighted_sum_matches_ranx(norm, ranx_norm, weights):
+    from ranx import Run, fuse
+
     runs = _random_runs(3, seed=7)
     ours = weighted_sum([RankedRun.from_dict(r) for r in runs], weights, norm)
     params = {"weights": list(weights or (1.0, 1.0, 1.0))}
