@@ -56,11 +56,14 @@ def mean_replicates(tasks: Mapping[str, TaskItems], options: CompareOptions) -> 
     return np.mean([score_replicates(tasks[t], options, options.seed + i) for i, t in enumerate(names)], axis=0)
 
 
-def mean_score(tasks: Mapping[str, TaskItems], options: CompareOptions) -> MeanScore:
-    """Mean main score over ``tasks`` and the percentile interval of :func:`mean_replicates`."""
+def mean_score(
+    tasks: Mapping[str, TaskItems], options: CompareOptions, replicates: np.ndarray | None = None
+) -> MeanScore:
+    """Mean main score over ``tasks`` and the percentile interval of ``replicates`` (default: computed here by
+    :func:`mean_replicates`; a caller that already has them passes them)."""
     names = sorted(tasks)
     scores = {t: tasks[t].score for t in names}
-    means = mean_replicates(tasks, options)
+    means = mean_replicates(tasks, options) if replicates is None else replicates
     means = means[np.isfinite(means)]
     c = options.confidence
     low, high = np.quantile(means, [(1 - c) / 2, (1 + c) / 2]) if len(means) else (math.nan, math.nan)

@@ -150,8 +150,9 @@ def halving_screen(
         shared = sorted(set.intersection(*(set(p.items) for p in passes.values())))
         if not shared:
             raise ConfigError("screen: the models share no task (check each model's tasks)")
-        replicates = {k: mean_replicates({t: passes[k].items[t] for t in shared}, options) for k in remaining}
-        scores = {k: mean_score({t: passes[k].items[t] for t in shared}, options) for k in remaining}
+        items = {k: {t: passes[k].items[t] for t in shared} for k in remaining}
+        replicates = {k: mean_replicates(items[k], options) for k in remaining}
+        scores = {k: mean_score(items[k], options, replicates[k]) for k in remaining}
         if i == 0:
             for key in remaining:
                 models[key].fast = scores[key]
@@ -209,14 +210,16 @@ def _proxy_pass(
 ) -> Any:
     """One candidate on the proxy tasks: on the fast path when it applies to the model (else exact, noted)."""
     proxied = settings.model_copy(update={"tasks": [p.task for p in tasks]})
-    try:
-        if not overrides or not m.fast_applied:
-            raise ConfigError(m.note or "no fast path")
-        done = run_one(one_model(proxied, _untargeted(run), overrides))
-    except ConfigError as e:
-        if first and overrides and m.fast_applied:
-            m.fast_applied, m.note = False, f"the fast path does not apply ({e}); screened exact"
-        done = run_one(one_model(proxied, _untargeted(run), {}))
+    candidate = _untargeted(run)
+    done = None
+    if overrides and m.fast_applied:
+        try:
+            done = run_one(one_model(proxied, candidate, overrides))
+        except ConfigError as e:
+            if first:
+                m.fast_applied, m.note = False, f"the fast path does not apply ({e}); screened exact"
+    if done is None:
+        done = run_one(one_model(proxied, candidate, {}))
     if first:
         m.fast_folder, m.name = done.folder, done.name
     m.fast_seconds += done.seconds
