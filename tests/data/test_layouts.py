@@ -56,6 +56,7 @@ def test_beir_multiple_splits_and_missing_split(tmp_path):
         load_retrieval(folder, split="train")
 
 
+@pytest.mark.slow  # imports a heavy library (mteb, onnx, nncf): seconds
 def test_beir_text_matches_mteb(tmp_path):
     """BEIR's GenericDataLoader gives {_id: {title, text}}; MTEB merges with _corpus_to_dict. Same texts here."""
     pytest.importorskip("mteb")
@@ -70,6 +71,7 @@ def test_beir_text_matches_mteb(tmp_path):
         assert ours[row["_id"]] == _corpus_to_dict(mteb_row)["text"]
 
 
+@pytest.mark.slow  # imports a heavy library (mteb, onnx, sentence-transformers): seconds
 def test_mteb_loader_on_hub_copy_agrees(tmp_path, monkeypatch):
     """mteb's own RetrievalDatasetLoader on the same local hub-style folder gives the same split."""
     pytest.importorskip("mteb")

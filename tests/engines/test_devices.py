@@ -3,6 +3,7 @@ vectors bit for bit, in a deterministic order (proved with two CPU replicas)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -17,8 +18,10 @@ from embedscope.models.planned import LocalPlanned
 from embedscope.settings import Layer, build_settings
 from embedscope.testing.fakes import KeywordEncoder
 
-pytest.importorskip("torch")
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning"),
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"),
+]
 
 TEXTS = [("word " * (i % 23 + 1)) + f"text {i}" for i in range(150)] + ["", "x"]
 

@@ -8,7 +8,9 @@ import json
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray")
+from support.lazy import lazy_module
+
+ray = lazy_module("ray")  # imported by the first test that uses it: collection imports nothing heavy
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning"),

@@ -13,7 +13,7 @@ import pytest
 from embedscope.cli.main import main
 from embedscope.testing.tiny import write_tiny_beir
 
-pytest.importorskip("ray")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("grpc") is not None, reason="the Ray Client is installed here")

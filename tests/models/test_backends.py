@@ -10,8 +10,9 @@ import pytest
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
 from embedscope.models.specs import alias_path, load_encoder
+from support.lazy import lazy_module
 
-torch = pytest.importorskip("torch")
+torch = lazy_module("torch")  # imported by the first test that uses it: collection imports nothing heavy
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 
 TEXTS = [
@@ -180,25 +181,30 @@ def test_paraphrase_l3_uses_its_pooled_output(paraphrase_l3):
 VOCAB = ["[PAD]", "[UNK]", "the", "cat", "dog", "sat", "on", "mat", "a", "big", "red", "fish"]
 
 
-class _Tiny(torch.nn.Module):
-    def __init__(self, with_types: bool, pooled: bool) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.emb = torch.nn.Embedding(len(VOCAB), 6)
-        self.pos = torch.nn.Parameter(torch.randn(64, 6))
-        self.types = torch.nn.Embedding(2, 6)
-        self.proj = torch.nn.Linear(6, 6)
-        self.with_types, self.pooled = with_types, pooled
+def _tiny(with_types: bool, pooled: bool):
+    """A tiny token model (torch is imported by the first test that builds one)."""
 
-    def forward(self, input_ids, attention_mask, token_type_ids=None):
-        h = self.emb(input_ids) + self.pos[: input_ids.shape[1]]
-        if self.with_types:
-            h = h + self.types(token_type_ids)
-        m = attention_mask.unsqueeze(-1).to(h.dtype)
-        h = torch.tanh(self.proj(h)) * m
-        if not self.pooled:
-            return h
-        return h, (h * m).sum(1) / m.sum(1).clamp(min=1e-9) * 2.0  # a "pooled" output that differs from mean
+    class _Tiny(torch.nn.Module):
+        def __init__(self, with_types: bool, pooled: bool) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.emb = torch.nn.Embedding(len(VOCAB), 6)
+            self.pos = torch.nn.Parameter(torch.randn(64, 6))
+            self.types = torch.nn.Embedding(2, 6)
+            self.proj = torch.nn.Linear(6, 6)
+            self.with_types, self.pooled = with_types, pooled
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            h = self.emb(input_ids) + self.pos[: input_ids.shape[1]]
+            if self.with_types:
+                h = h + self.types(token_type_ids)
+            m = attention_mask.unsqueeze(-1).to(h.dtype)
+            h = torch.tanh(self.proj(h)) * m
+            if not self.pooled:
+                return h
+            return h, (h * m).sum(1) / m.sum(1).clamp(min=1e-9) * 2.0  # a "pooled" output that differs from mean
+
+    return _Tiny(with_types, pooled)
 
 
 def _export(folder, *, seq: int | None, batch: int | None = None, with_types=False, pooled=False):
@@ -209,7 +215,7 @@ def _export(folder, *, seq: int | None, batch: int | None = None, with_types=Fal
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(VOCAB)}, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(folder / "tokenizer.json"))
-    model = _Tiny(with_types, pooled).eval()
+    model = _tiny(with_types, pooled).eval()
     n, L = batch or 2, seq or 5
     ids = torch.randint(2, len(VOCAB), (n, L))
     mask = torch.ones(n, L, dtype=torch.int64)
@@ -265,6 +271,7 @@ def _reference(model, texts, width):
 SMALL = ["the cat sat on the mat", "a dog", "big red fish sat on a big red mat today", "cat"]
 
 
+@pytest.mark.slow  # imports a heavy library (mteb, onnx, nncf): seconds
 def test_onnx_fixed_sequence_length_pads_and_truncates(tmp_path):
     from embedscope.models.onnx_backend import OnnxEncoder
     from embedscope.models.pooling import pool
@@ -285,6 +292,7 @@ def test_onnx_fixed_sequence_length_pads_and_truncates(tmp_path):
         OnnxEncoder(tmp_path / "fixed", max_seq_length=16)
 
 
+@pytest.mark.slow  # imports a heavy library (mteb, onnx, sentence-transformers): seconds
 def test_onnx_fixed_batch_dimension_runs_sub_batches(tmp_path):
     from embedscope.models.onnx_backend import OnnxEncoder
     from embedscope.models.pooling import pool

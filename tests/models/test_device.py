@@ -16,8 +16,9 @@ from embedscope.models import device as dev
 from embedscope.models.base import BaseEncoder
 from embedscope.models.device import DeviceUnavailableError
 from embedscope.testing.fakes import KeywordEncoder
+from support.lazy import lazy_module
 
-torch = pytest.importorskip("torch")
+torch = lazy_module("torch")  # imported by the first test that uses it: collection imports nothing heavy
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 SRC = Path(__file__).resolve().parents[2] / "src" / "embedscope"
 
@@ -94,8 +95,8 @@ def test_default_batch_size_per_device():
 class _OomBelow:
     """Raises torch's OutOfMemoryError for batches larger than ``limit``."""
 
-    def __init__(self, limit: int, error: type[BaseException] = torch.cuda.OutOfMemoryError) -> None:
-        self.limit, self.error, self.sizes = limit, error, []
+    def __init__(self, limit: int, error: type[BaseException] | None = None) -> None:
+        self.limit, self.error, self.sizes = limit, error or torch.cuda.OutOfMemoryError, []
 
     def __call__(self, size: int) -> int:
         self.sizes.append(size)

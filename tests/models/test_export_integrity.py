@@ -3,6 +3,7 @@ exports are removed at the next start, never those of a running one (issue 31). 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ from embedscope.models.specs import load_encoder
 from embedscope.testing.tiny import write_tiny_beir
 from support.tiny_models import build_tiny_sentence_transformer
 
-pytest.importorskip("onnx")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="onnx is not installed")
 
 TEXTS = ["a cat sat on the mat", "dogs bark at night", "x", "the quick brown fox jumps over the lazy dog"]
 

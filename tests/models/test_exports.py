@@ -7,6 +7,7 @@ reference vectors come from sentence-transformers / transformers on that folder 
 from __future__ import annotations
 
 import builtins
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -21,7 +22,7 @@ from embedscope.models.cache import EmbeddingCache, with_cache
 from embedscope.models.specs import BACKENDS, load_encoder, normalize_backend
 from support.tiny_models import build_tiny_sentence_transformer
 
-pytest.importorskip("onnx")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="onnx is not installed")
 
 TEXTS = [
     "a cat sat on the mat",
@@ -295,6 +296,7 @@ def test_a_missing_extra_names_it(tiny_st: Path, tmp_path: Path, monkeypatch: py
         load_encoder(str(tiny_st), backend="openvino", exports_dir=tmp_path)
 
 
+@pytest.mark.slow  # imports a heavy library (mteb, onnx, sentence-transformers): seconds
 def test_a_missing_extra_is_one_line_from_the_cli(
     tiny_st: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

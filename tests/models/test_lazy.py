@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -13,8 +14,10 @@ from embedscope.models import specs
 from embedscope.models.lazy import IdentityStore, LazyEncoder, identity_key
 from embedscope.testing.tiny import tiny_retrieval_task
 
-pytest.importorskip("torch")
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning"),
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"),
+]
 
 
 @pytest.fixture(scope="module")

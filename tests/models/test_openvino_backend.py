@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import importlib.util
 import re
 import sys
 
@@ -10,11 +11,14 @@ import numpy as np
 import pytest
 
 from embedscope.errors import ConfigError, MissingDependencyError
+from support.lazy import lazy_module
 
-pytest.importorskip("openvino")
-pytest.importorskip("nncf")
-torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+torch = lazy_module("torch")  # imported by the first test that uses it: collection imports nothing heavy
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning"),
+    pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="openvino is not installed"),
+    pytest.mark.skipif(importlib.util.find_spec("nncf") is None, reason="nncf is not installed"),
+]
 
 from embedscope.models.openvino_backend import (  # noqa: E402
     INT8_DEFAULT,
@@ -217,6 +221,7 @@ def test_int8_settings_are_checked_and_keyed():
             Int8Settings(smooth_quant_alpha=alpha)
 
 
+@pytest.mark.slow  # imports a heavy library (mteb, onnx, nncf): seconds
 def test_int8_settings_reach_nncf():
     import nncf
 

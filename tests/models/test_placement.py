@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from embedscope.errors import ConfigError
+from support.lazy import lazy_module
 
-torch = pytest.importorskip("torch")
+torch = lazy_module("torch")  # imported by the first test that uses it: collection imports nothing heavy
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning")
 
 TEXTS = ["a cat sat", "dogs bark loudly at night", "x", "the quick brown fox jumps over the lazy dog", "cats"]

@@ -7,9 +7,10 @@ import pytest
 
 from embedscope.errors import UnknownNameError
 from embedscope.models.pooling import POOLING_MODES, check_pooling_mode, normalize_rows, pool
+from support.lazy import lazy_module
 
-torch = pytest.importorskip("torch")
-st_models = pytest.importorskip("sentence_transformers.models")
+torch = lazy_module("torch")  # imported by the first test that uses it: collection imports nothing heavy
+st_models = lazy_module("sentence_transformers.models")
 
 
 def _batch(seed: int, left: bool) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import warnings
 
@@ -14,7 +15,7 @@ from embedscope.testing.fakes import HashEncoder, OverlapReranker, WordTokenEnco
 from embedscope.testing.tiny import tiny_retrieval_task, tiny_tasks_of_every_type
 from support.mteb_results import mteb_file_scores, mteb_folder_scores
 
-pytest.importorskip("mteb")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("mteb") is None, reason="mteb is not installed")
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,21 @@ from embedscope.retrieval.compression import (
     truncate,
 )
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from sentence_transformers.util.quantization import quantize_embeddings, semantic_search_faiss
+
+def quantize_embeddings(*args, **kwargs):
+    """sentence-transformers' own, imported on first use (collection imports no heavy library)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from sentence_transformers.util.quantization import quantize_embeddings as theirs
+    return theirs(*args, **kwargs)
+
+
+def semantic_search_faiss(*args, **kwargs):
+    """sentence-transformers' own, imported on first use."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from sentence_transformers.util.quantization import semantic_search_faiss as theirs
+    return theirs(*args, **kwargs)
 
 
 def _vectors(n: int, dims: int, seed: int) -> np.ndarray:

@@ -211,6 +211,7 @@ def test_runner_writes_mteb_json(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the real model on hundreds of real texts, mteb side by side: a minute
 def test_minilm_matches_mteb_sentence_transformers_wrapper(minilm, mteb_minilm):
     """The real all-MiniLM-L6-v2: mteb with its own ST wrapper vs embedscope's loader, 212 BBC texts."""
 

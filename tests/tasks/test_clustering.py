@@ -152,6 +152,7 @@ def test_legacy_matches_mteb_exactly():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the real model on hundreds of real texts, mteb side by side: a minute
 def test_minilm_v2_matches_mteb_sentence_transformers_wrapper(minilm, mteb_minilm):
     """The real all-MiniLM-L6-v2 on 212 BBC texts: mteb's ST wrapper vs embedscope's loader."""
 

@@ -124,6 +124,7 @@ def test_file_loader_maps_columns_and_explains_errors(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the real model on hundreds of real texts, mteb side by side: a minute
 def test_minilm_on_lee_pairs_matches_mteb(minilm, mteb_minilm):
     pytest.importorskip("mteb")
 
@@ -177,6 +178,7 @@ def test_a_cache_warm_from_the_first_column_gives_the_uncached_and_mteb_numbers(
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the real model on hundreds of real texts, mteb side by side: a minute
 def test_minilm_with_a_cache_warm_from_the_first_column_is_exact(minilm, tmp_path):
     """The same with a real padded model: MiniLM on pairs of the Lee documents' first sentences (short texts
     of varied length, so padding differs from batch to batch), whose columns share texts."""

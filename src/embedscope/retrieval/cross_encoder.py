@@ -64,19 +64,8 @@ class CrossEncoderReranker(ModelBase):
         device: str | None = "auto",
         dtype: str | None = None,
     ) -> None:
-        from sentence_transformers import CrossEncoder
-
-        if isinstance(model, CrossEncoder):  # a model the caller holds: its weights identify it
-            from embedscope.models.sentence_transformers_backend import model_placement
-
-            self.model = model
-            self.device, self.dtype = model_placement(model.model)
-            self.name = (
-                name
-                or str(getattr(model.config, "_name_or_path", "") or "cross-encoder").rstrip("/").rsplit("/", 1)[-1]
-            )
-            self.content = hash_tensors(model.model.state_dict())
-            self.revision = revision or short(self.content)
+        if not isinstance(model, (str, Path)):  # a model the caller holds: its weights identify it
+            self._hold(model, name, revision)
             return
         self._place(device, dtype)
         path = Path(str(model)).expanduser()
@@ -90,6 +79,8 @@ class CrossEncoderReranker(ModelBase):
                 raise ConfigError(
                     f"cross-encoder {model}: not a local folder, and the hub is offline ({offline_reason()})"
                 )
+        from sentence_transformers import CrossEncoder  # after the checks above: a wrong path loads no library
+
         try:
             self.model = CrossEncoder(
                 str(path if local else model),
@@ -103,6 +94,24 @@ class CrossEncoderReranker(ModelBase):
         self.name = name or (path.name if local else str(model))
         self.content = hash_folder(path) if local else str(model)
         self.revision = revision or (short(self.content) if local else "main")
+
+    def _hold(self, model: Any, name: str | None, revision: str | None) -> None:
+        """Use a ``CrossEncoder`` the caller holds, on its own device."""
+        from sentence_transformers import CrossEncoder
+
+        from embedscope.models.sentence_transformers_backend import model_placement
+
+        if not isinstance(model, CrossEncoder):
+            raise ConfigError(
+                f"cross-encoder {model!r}: give a folder, a hub id or a sentence-transformers CrossEncoder"
+            )
+        self.model = model
+        self.device, self.dtype = model_placement(model.model)
+        self.name = (
+            name or str(getattr(model.config, "_name_or_path", "") or "cross-encoder").rstrip("/").rsplit("/", 1)[-1]
+        )
+        self.content = hash_tensors(model.model.state_dict())
+        self.revision = revision or short(self.content)
 
     def settings(self) -> dict[str, Any]:
         return {"backend": self.backend, "content": self.content, "max_length": self.model.max_length}
