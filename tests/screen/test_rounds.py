@@ -4,6 +4,7 @@ retrieval task checked against running every candidate exact (the audit, and eva
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,9 @@ import embedscope
 from embedscope.cli.main import main
 from embedscope.compare.core import CompareOptions
 from embedscope.errors import ConfigError
-from embedscope.screen import halving
-from embedscope.screen.rounds import check_proxy_sizes
+from embedscope.screen import halving, rounds
+from embedscope.screen.passes import MeanScore
+from embedscope.screen.rounds import HalvingResult, ProxyRound, check_proxy_sizes
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.types import Corpus, Queries, RetrievalData
 
@@ -160,3 +162,65 @@ def test_the_cli_refuses_what_a_halving_screen_cannot_do_in_one_line(tmp_path, c
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not Path(tmp_path / "o").exists()
+
+
+def _confirming(monkeypatch, estimates: dict[str, float], replicates: dict[str, np.ndarray], confidence: float):
+    """``rounds._confirm`` on one round of ``replicates`` whose exact runs are recorded, not run."""
+    ran: list[str] = []
+
+    def exact(settings, run, m, options):
+        ran.append(m.model)
+        m.exact = MeanScore(float(np.mean(replicates[m.model])), 0.0, 1.0, {})
+        return {}
+
+    monkeypatch.setattr(rounds, "_exact", exact)
+    scores = {k: MeanScore(float(np.mean(v)), 0.0, 1.0, {}) for k, v in replicates.items()}
+    result = HalvingResult([ProxyRound(0.1, scores, {}, [], {}, 1.0, {}, estimates)], [], [], 1.0, 0.005)
+    models = {k: rounds.ScreenedModel(k) for k in replicates}
+    options = CompareOptions(confidence=confidence)
+    rounds._confirm(None, dict.fromkeys(replicates), models, list(replicates), replicates, result, options)  # type: ignore[arg-type]
+    return ran, result
+
+
+def test_survivors_are_confirmed_cheapest_first_until_the_stated_probability_is_reached(monkeypatch) -> None:
+    reps = _replicates()  # a leads; c within 0.001 of it; d noisy; b far below
+    survivors = {k: reps[k] for k in "acd"}
+    cost = {"a": 50.0, "c": 1.0, "d": 500.0}
+    matrix = np.vstack([survivors[k] for k in "acd"])
+    p_ac = float(np.isin(matrix.argmax(axis=0), [0, 1]).mean())  # numpy: the share whose best is a or c
+    assert 0.5 < p_ac < 1.0
+    ran, result = _confirming(monkeypatch, cost, survivors, confidence=p_ac)
+    assert ran == ["c", "a"] and result.unconfirmed == ["d"] and result.p_winner_kept == p_ac
+    ran, result = _confirming(monkeypatch, cost, survivors, confidence=min(1.0, p_ac + 1e-9))
+    assert ran == ["c", "a", "d"] and result.unconfirmed == [] and result.p_winner_kept == 1.0
+    assert result.confirmed == sorted("acd", key=lambda k: -float(np.mean(survivors[k])))
+
+
+def _keyword_vectors(served: dict[str, list[str]]):
+    from embedscope.testing.fakes import KeywordEncoder
+
+    encoders = {name: KeywordEncoder(words) for name, words in served.items()}
+    return lambda model, texts: encoders[model].encode(texts, role="document")
+
+
+@pytest.mark.slow
+def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthetic_task, tmp_path) -> None:
+    from support.api_server import ApiServer
+
+    vocab = [f"w{i}" for i in range(300)]
+    served = {"all-words": vocab, "most-words": vocab[:240], "few-words": vocab[:15]}
+    with ApiServer(vectors=_keyword_vectors(served)) as server:
+        candidates = [{"model": f"openai:{name}", "api_base": server.url, "api_key": "sk-test-0123"} for name in served]
+        report = embedscope.screen(
+            candidates, [synthetic_task], proxy=[30, 90], output_folder=tmp_path, show_progress=False,
+            compare_options=OPTIONS, audit=True,
+        )  # fmt: skip
+    result = report.halving
+    assert result is not None and result.audit is not None and result.audit.held
+    sent = Counter((r.body["model"], t) for r in server.requests for t in r.texts)
+    assert max(sent.values()) == 1  # the embedding cache: no text paid for twice by one model within the screen
+    data = synthetic_task.load_split("test")
+    everything = set(data.queries.texts) | set(data.corpus.texts)
+    for name in served:  # audited: every candidate ran its full task once, each text sent once all told
+        assert {t for (m, t) in sent if m == name} == everything
+    assert "openai:few-words" in result.rounds[0].dropped

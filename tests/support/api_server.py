@@ -9,7 +9,8 @@
 * ``GET /v1/models``.
 
 A vector is a deterministic function of the model, the input type and the text (:func:`fake_vector`), so a test
-can check what came back without any model. Faults are queued (:meth:`ApiServer.fail`) and hit the next requests:
+can check what came back without any model; with ``vectors`` set, OpenAI's route answers with the vectors it
+gives for the model named (a real or keyword model served as an API, so scores mean something). Faults are queued (:meth:`ApiServer.fail`) and hit the next requests:
 ``429`` (with ``Retry-After``), ``500``, ``timeout`` (no answer until the client gave up), ``truncated`` (a JSON body
 cut short), ``wrong_count``, ``wrong_dim``, ``nan``, ``drop`` (the connection closed mid-response), ``redirect`` (a
 307 to :attr:`ApiServer.redirect_to`), ``401`` (a body that echoes the key, as some services do).
@@ -72,6 +73,7 @@ class ApiServer:
     delay: float = 0.0  # every answer waits this long (throughput tests)
     redirect_to: str = "http://127.0.0.1:9/v1/embeddings"
     on_request: Callable[[int], bool | None] | None = None  # True: drop that request unanswered
+    vectors: Callable[[str, list[str]], Any] | None = None  # (model, texts) → real vectors (default: fake_vector's)
     requests: list[Received] = field(default_factory=list)
     answered: list[str] = field(default_factory=list)  # texts answered with vectors, in order
     most_at_once: int = 0  # the most requests the server was answering at one time
@@ -144,7 +146,10 @@ class ApiServer:
             return {"id": "fake", "embeddings": {"float": vectors}, "texts": texts, "meta": meta}, texts
         texts = [body["input"]] if isinstance(body["input"], str) else list(body["input"])
         dim = int(body.get("dimensions") or body.get("output_dimension") or self.dim)
-        vectors = [fake_vector(t, dim, model, str(body.get("input_type", ""))) for t in texts]
+        if self.vectors is not None:
+            vectors = [[float(x) for x in row] for row in self.vectors(model, texts)]
+        else:
+            vectors = [fake_vector(t, dim, model, str(body.get("input_type", ""))) for t in texts]
         b64 = body.get("encoding_format") == "base64"
         data = [{"object": "embedding", "index": i, "embedding": _b64(v) if b64 else v} for i, v in enumerate(vectors)]
         answer: dict[str, Any] = {"object": "list", "data": data, "model": model}

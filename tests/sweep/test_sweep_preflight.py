@@ -104,3 +104,15 @@ def test_output_path_checks(tmp_path):
     assert "is a file" in str(output_folder_problem(tmp_path / "file"))
     assert output_folder_problem(tmp_path / "results") is None
     assert not (tmp_path / "new").exists()
+
+
+def test_a_model_behind_an_api_is_checked_as_a_service_not_looked_up_on_the_hub(monkeypatch) -> None:
+    from embedscope.sweep.preflight import check_model_available
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    check_model_available("openai:text-embedding-3-small", {"api_key": "sk-test-0123"})  # no request is sent
+    check_model_available("local-name", {"api_base": "http://127.0.0.1:9/v1"})
+    with pytest.raises(ConfigError, match="pooling cannot act on a model behind an API"):
+        check_model_available("openai:m", {"api_base": "http://127.0.0.1:9/v1", "pooling": "cls"})
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        check_model_available("openai:text-embedding-3-small", {})

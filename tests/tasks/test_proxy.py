@@ -11,7 +11,7 @@ import pytest
 
 from embedscope.errors import ConfigError
 from embedscope.settings import RunSettings
-from embedscope.tasks.proxy import ProxySpec, proxy_task, retrieval_proxy, stratified_rows
+from embedscope.tasks.proxy import ProxySpec, kept_share, proxy_task, retrieval_proxy, stratified_rows
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.tasks.sts import STSData, STSTask
 from embedscope.testing.fakes import KeywordEncoder
@@ -137,6 +137,21 @@ def test_every_task_type_scores_its_proxy_as_the_same_task_on_the_kept_rows(task
     full = task.load_split(split)
     if hasattr(full, "__len__") and not isinstance(full, list):
         assert len(proxy.task.load_split(split)) < len(full)
+
+
+def test_kept_share_is_the_share_of_the_full_tasks_texts_the_proxy_holds() -> None:
+    data = _retrieval_data()
+    proxy = proxy_task(RetrievalTask("R", lambda split: data), ProxySpec(size=0.25, seed=1))
+    kept = proxy.task.load_split("test")
+    judged = sum(1 for q in data.queries.ids if data.qrels.get(q))
+    texts = (len(kept.queries) + len(kept.corpus)) / (judged + len(data.corpus))
+    assert kept_share(proxy.compositions) == pytest.approx(texts) and 0 < texts < 0.5
+    sts = next(t for t in tiny_tasks_of_every_type() if t.type == "STS")
+    rows = proxy_task(sts, ProxySpec(size=8, seed=1))
+    assert kept_share(rows.compositions) is None  # nothing loaded yet
+    assert kept_share(rows.compositions | {"x": {}}) is None
+    rows.task.load_split("test")
+    assert kept_share(rows.compositions) == pytest.approx(8 / len(sts.load_split("test")))
 
 
 def test_a_proxy_with_a_fake_encoder_runs_through_evaluate_and_is_stored_apart(tmp_path) -> None:

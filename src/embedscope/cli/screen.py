@@ -59,6 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", help="bootstrap / randomisation rounds of the intervals and tests (default 10,000)")
     p.add_argument("--seed", help="random seed of the intervals and tests (default 42)")
     p.add_argument(
+        "--confidence",
+        help="confidence level of the intervals; with --proxy also the stated probability at which confirming the "
+        "survivors stops (default 0.95)",
+    )
+    p.add_argument(
         "--no-fidelity",
         action="store_true",
         help="leave out the per-text cosines (they encode the confirmed models' texts again unless the cache has them)",
@@ -132,6 +137,7 @@ def _cmd_screen(args: argparse.Namespace) -> int:
     options = CompareOptions(
         rounds=_integer(args, "rounds", CompareOptions.rounds, "--rounds"),
         seed=_integer(args, "seed", CompareOptions.seed, "--seed"),
+        confidence=_number(args, "confidence", CompareOptions.confidence, "--confidence"),
     )
     digits = checked_digits(_integer(args, "digits", 4, "--digits"))
     layers = [config_layer(args.config)] if getattr(args, "config", None) else []

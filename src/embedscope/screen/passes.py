@@ -120,6 +120,16 @@ class Pass:
     folder: Path
     name: str
     seconds: float
+    work: dict[str, float] = field(default_factory=dict)  # per task: its measured phases less loading its data
+
+
+def work_seconds(result: Any) -> float:
+    """A task result's measured time less loading its data (the phases of ``evaluation_phases`` other than
+    ``load_data``: encoding, search, scoring); its whole ``evaluation_time`` when it has no phases."""
+    phases = result.evaluation_phases or []
+    if not phases:
+        return float(result.evaluation_time or 0.0)
+    return float(sum(p["end"] - p["start"] for p in phases if p["name"] != "load_data"))
 
 
 def run_one(settings: RunSettings) -> Pass:
@@ -133,7 +143,8 @@ def run_one(settings: RunSettings) -> Pass:
         raise ConfigError(f"screen: none of the tasks applies to {report.model_name}")
     items = {o.task.name: task_items(o.path) for o in report.outcomes}
     tasks = {o.task.name: o.task for o in report.outcomes}
-    return Pass(items, tasks, report.outcomes[0].path.parent, report.model_name, seconds)
+    work = {o.task.name: work_seconds(o.result) for o in report.outcomes}
+    return Pass(items, tasks, report.outcomes[0].path.parent, report.model_name, seconds, work)
 
 
 def mean_of(score: MeanScore | None) -> float:

@@ -12,7 +12,7 @@ from embedscope.results.table import markdown_table
 from embedscope.results.usage import USAGE_HEADER, USAGE_KEYS, folder_usage, usage_cells
 
 if TYPE_CHECKING:
-    from embedscope.screen.rounds import HalvingResult
+    from embedscope.screen.rounds import HalvingResult, ProxyRound
     from embedscope.screen.run import MeanScore, ScreenReport
 
 
@@ -135,9 +135,16 @@ def halving_lines(halving: HalvingResult, digits: int = 4) -> list[str]:
         leader = next(iter(r.scores))
         parts = [f"round {i} on proxies of size {r.size}: {len(r.scores)} candidates, leader {leader}"]
         parts.append(f"dropped {', '.join(r.dropped)}" if r.dropped else "none dropped")
-        parts += [f"{k} goes on for its tie with {', '.join(v)} (cheapest)" for k, v in r.tied.items()]
+        parts += [
+            f"{k} goes on for its tie with {', '.join(v)} (the cheapest exact: {_estimate(r, k)})"
+            for k, v in r.tied.items()
+        ]
         parts.append(f"P(the best is still in) = {r.p_best_kept:.3f}")
         lines.append("; ".join(parts))
+    if halving.unconfirmed:
+        last = halving.rounds[-1]
+        left = ", ".join(f"{k} ({_estimate(last, k)})" for k in halving.unconfirmed)
+        lines.append(f"left unconfirmed, the confirmed already reaching the stated probability: {left}")
     lines.append(
         f"probability that the exact winner is among the confirmed (bootstrap over the proxies' items, multiplied over "
         f"the rounds): {halving.p_winner_kept:.3f}; tie margin {halving.margin:g}"
@@ -152,6 +159,11 @@ def halving_lines(halving: HalvingResult, digits: int = 4) -> list[str]:
             f"{audit.kendall_tau:.3f}"
         )
     return lines
+
+
+def _estimate(r: ProxyRound, key: str) -> str:
+    seconds = r.exact_estimate.get(key)
+    return "exact cost unknown" if seconds is None else f"about {seconds:.0f} s exact"
 
 
 def screen_text(report: ScreenReport, digits: int = 4) -> str:

@@ -5,16 +5,21 @@
    runner, so results and the embedding cache are reused and an interrupted screen resumes.
 2. Each candidate's mean main score over the tasks comes with bootstrap replicates drawn with the same seeds for
    every candidate (paired). Candidates whose difference to the leader lies clearly above 0 are dropped; those
-   equivalent to the leader within ``margin`` (TOST) are tied with it, and only the cheapest of the tie (the least
-   time in this round) goes on (:mod:`embedscope.screen.halving`). The share of replicates whose best candidate
-   is still in, multiplied over the rounds, is the stated probability that the exact winner survived.
-3. The survivors run exact on the full tasks; their exact ranking decides. ``audit`` also runs every other
-   candidate exact and says whether the claim held: the exact winner among the survivors (or tied with the one
-   confirmed for its tie), and Kendall's τ between the screen's final ranking and the all-exact one.
+   equivalent to the leader within ``margin`` (TOST) are tied with it, and only the cheapest of the tie goes on
+   (:mod:`embedscope.screen.halving`). The share of replicates whose best candidate is still in, multiplied over
+   the rounds, is the stated probability that the exact winner survived. Every proxy of a round is built once
+   (its data loaded and reduced once), whichever candidates run it.
+3. The survivors run exact on the full tasks, the cheapest first: each one's exact cost is estimated from its last
+   round (each proxy task's time less loading its data, divided by the share of the full task's texts the proxy
+   holds: :func:`exact_estimate`). Before each, the stated probability is recomputed with only the confirmed (and
+   their ties) kept; once it reaches the screen's confidence, the survivors left stay unconfirmed, ranked by their
+   proxy score, and the stated probability is that one. The confirmed models' exact ranking decides. ``audit``
+   also runs every other candidate exact and says whether the claim held: the exact winner among the confirmed
+   (or tied with one of them), and Kendall's τ between the screen's final ranking and the all-exact one.
 
-The screen's final ranking: the confirmed models by exact score, then each round's dropped candidates (later
-rounds first), by their proxy score in the round that dropped them; a tied model sits right after the one it tied
-with.
+The screen's final ranking: the confirmed models by exact score, then the unconfirmed survivors by their last proxy
+score, then each round's dropped candidates (later rounds first), by their proxy score in the round that dropped
+them; a tied model sits right after the one it tied with.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from embedscope.compare.core import CompareOptions
 from embedscope.errors import ConfigError
@@ -43,7 +50,7 @@ from embedscope.screen.passes import (
 )
 from embedscope.settings import RunSettings
 from embedscope.settings.run import ModelRun
-from embedscope.tasks.proxy import Proxy, ProxySpec, proxy_task
+from embedscope.tasks.proxy import Proxy, ProxySpec, kept_share, proxy_task
 
 DEFAULT_MARGIN = 0.005  # main-score points within which two models count as tied: below what any test here resolves
 
@@ -59,12 +66,14 @@ class ProxyRound:
     tied: dict[str, list[str]]  # the one that goes on → the candidates it stands for
     p_best_kept: float
     proxies: dict[str, dict[str, Any]] = field(default_factory=dict)  # proxy task → its recipe and compositions
+    exact_estimate: dict[str, float] = field(default_factory=dict)  # seconds each would take exact (estimated)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "size": self.size,
             "scores": {k: {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high} for k, s in self.scores.items()},
             "seconds": self.seconds,
+            "exact_estimate": self.exact_estimate,
             "dropped": self.dropped,
             "tied": self.tied,
             "p_best_kept": self.p_best_kept,
@@ -96,11 +105,13 @@ class HalvingResult:
     margin: float
     audit: Audit | None = None
     exact_items: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # model → task → TaskItems
+    unconfirmed: list[str] = field(default_factory=list)  # survivors left unconfirmed: the odds sufficed without them
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "rounds": [r.to_dict() for r in self.rounds],
             "confirmed": self.confirmed,
+            "unconfirmed": self.unconfirmed,
             "ranking": self.ranking,
             "p_winner_kept": self.p_winner_kept,
             "margin": self.margin,
@@ -140,13 +151,17 @@ def halving_screen(
     full_tasks = {key: _model_tasks(settings, run) for key, run in by_key.items()}
     remaining = list(by_key)
     rounds: list[ProxyRound] = []
+    replicates: dict[str, np.ndarray] = {}
     for i, spec in enumerate(specs):
         spec = ProxySpec(size=spec.size, seed=options.seed)
-        passes, proxies = {}, {}
+        passes: dict[str, Any] = {}
+        made: dict[tuple[str, str], Proxy] = {}
         for key in remaining:
-            tasks = [proxy_task(t, spec) for t in full_tasks[key]]
+            tasks = [_shared_proxy(made, t, spec) for t in full_tasks[key]]
             passes[key] = _proxy_pass(settings, by_key[key], overrides, tasks, models[key], first=i == 0)
-            proxies.update({p.task.name: _recipe(p) for p in tasks})
+        proxies = {p.task.name: _recipe(settings, p) for p in made.values()}
+        shares = {name: kept_share(recipe["compositions"]) for name, recipe in proxies.items()}
+        estimate = {k: exact_estimate(passes[k].work, shares) for k in remaining}
         shared = sorted(set.intersection(*(set(p.items) for p in passes.values())))
         if not shared:
             raise ConfigError("screen: the models share no task (check each model's tasks)")
@@ -161,7 +176,7 @@ def halving_screen(
         group = halving.tie_groups({k: replicates[k] for k in kept}, margin, options.alpha)[0]
         tied: dict[str, list[str]] = {}
         if len(group) > 1:
-            cheapest = min(group, key=lambda k: passes[k].seconds)
+            cheapest = min(group, key=lambda k: estimate[k])
             tied = {cheapest: [k for k in group if k != cheapest]}
         p_kept = halving.p_best_kept(replicates, kept)
         ranked = sorted(remaining, key=lambda k: -scores[k].mean)
@@ -174,6 +189,7 @@ def halving_screen(
                 tied,
                 p_kept,
                 proxies,
+                {k: estimate[k] for k in ranked},
             )
         )
         _write_proxies(settings, proxies)
@@ -181,13 +197,69 @@ def halving_screen(
         if len(remaining) == 1:
             break
     result = HalvingResult(rounds, [], [], math.prod(r.p_best_kept for r in rounds), margin)
-    for key in remaining:
-        result.exact_items[key] = _exact(settings, by_key[key], models[key], options)
-    result.confirmed = sorted(remaining, key=lambda k: -mean_of(models[k].exact))
-    result.ranking = _final_ranking(result.confirmed, rounds)
+    _confirm(settings, by_key, models, remaining, replicates, result, options)
+    result.ranking = _final_ranking(result.confirmed, result.unconfirmed, rounds)
     if audit:
         result.audit = _audit(settings, by_key, models, result, options)
     return result
+
+
+def exact_estimate(work: Mapping[str, float], shares: Mapping[str, float | None]) -> float:
+    """Seconds a candidate would take on the full tasks: each proxy task's work (:func:`~embedscope.screen.passes.
+    work_seconds`) divided by the share of the full task's texts the proxy holds (its work as it is where the share
+    is unknown).
+
+    >>> exact_estimate({"A.proxy-f0.1-s0": 2.0, "B.proxy-f0.1-s0": 1.0}, {"A.proxy-f0.1-s0": 0.1})
+    21.0
+    """
+    return sum(seconds / (shares.get(task) or 1.0) for task, seconds in work.items())
+
+
+def _confirm(
+    settings: RunSettings,
+    by_key: Mapping[str, ModelRun],
+    models: dict[str, ScreenedModel],
+    survivors: Sequence[str],
+    replicates: Mapping[str, np.ndarray],
+    result: HalvingResult,
+    options: CompareOptions,
+) -> None:
+    """Run the survivors exact, the cheapest (estimated) first, until the stated probability that the exact winner
+    is among the confirmed (or tied with one of them) reaches ``options.confidence``; the others stay unconfirmed.
+    The last round's replicates give that probability (:func:`~embedscope.screen.halving.p_best_kept`)."""
+    last = result.rounds[-1]
+    earlier = math.prod(r.p_best_kept for r in result.rounds[:-1])
+    confirmed: list[str] = []
+    order = sorted(survivors, key=lambda k: last.exact_estimate.get(k, 0.0))
+    for n, key in enumerate(order):
+        if confirmed:
+            covered = [k for k in _covered(confirmed, result.rounds) if k in replicates]
+            p = earlier * halving.p_best_kept(replicates, covered)
+            if p >= options.confidence:
+                result.unconfirmed = sorted(order[n:], key=lambda k: -last.scores[k].mean)
+                result.p_winner_kept = p
+                break
+        result.exact_items[key] = _exact(settings, by_key[key], models[key], options)
+        confirmed.append(key)
+    result.confirmed = sorted(confirmed, key=lambda k: -mean_of(models[k].exact))
+
+
+def _covered(confirmed: Sequence[str], rounds: Sequence[ProxyRound]) -> set[str]:
+    """The confirmed and every candidate tied, round by round, with one of them."""
+    covered = set(confirmed)
+    while True:
+        more = {o for r in rounds for key, others in r.tied.items() if key in covered for o in others}
+        if more <= covered:
+            return covered
+        covered |= more
+
+
+def _shared_proxy(made: dict[tuple[str, str], Proxy], task: Any, spec: ProxySpec) -> Proxy:
+    """One proxy per task (name and data revision) in a round, whoever runs it: its data is loaded and reduced once."""
+    key = (task.name, str(task.dataset_revision))
+    if key not in made:
+        made[key] = proxy_task(task, spec)
+    return made[key]
 
 
 def _model_tasks(settings: RunSettings, run: ModelRun) -> list[Any]:
@@ -233,15 +305,20 @@ def _untargeted(run: ModelRun) -> ModelRun:
     return replace(run, tasks=None)
 
 
-def _recipe(proxy: Proxy) -> dict[str, Any]:
+def _recipe(settings: RunSettings, proxy: Proxy) -> dict[str, Any]:
+    """The proxy's recipe and compositions; those of its file when a resumed screen did not load its data."""
     spec = proxy.spec
+    compositions = proxy.compositions
+    path = Path(settings.output_folder) / "proxies" / f"{proxy.task.name}.json"
+    if not compositions and path.is_file():
+        compositions = json.loads(path.read_text(encoding="utf-8")).get("compositions", {})
     return {
         "of": proxy.task.name.rsplit(".", 1)[0],
         "size": spec.size,
         "seed": spec.seed,
         "hard_negatives": spec.hard_negatives,
         "random_documents": spec.random_documents,
-        "compositions": proxy.compositions,
+        "compositions": compositions,
     }
 
 
@@ -265,7 +342,7 @@ def _exact(settings: RunSettings, run: ModelRun, m: ScreenedModel, options: Comp
     return done.items
 
 
-def _final_ranking(confirmed: list[str], rounds: Sequence[ProxyRound]) -> list[str]:
+def _final_ranking(confirmed: list[str], unconfirmed: list[str], rounds: Sequence[ProxyRound]) -> list[str]:
     ranking: list[str] = []
     tied_with = {k: v for r in rounds for k, v in r.tied.items()}
 
@@ -274,7 +351,7 @@ def _final_ranking(confirmed: list[str], rounds: Sequence[ProxyRound]) -> list[s
         for other in tied_with.get(key, []):
             place(other)
 
-    for key in confirmed:
+    for key in [*confirmed, *unconfirmed]:
         place(key)
     for r in reversed(rounds):
         for key in r.dropped:
@@ -297,12 +374,7 @@ def _audit(
             result.exact_items[key] = _exact(settings, run, m, options)
         exact[key] = m.exact.mean if m.exact else math.nan
     winner = max(exact, key=lambda k: exact[k])
-    covered = set(result.confirmed)  # and every model tied, round by round, with one of them
-    while True:
-        more = {o for r in result.rounds for key, others in r.tied.items() if key in covered for o in others}
-        if more <= covered:
-            break
-        covered |= more
+    covered = _covered(result.confirmed, result.rounds)
     order = result.ranking
     tau = kendall_tau([-order.index(k) for k in order], [exact[k] for k in order])
     return Audit(exact, winner, winner in covered, tau)

@@ -116,9 +116,14 @@ def check_model_available(spec: str, options: Mapping[str, Any]) -> None:
     """``spec`` (with its load options) can be loaded here without loading it: an installed alias, an existing path,
     or a hub id in the local cache (or the hub reachable); the backend and calibration options fit. A one-line
     error otherwise, as :func:`~embedscope.models.specs.load_encoder` would raise it later."""
+    from embedscope.models.api import is_api_model
     from embedscope.models.folder import hub_offline, snapshot_folder
-    from embedscope.models.specs import ALIASES, alias_path, normalize_backend
+    from embedscope.models.specs import ALIASES, alias_path, load_encoder, normalize_backend
 
+    given = {k: v for k, v in options.items() if v is not None}
+    if is_api_model(spec, given):  # a service: its options, base URL and key are checked as the encoder is made
+        load_encoder(spec, **given)  # (no request is sent until it encodes)
+        return
     backend = normalize_backend(options.get("backend"))
     key = spec.strip().lower()
     if key in ALIASES:

@@ -27,7 +27,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,25 @@ class Proxy:
     task: Any
     spec: ProxySpec
     compositions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def kept_share(compositions: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """The share of the full task's texts (queries and documents, or rows) a proxy kept over the splits it loaded,
+    from its compositions; None when none was recorded.
+
+    >>> kept_share({"test": {"queries": ["q1"], "documents": ["d1", "d2"], "of_queries": 10, "of_documents": 20}})
+    0.1
+    """
+    kept = full = 0
+    for composition in compositions.values():
+        parts = composition.get("sets", [composition])
+        for part in parts:
+            if "rows" in part:
+                kept, full = kept + len(part["rows"]), full + int(part["of_rows"])
+            elif "queries" in part:
+                kept += len(part["queries"]) + len(part["documents"])
+                full += int(part["of_queries"]) + int(part["of_documents"])
+    return kept / full if full else None
 
 
 def proxy_task(task: Any, spec: ProxySpec) -> Proxy:
