@@ -16,6 +16,7 @@ from embedscope.compare.core import CompareOptions
 from embedscope.errors import ConfigError
 from embedscope.screen import halving, rounds
 from embedscope.screen.passes import MeanScore
+from embedscope.screen.report import halving_lines
 from embedscope.screen.rounds import HalvingResult, ProxyRound, check_proxy_sizes
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.types import Corpus, Queries, RetrievalData
@@ -191,6 +192,10 @@ def test_survivors_are_confirmed_cheapest_first_until_the_stated_probability_is_
     assert 0.5 < p_ac < 1.0
     ran, result = _confirming(monkeypatch, cost, survivors, confidence=p_ac)
     assert ran == ["c", "a"] and result.unconfirmed == ["d"] and result.p_winner_kept == p_ac
+    result.ranking = rounds._final_ranking(result.confirmed, result.unconfirmed, result.rounds)
+    lines = halving_lines(result)
+    assert "left unconfirmed, the confirmed already reaching the stated probability: d (about 500 s exact)" in lines
+    assert result.ranking[-1] == "d" and result.to_dict()["unconfirmed"] == ["d"]
     ran, result = _confirming(monkeypatch, cost, survivors, confidence=min(1.0, p_ac + 1e-9))
     assert ran == ["c", "a", "d"] and result.unconfirmed == [] and result.p_winner_kept == 1.0
     assert result.confirmed == sorted("acd", key=lambda k: -float(np.mean(survivors[k])))
