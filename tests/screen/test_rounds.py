@@ -152,6 +152,8 @@ def test_options_a_halving_screen_cannot_use_are_refused(synthetic_task, tmp_pat
         (["--tie-margin", "0.01"], "--tie-margin applies to a screen with --proxy"),
         (["--proxy", "10", "--tie-margin", "-1"], "--tie-margin -1: give a finite number ≥ 0"),
         (["--proxy", "10", "--no-fidelity"], "--no-fidelity: a screen with --proxy measures no fidelity"),
+        (["--proxy", "10", "--confidence", "1.5"], "--confidence must lie strictly between 0 and 1"),
+        (["--proxy", "10", "--confidence", "nan"], "--confidence nan: give a finite number ≥ 0"),
     ],
 )
 def test_the_cli_refuses_what_a_halving_screen_cannot_do_in_one_line(tmp_path, capsys, extra, message) -> None:
