@@ -231,3 +231,5 @@ def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthet
     for name in served:  # audited: every candidate ran its full task once, each text sent once all told
         assert {t for (m, t) in sent if m == name} == everything
     assert "openai:few-words" in result.rounds[0].dropped
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if b"sk-test-0123" in p.read_bytes()]  # the key is in no file
