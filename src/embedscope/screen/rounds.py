@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,7 @@ def halving_screen(
         for key in remaining:
             tasks = [_shared_proxy(made, t, spec) for t in full_tasks[key]]
             passes[key] = _proxy_pass(settings, by_key[key], overrides, tasks, models[key], first=i == 0)
+        _write_proxies(settings, made.values())
         proxies = {p.task.name: _recipe(settings, p) for p in made.values()}
         shares = {name: kept_share(recipe["compositions"]) for name, recipe in proxies.items()}
         estimate = {k: exact_estimate(passes[k].work, shares) for k in remaining}
@@ -192,7 +193,6 @@ def halving_screen(
                 {k: estimate[k] for k in ranked},
             )
         )
-        _write_proxies(settings, proxies)
         remaining = [k for k in kept if not any(k in v for v in tied.values())]
         if len(remaining) == 1:
             break
@@ -309,7 +309,7 @@ def _recipe(settings: RunSettings, proxy: Proxy) -> dict[str, Any]:
     """The proxy's recipe and compositions; those of its file when a resumed screen did not load its data."""
     spec = proxy.spec
     compositions = proxy.compositions
-    path = Path(settings.output_folder) / "proxies" / f"{proxy.task.name}.json"
+    path = _proxy_file(settings, proxy.task.name)
     if not compositions and path.is_file():
         compositions = json.loads(path.read_text(encoding="utf-8")).get("compositions", {})
     return {
@@ -322,15 +322,18 @@ def _recipe(settings: RunSettings, proxy: Proxy) -> dict[str, Any]:
     }
 
 
-def _write_proxies(settings: RunSettings, proxies: Mapping[str, dict[str, Any]]) -> None:
+def _proxy_file(settings: RunSettings, name: str) -> Path:
+    return Path(settings.output_folder) / "proxies" / f"{name}.json"
+
+
+def _write_proxies(settings: RunSettings, proxies: Iterable[Proxy]) -> None:
     """Each proxy's recipe and composition beside the results (``proxies/NAME.json``), for re-use and audit; one
     whose data a resumed screen did not load keeps the file written when it was."""
-    folder = Path(settings.output_folder) / "proxies"
-    for name, recipe in proxies.items():
-        path = folder / f"{name}.json"
-        if recipe["compositions"] or not path.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(recipe, indent=1, sort_keys=True) + "\n")
+    for proxy in proxies:
+        path = _proxy_file(settings, proxy.task.name)
+        if proxy.compositions or not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(_recipe(settings, proxy), indent=1, sort_keys=True) + "\n")
 
 
 def _exact(settings: RunSettings, run: ModelRun, m: ScreenedModel, options: CompareOptions) -> dict[str, Any]:
