@@ -43,9 +43,9 @@ class CountingEncoder(HashEncoder):
 def accelerator(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """``cuda:0`` is here, and a model name loads a :class:`CountingEncoder` (search scores on the CPU: only the
     encoding is on the fake accelerator)."""
-    import embedscope.evaluation.models  # noqa: F401  binds specs.load_encoder at import: imported under the patch
-
-    # below, it would keep the fake for every later test of this worker (an API model's run, for one)
+    # evaluation.models binds specs.load_encoder at import: imported under the patch below, it would keep the fake
+    # for every later test of this worker (an API model's run, for one)
+    import embedscope.evaluation.models  # noqa: F401
     from embedscope.models import device, specs
     from embedscope.retrieval import dense
 
