@@ -9,6 +9,12 @@ articles). Each row prints the best of ``--repeats`` timed runs (after one warm-
 to torch fp32 measured in this run, and the per-text cosine of its vectors to torch fp32's (mean and minimum).
 Exports go to ``--cache-dir`` (default: a temporary folder); the export time is printed once per path.
 
+The shipped ONNX models (``minilm-int8``, an int8-weight graph; ``paraphrase-minilm-l3``, an fp32 graph with a
+pooled output) run the fast paths that act on an ONNX graph (``embedscope.models.onnx_exports``) against
+onnxruntime running the graph as shipped, the anchor of their rows: OpenVINO fp32 and bf16 reading the graph, and,
+for an fp32 graph only, OpenVINO int8 (NNCF) and ONNX Runtime int8 (a path that refuses a graph prints its one
+line). ``--onnx-models`` picks them (none: skip).
+
 ``--suite`` also runs the built-in suite (BBCNewsRetrieval, BBCNewsClustering, BBCNewsClassification,
 LeeDocumentSimilarity) on each path and prints each task's main score shift against torch fp32 and the mean shift.
 
@@ -16,6 +22,7 @@ The machine's cores may be shared with other processes: take the best of several
 rather than absolute times.
 
     PYTHONPATH=src .venv/bin/python bench/bench_fast_backends.py [--mpnet DIR] [--repeats 3] [--suite]
+        [--onnx-models [SPEC ...]] [--skip-torch]
 """
 
 from __future__ import annotations
@@ -41,6 +48,13 @@ PATHS: list[tuple[str, dict[str, Any]]] = [
     ("openvino fp32", {"backend": "openvino"}),
     ("openvino bf16", {"backend": "openvino-bf16"}),
     ("openvino int8", {"backend": "openvino-int8"}),
+]
+ONNX_PATHS: list[tuple[str, dict[str, Any]]] = [
+    ("onnx as given", {}),
+    ("openvino fp32", {"backend": "openvino"}),
+    ("openvino bf16", {"backend": "openvino-bf16"}),
+    ("openvino int8", {"backend": "openvino-int8"}),
+    ("onnx int8", {"backend": "onnx-int8"}),
 ]
 LENGTHS = {"~32 tokens": (22, 256), "~240 tokens": (185, 64)}  # words kept per article, texts encoded
 
@@ -86,32 +100,58 @@ def load(spec: str, options: dict[str, Any], cache_dir: Path, calibration: Path)
     return encoder, time.perf_counter() - t0
 
 
-def bench_model(label: str, spec: str, cache_dir: Path, repeats: int, suite: bool) -> None:
-    articles = bbc_articles()
-    calibration = cache_dir / "calibration.txt"
-    calibration.write_text("\n".join(" ".join(a.split()[:185]) for a in articles[-300:]), encoding="utf-8")
-    paths = [(name, opts) for name, opts in PATHS if not opts.get("backend", "").startswith("openvino")]
-    if openvino_available():
-        paths = PATHS
-    else:
-        print("(OpenVINO rows skipped: embedscope.models.openvino_backend or openvino is not importable)")
+def mean_tokens(encoder: Any, spec: str, texts: list[str]) -> float:
+    """The mean number of tokens an encoder keeps of ``texts`` (its own tokenizer, else the torch model's)."""
+    from embedscope.models.onnx_backend import _Tokenizer
+
+    if isinstance(getattr(encoder, "tokenizer", None), _Tokenizer):
+        return float(encoder.tokenizer(texts, encoder.max_seq_length, None)["attention_mask"].sum(1).mean())
     from transformers import AutoTokenizer
 
     from embedscope.models.specs import ALIASES, alias_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(alias_path(spec) if spec in ALIASES else spec))
+    return float(np.mean([len(ids) for ids in tokenizer(texts)["input_ids"]]))
+
+
+def bench_model(
+    label: str,
+    spec: str,
+    cache_dir: Path,
+    repeats: int,
+    suite: bool,
+    all_paths: list[tuple[str, dict[str, Any]]] = PATHS,
+) -> None:
+    articles = bbc_articles()
+    calibration = cache_dir / "calibration.txt"
+    calibration.write_text("\n".join(" ".join(a.split()[:185]) for a in articles[-300:]), encoding="utf-8")
+    paths = [(name, opts) for name, opts in all_paths if not opts.get("backend", "").startswith("openvino")]
+    if openvino_available():
+        paths = all_paths
+    else:
+        print("(OpenVINO rows skipped: embedscope.models.openvino_backend or openvino is not importable)")
+    from embedscope.errors import EmbedscopeError
+
     encoders = {}
     for name, options in paths:
-        encoders[name], seconds = load(spec, options, cache_dir, calibration)
+        try:
+            encoders[name], seconds = load(spec, options, cache_dir, calibration)
+        except EmbedscopeError as e:
+            print(f"{label} {name}: refused: {e}")
+            continue
         print(
             f"{label} {name}: loaded in {seconds:.1f} s"
             + (" (export included when new)" if "backend" in options else "")
         )
+    paths = [(name, options) for name, options in paths if name in encoders]
+    anchor_name = paths[0][0]
+    first = encoders[anchor_name]
     for length, (words, count) in LENGTHS.items():
         texts = [" ".join(a.split()[:words]) for a in articles[:count]]
-        tokens = np.mean([len(ids) for ids in tokenizer(texts[:32])["input_ids"]])
-        print(f"\n{label}, {count} texts of {length} (mean {tokens:.0f} tokens), batch 32, best of {repeats}")
-        print(f"{'path':<15} {'seconds':>8} {'texts/s':>8} {'vs torch fp32':>14} {'cos mean':>9} {'cos min':>9}")
+        tokens = mean_tokens(first, spec, texts[:32])
+        print(f"\n{label}, {count} texts of {length} (mean {tokens:.0f} tokens kept), batch 32, best of {repeats}")
+        versus = f"vs {anchor_name}"
+        print(f"{'path':<15} {'seconds':>8} {'texts/s':>8} {versus:>16} {'cos mean':>9} {'cos min':>9}")
         anchor_time, anchor = None, None
         for name, encoder in encoders.items():
             seconds, vectors = best_time(
@@ -121,7 +161,7 @@ def bench_model(label: str, spec: str, cache_dir: Path, repeats: int, suite: boo
                 anchor_time, anchor = seconds, vectors
             c = cosines(vectors, anchor)
             ratio = anchor_time / seconds
-            print(f"{name:<15} {seconds:8.2f} {count / seconds:8.1f} {ratio:13.2f}× {c.mean():9.5f} {c.min():9.5f}")
+            print(f"{name:<15} {seconds:8.2f} {count / seconds:8.1f} {ratio:15.2f}× {c.mean():9.5f} {c.min():9.5f}")
     if suite:
         bench_suite(label, spec, paths, cache_dir, calibration)
 
@@ -160,11 +200,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cache-dir", help="where exports go (default: a temporary folder)")
     parser.add_argument("--suite", action="store_true", help="also the built-in suite's score shifts")
+    parser.add_argument(
+        "--onnx-models",
+        nargs="*",
+        default=["minilm-int8", "paraphrase-minilm-l3"],
+        help="ONNX models whose graph-reading fast paths run against onnxruntime (default: the two shipped)",
+    )
+    parser.add_argument("--skip-torch", action="store_true", help="only the ONNX models")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores here; other processes may share them (the best of {args.repeats} runs is kept)")
     with tempfile.TemporaryDirectory() as tmp:
         cache_dir = Path(args.cache_dir or tmp)
         cache_dir.mkdir(parents=True, exist_ok=True)
+        for spec in args.onnx_models:
+            bench_model(spec, spec, cache_dir, args.repeats, args.suite, ONNX_PATHS)
+        if args.skip_torch:
+            return
         bench_model("all-MiniLM-L6-v2", "minilm", cache_dir, args.repeats, args.suite)
         if args.mpnet and Path(args.mpnet).is_dir():
             bench_model("all-mpnet-base-v2", args.mpnet, cache_dir, args.repeats, args.suite)

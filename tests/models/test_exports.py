@@ -268,8 +268,8 @@ def test_cli_errors(tiny_st: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 def test_models_that_cannot_be_exported(tmp_path: Path) -> None:
     onnx_file = tmp_path / "model.onnx"
     onnx_file.write_bytes(b"not really")
-    with pytest.raises(ConfigError, match="ONNX model already"):
-        load_encoder(str(onnx_file), backend="onnx-int8", exports_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"model\.onnx: cannot load this model \(InvalidProtobuf"):
+        load_encoder(str(onnx_file), backend="onnx-int8", exports_dir=tmp_path)  # a graph's fast path reads it
     no_weights = tmp_path / "no-weights"
     no_weights.mkdir()
     (no_weights / "modules.json").write_text(

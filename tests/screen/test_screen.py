@@ -282,6 +282,29 @@ def test_a_model_the_fast_path_cannot_act_on_is_screened_exact_and_said_so(tiny_
 
 
 @pytest.mark.slow
+def test_by_default_a_model_the_first_fast_path_refuses_takes_the_next(tiny_models, tmp_path, monkeypatch) -> None:
+    refusing = {"dtype": "bf16", "tokenizer": str(tmp_path / "no-such-tokenizer")}  # every model refuses it
+    monkeypatch.setitem(DTYPE_FAST_PATHS, "refusing", (refusing, 0, "torch", "torch"))
+    monkeypatch.setattr(screen_module, "preference", lambda: ("refusing", "bf16"))
+    report = screen(
+        tiny_models[:2],
+        _tasks(),
+        confirm=1,
+        fidelity=False,
+        compare_options=OPTIONS,
+        output_folder=str(tmp_path / "out"),
+        cache_dir=str(tmp_path / "cache"),
+        show_progress=False,
+    )
+    assert report.fast_path == "refusing"
+    for m in report.models:
+        assert m.fast_applied and m.fast_path == "bf16" and m.fast_overrides == {"dtype": "bf16"}
+        assert m.note.startswith("on fast path bf16; refusing: ") and "tokenizer applies to" in m.note
+        assert json.loads((m.fast_folder / "model_meta.json").read_text())["dtype"] in ("bf16", "bfloat16")
+    assert "(on bf16)" in report.text() and report.to_dict()["models"][0]["fast_path"] == "bf16"
+
+
+@pytest.mark.slow
 def test_bm25_beside_a_model_is_screened_exact_and_only_the_model_gets_per_text_cosines(tiny_models, tmp_path) -> None:
     report = screen(
         [tiny_models[0], "bm25"],

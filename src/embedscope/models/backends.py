@@ -47,7 +47,9 @@ class Backend:
         synonyms: other spellings accepted for ``name``.
         module: the module it imports (``screen`` checks it is installed before offering the backend).
         extra: the embedscope extra that installs it (``pip install 'embedscope[EXTRA]'``); None: a core dependency.
-        export: the export variant it runs of a torch model (:mod:`embedscope.models.exports`); None: no export.
+        export: the export variant it runs (:mod:`embedscope.models.exports`); None: no export.
+        sources: the model forms (backend names) it exports from: a torch model, and for some an ONNX graph
+            (:mod:`embedscope.models.onnx_exports`).
         always_exports: it runs only exports (else it loads its own form too, as ``onnx`` loads a .onnx file).
         fast_path: ``screen`` may offer it as a fast path (its model options are ``{"backend": name}``).
         fast_rank: ``screen``'s default order among fast paths (lower first); None: only when named.
@@ -72,6 +74,7 @@ class Backend:
     module: str | None = None
     extra: str | None = None
     export: str | None = None
+    sources: tuple[str, ...] = TORCH_KINDS
     always_exports: bool = False
     fast_path: bool = False
     fast_rank: int | None = None
@@ -94,7 +97,7 @@ class Backend:
 
     def exports_from(self, kind: str) -> bool:
         """Whether a model that the ``kind`` backend loads is exported for this backend."""
-        return self.export is not None and kind in TORCH_KINDS
+        return self.export is not None and kind in self.sources
 
 
 _BACKENDS: dict[str, Backend] = {}

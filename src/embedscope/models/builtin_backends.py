@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.errors import ConfigError
-from embedscope.models.backends import Backend, register_backend
+from embedscope.models.backends import TORCH_KINDS, Backend, register_backend
 from embedscope.models.options import EncoderOptions
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
@@ -120,7 +120,6 @@ register_backend(
         export="onnx",
         fast_path=True,
         options=frozenset({"tokenizer", "output_name"}),
-        not_exportable="it is an ONNX model already (use backend onnx to run it as it is)",
         libraries=("onnxruntime", "tokenizers", "transformers"),
         export_libraries=("onnx",),
         error_modules=("onnxruntime", "onnx", "google"),
@@ -140,7 +139,8 @@ register_backend(
         error_modules=_TORCH_ERRORS,
     )
 )
-_EXPORTED = ("a torch model (exported once into the cache folder)",)
+_EXPORTED = ("a torch model (exported once into the cache folder)", "an ONNX graph (converted or quantized once)")
+_FROM_ONNX = (*TORCH_KINDS, "onnx")  # the fast paths that act on an ONNX graph too (embedscope.models.onnx_exports)
 register_backend(
     Backend(
         "onnx-int8",
@@ -150,6 +150,7 @@ register_backend(
         module="onnxruntime",
         extra="onnx-export",
         export="onnx-int8",
+        sources=_FROM_ONNX,
         always_exports=True,
         fast_path=True,
         precisions=(),
@@ -166,6 +167,7 @@ register_backend(
         module="openvino",
         extra="openvino",
         export="openvino",
+        sources=_FROM_ONNX,
         always_exports=True,
         fast_path=True,
         precisions=(),
@@ -181,6 +183,7 @@ register_backend(
         module="openvino",
         extra="openvino",
         export="openvino",  # the same IR, run with bf16 inference precision
+        sources=_FROM_ONNX,
         always_exports=True,
         fast_path=True,
         fast_rank=2,
@@ -198,6 +201,7 @@ register_backend(
         module="openvino",
         extra="openvino",
         export="openvino-int8",
+        sources=_FROM_ONNX,
         always_exports=True,
         fast_path=True,
         fast_rank=1,

@@ -601,15 +601,15 @@ def build_openvino(source: ExportSource, variant: str, target: Path, calibration
 # -- the encoder ---------------------------------------------------------------------------------
 
 
-def fast_encoder(path: str | Path, backend: str, options: EncoderOptions) -> Any:
-    """An encoder on the ``backend`` fast path (a registered backend with an ``export``) of the torch model folder
-    ``path``, exported once into ``<exports_dir>/exports/<key>/`` (``options.exports_dir``: the cache folder,
-    default ``~/.cache/embedscope``).
+def fast_encoder(path: str | Path, backend: str, options: EncoderOptions, form: str | None = None) -> Any:
+    """An encoder on the ``backend`` fast path (a registered backend with an ``export``) of the model at ``path``,
+    exported once into ``<exports_dir>/exports/<key>/`` (``options.exports_dir``: the cache folder, default
+    ``~/.cache/embedscope``). ``form``: the backend that loads the source (``onnx``: an ONNX graph,
+    :mod:`embedscope.models.onnx_exports`; else a torch model folder).
 
     The source's pooling, normalisation, prompts, similarity and maximum length apply unless given here."""
     from embedscope.models.backends import backend as backend_record
     from embedscope.models.backends import backends
-    from embedscope.models.cache import default_cache_dir
     from embedscope.models.device import parse_dtype
 
     record = backend_record(backend)
@@ -632,28 +632,20 @@ def fast_encoder(path: str | Path, backend: str, options: EncoderOptions) -> Any
         quantization = openvino_module(backend).INT8_DEFAULT.key()
     else:
         openvino_module(backend)
+    if form == "onnx":
+        return _onnx_fast_encoder(path, record, options, given, quantization)
     src = export_source(path, backend)
     length = int(options.max_seq_length or src.max_seq_length)
     if length < 1:
         raise ConfigError(f"max_seq_length must be >= 1, got {length}")
     src = dataclasses.replace(src, max_seq_length=length)
     variant = record.export
-    texts: list[str] | None = None
-    if record.calibrates:
-        sample = options.calibration_texts
-        texts = calibration_sample(given if given is not None else (sample() if sample else []))
-        if not texts:
-            raise SettingError(
-                "model_options.calibration",
-                f"{{model_options.backend}} {backend} calibrates on texts: give a calibration file "
-                "({model_options.calibration})",
-            )
+    texts = _calibration_texts(record, options, given)
     key = export_key(src.fingerprint, variant, length, calibration_hash(texts), quantization)
-    exports = Path(options.exports_dir or default_cache_dir()) / EXPORTS
     meta = {
         "variant": variant,
         "source": {"path": str(src.root), "fingerprint": src.fingerprint},
-        "calibration": {"texts": len(texts), "sha256": calibration_hash(texts)} if texts is not None else None,
+        "calibration": _calibration_meta(texts),
         "quantization_settings": quantization,
         "versions": library_versions(),
         **src.meta(),
@@ -665,15 +657,8 @@ def fast_encoder(path: str | Path, backend: str, options: EncoderOptions) -> Any
         else:
             build_openvino(src, variant, target, texts)
 
-    folder, manifest = ensure_export(key, exports, build, meta)
-    common = options.replace(
-        name=options.name or src.root.resolve().name,
-        revision=options.revision or short(src.fingerprint),
-        prompts={**dict(manifest.get("prompts") or {}), **(options.prompts or {})},
-        max_seq_length=length,
-        normalize=manifest["normalize"] if options.normalize is None else options.normalize,
-        source=options.source or str(path),
-    ).common()
+    folder, manifest = ensure_export(key, _exports_folder(options), build, meta)
+    common = _encoder_options(options, manifest, src.root.resolve().name, src.fingerprint, length, path)
     mode = options.pooling or manifest["pooling"]
     if variant.startswith("onnx"):
         from embedscope.models.onnx_backend import OnnxEncoder
@@ -682,23 +667,119 @@ def fast_encoder(path: str | Path, backend: str, options: EncoderOptions) -> Any
             folder / "model.onnx", tokenizer=folder, pooling=mode, similarity=manifest["similarity"], **common
         )
     else:
-        ov = openvino_module(backend)
-        encoder = ov.OpenVinoEncoder(
-            folder,
-            tokenizer=folder,
-            pooling=mode,
-            inference_precision="bf16" if record.quantization == "bf16" else "f32",
-            **common,
+        encoder = _openvino_encoder(record, folder, folder, mode, common)
+    encoder.similarity = manifest["similarity"]
+    return _marked(encoder, record, key, src.fingerprint, meta["calibration"], folder)
+
+
+def _calibration_texts(record: Any, options: EncoderOptions, given: list[str] | None) -> list[str] | None:
+    """The calibration sample of a statically quantized fast path (the file's texts, else the run's own); None for
+    a fast path that does not calibrate."""
+    if not record.calibrates:
+        return None
+    sample = options.calibration_texts
+    texts = calibration_sample(given if given is not None else (sample() if sample else []))
+    if not texts:
+        raise SettingError(
+            "model_options.calibration",
+            f"{{model_options.backend}} {record.name} calibrates on texts: give a calibration file "
+            "({model_options.calibration})",
         )
-        encoder.similarity = manifest["similarity"]
+    return texts
+
+
+def _calibration_meta(texts: list[str] | None) -> dict[str, Any] | None:
+    return {"texts": len(texts), "sha256": calibration_hash(texts)} if texts is not None else None
+
+
+def _exports_folder(options: EncoderOptions) -> Path:
+    from embedscope.models.cache import default_cache_dir
+
+    return Path(options.exports_dir or default_cache_dir()) / EXPORTS
+
+
+def _encoder_options(
+    options: EncoderOptions, manifest: Mapping[str, Any], name: str, fingerprint: str, length: int, path: str | Path
+) -> dict[str, Any]:
+    """The exported encoder's common keyword arguments: the given options over the manifest's."""
+    return options.replace(
+        name=options.name or name,
+        revision=options.revision or short(fingerprint),
+        prompts={**dict(manifest.get("prompts") or {}), **(options.prompts or {})},
+        max_seq_length=length,
+        normalize=manifest["normalize"] if options.normalize is None else options.normalize,
+        source=options.source or str(path),
+    ).common()
+
+
+def _openvino_encoder(
+    record: Any, folder: Path, tokenizer: str | Path, mode: str | None, common: dict[str, Any]
+) -> Any:
+    return openvino_module(record.name).OpenVinoEncoder(
+        folder,
+        tokenizer=tokenizer,
+        pooling=mode,
+        inference_precision="bf16" if record.quantization == "bf16" else "f32",
+        **common,
+    )
+
+
+def _marked(
+    encoder: Any, record: Any, key: str, fingerprint: str, calibration: dict[str, Any] | None, folder: Path
+) -> Any:
+    """``encoder`` marked as the fast path it is (its fingerprint's ``fast_path`` settings)."""
     encoder.fast_path = {
-        "backend": backend,
+        "backend": record.name,
         "quantization": record.quantization,
         "export": key,
-        "source_fingerprint": src.fingerprint,
-        "calibration": meta["calibration"],
+        "source_fingerprint": fingerprint,
+        "calibration": calibration,
     }
-    encoder.backend = backend
+    encoder.backend = record.name
     encoder.export_key = key
     encoder.export_folder = folder
     return encoder
+
+
+def _onnx_fast_encoder(
+    path: str | Path,
+    record: Any,
+    options: EncoderOptions,
+    given: list[str] | None,
+    quantization: dict[str, Any] | None,
+) -> Any:
+    """The fast path ``record`` of an ONNX graph (:mod:`embedscope.models.onnx_exports`), exported once."""
+    from embedscope.models import onnx_exports
+
+    src = onnx_exports.onnx_source(path, options)
+    onnx_exports.refuse_requantizing(src, record.name, record.quantization)
+    variant = record.export
+    texts = _calibration_texts(record, options, given)
+    source_key = hash_dict([src.fingerprint, src.meta()])  # the graph, its output and how its vectors are read
+    key = export_key(source_key, f"{variant}:from-onnx", src.max_seq_length, calibration_hash(texts), quantization)
+    meta = {
+        "variant": variant,
+        "source": {"path": str(src.onnx_file), "fingerprint": src.fingerprint, "quantized": src.quantized},
+        "calibration": _calibration_meta(texts),
+        "quantization_settings": quantization,
+        "versions": library_versions(),
+        **src.meta(),
+    }
+
+    def build(target: Path) -> None:
+        onnx_exports.build(src, variant, target, texts, _TOKENIZER_FILES)
+
+    folder, manifest = ensure_export(key, _exports_folder(options), build, meta)
+    tokenizer = onnx_exports.export_tokenizer(src, folder)
+    common = _encoder_options(options, manifest, src.onnx_file.stem, src.fingerprint, src.max_seq_length, path)
+    mode = None if src.pooled else manifest["pooling"]
+    if variant == "onnx-int8":
+        from embedscope.models.onnx_backend import OnnxEncoder
+
+        encoder: Any = OnnxEncoder(
+            folder / "model.onnx", tokenizer=tokenizer, pooling=mode, output_name=src.output, **common
+        )
+    else:
+        encoder = _openvino_encoder(record, folder, tokenizer, mode, common)
+    encoder.similarity = manifest["similarity"]
+    return _marked(encoder, record, key, src.fingerprint, meta["calibration"], folder)

@@ -299,7 +299,8 @@ def find_ir_file(ir_folder: str | Path) -> Path:
 
 
 class OpenVinoEncoder(BaseEncoder):
-    """An OpenVINO IR of a transformer (token-embeddings output) as an :class:`~embedscope.models.base.Encoder`.
+    """An OpenVINO IR of a transformer (token-embeddings output, or an ONNX graph's pooled output) as an
+    :class:`~embedscope.models.base.Encoder`.
 
     Args:
         ir_folder: folder holding ``model.xml`` + ``model.bin`` (from :func:`export_ir` or
@@ -365,9 +366,15 @@ class OpenVinoEncoder(BaseEncoder):
                 f"{self.xml_file}: inputs {self.input_names}; need input_ids, attention_mask[, token_type_ids]"
             )
         out_shape = model.outputs[0].get_partial_shape()
-        if out_shape.rank.is_dynamic or out_shape.rank.get_length() != 3:
-            raise ConfigError(f"{self.xml_file}: output shape {out_shape}; need token embeddings [batch, seq, hidden]")
-        hidden = out_shape[2]
+        if out_shape.rank.is_dynamic or out_shape.rank.get_length() not in (2, 3):
+            raise ConfigError(
+                f"{self.xml_file}: output shape {out_shape}; need token embeddings [batch, seq, hidden] or pooled "
+                "[batch, hidden]"
+            )
+        self.pooled_output = out_shape.rank.get_length() == 2  # an ONNX graph's pooled output, converted
+        if self.pooled_output and pooling not in (None, "graph"):
+            raise ConfigError(f"{self.xml_file}: the output is already pooled; pooling={pooling!r} cannot apply")
+        hidden = out_shape[-1]
         self.embed_dim = hidden.get_length() if hidden.is_static else None
         self.quantized = any(op.get_type_name() == "FakeQuantize" for op in model.get_ops())
         self.threads = int(threads or cpu_threads())
@@ -391,7 +398,11 @@ class OpenVinoEncoder(BaseEncoder):
         self.max_seq_length = int(max_seq_length or 512)
         if self.max_seq_length < 1:
             raise ConfigError(f"max_seq_length must be >= 1, got {max_seq_length}")
-        self.pooling = check_pooling_mode(pooling or (st_pooling_mode(st_folder) if st_folder else None) or "mean")
+        self.pooling = (
+            "graph"
+            if self.pooled_output
+            else check_pooling_mode(pooling or (st_pooling_mode(st_folder) if st_folder else None) or "mean")
+        )
         self.normalize = bool(normalize) if normalize is not None else bool(st_folder and st_normalizes(st_folder))
         self.prompts = resolve_prompts(st_prompts(st_folder) if st_folder else {}, prompts, query_prompt)
         self.similarity: Similarity = similarity or (st_similarity(st_folder) if st_folder else "cosine")
@@ -434,7 +445,11 @@ class OpenVinoEncoder(BaseEncoder):
             masks.append(batch["attention_mask"])
             self._queue.start_async({name: batch[name] for name in self.input_names}, number)
         self._queue.wait_all()
-        vectors = np.concatenate([pool(self._outputs[n], masks[n], self.pooling) for n in range(len(parts))])
+        pooled = [
+            self._outputs[n] if self.pooled_output else pool(self._outputs[n], masks[n], self.pooling)
+            for n in range(len(parts))
+        ]
+        vectors = np.concatenate(pooled)
         self._outputs.clear()
         return normalize_rows(vectors) if self.normalize else vectors
 

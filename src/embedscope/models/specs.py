@@ -200,18 +200,19 @@ def _build(kind: str, path: str | Path, options: EncoderOptions) -> Encoder:
     return encoder
 
 
-def _fast(path: Path, record: Backend, options: EncoderOptions) -> Encoder:
-    """The exported fast path of a torch model (options that cannot act on it refused)."""
+def _fast(path: Path, record: Backend, options: EncoderOptions, form: str) -> Encoder:
+    """The exported fast path of a model that backend ``form`` loads (options that cannot act on it refused: a
+    torch model's export uses its own tokenizer and output; an ONNX graph's takes them as the onnx backend does)."""
     from embedscope.models.exports import fast_encoder
 
-    for option in ("tokenizer", "output_name"):
+    for option in ("tokenizer", "output_name") if form != "onnx" else ():
         if getattr(options, option) is not None:
             raise SettingError(
                 f"model_options.{option}",
                 f"{{model_options.{option}}} cannot apply to {{model_options.backend}} {record.name}: the export uses "
                 "the model's own",
             )
-    encoder: Encoder = fast_encoder(path, record.name, options)
+    encoder: Encoder = fast_encoder(path, record.name, options, form=form)
     return encoder
 
 
@@ -320,8 +321,12 @@ def _load_alias(key: str, record: Backend | None, opts: EncoderOptions) -> Encod
     a = ALIASES[key]
     path = alias_path(key)
     source = f"alias:{key} ({path})"
+    merged = opts.replace(**{k: v for k, v in a.options.items() if getattr(opts, k) is None})
     if record is not None and record.exports_from(a.backend):
-        return _fast(path, record, opts.replace(name=a.name, source=source))
+        if a.backend == "onnx" and merged.tokenizer is None and a.tokenizer_from:
+            merged = merged.replace(tokenizer=str(alias_path(a.tokenizer_from)))
+        exported = merged if a.backend == "onnx" else opts  # a torch export reads the model's own settings
+        return _fast(path, record, exported.replace(name=a.name, source=source), a.backend)
     if record is not None and record.always_exports:
         raise SettingError(
             "model_options.backend",
@@ -329,7 +334,6 @@ def _load_alias(key: str, record: Backend | None, opts: EncoderOptions) -> Encod
             f"{backend(a.backend).not_exportable}",
         )
     kind = record.name if record is not None else a.backend
-    merged = opts.replace(**{k: v for k, v in a.options.items() if getattr(opts, k) is None})
     if kind != "onnx" and a.backend == "onnx":
         raise ConfigError(f"alias {key!r} is an ONNX model; backend={kind!r} cannot load it")
     if kind == "onnx" and a.backend != "onnx":
@@ -351,13 +355,15 @@ def _load_path(spec: str, expanded: Path, record: Backend | None, opts: EncoderO
     if record is not None and record.name == "onnx" and has_onnx(expanded):
         detected = "onnx"  # an ONNX file is there: run it as it is
     opts = opts.replace(source=str(expanded))
-    if record is not None and detected is not None and record.exports_from(detected):
-        return _fast(expanded, record, opts)
-    if record is not None and record.always_exports:
+    exported = record is not None and detected is not None and record.exports_from(detected)
+    if record is not None and record.always_exports and not exported:
         raise _not_exportable(spec, record, str(detected))
     kind = record.name if record is not None else str(detected)
-    if kind == "onnx" and expanded.is_dir() and not has_onnx(expanded):
+    if kind == "onnx" and not exported and expanded.is_dir() and not has_onnx(expanded):
         raise ConfigError(f"{spec}: backend onnx needs a .onnx file or a folder with model.onnx")
+    if exported:
+        assert record is not None
+        return _fast(expanded, record, opts, str(detected))
     try:
         return _build(kind, expanded, opts)
     except EmbedscopeError:
@@ -372,7 +378,12 @@ def _load_hub(spec: str, record: Backend, opts: EncoderOptions) -> Encoder:
     """A hub id: on a backend that loads hub ids, or exported from its snapshot for a fast path."""
     if record.always_exports:
         snapshot = _hub_snapshot(spec, opts.revision)  # filed under its commit, as the sentence-transformers backend
-        return _fast(snapshot, record, opts.replace(name=spec, revision=snapshot.name, source=f"hub:{spec}"))
+        return _fast(
+            snapshot,
+            record,
+            opts.replace(name=spec, revision=snapshot.name, source=f"hub:{spec}"),
+            "sentence-transformers",
+        )
     if not record.hub:
         raise ConfigError(f"backend {record.name!r} loads local files only; download {spec!r} and pass its path")
     if hub_offline():

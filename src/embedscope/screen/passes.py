@@ -86,7 +86,9 @@ class ScreenedModel:
     model: str  # as given
     name: str = ""  # as its results are filed
     fast_applied: bool = True
-    note: str = ""  # why the fast path did not apply
+    fast_path: str | None = None  # the fast path it ran on (None: exact, or a proxy screen on the exact path)
+    fast_overrides: dict[str, Any] = field(default_factory=dict)  # that fast path's model options
+    note: str = ""  # why the fast path did not apply, or why the first ones tried did not
     fast: MeanScore | None = None
     exact: MeanScore | None = None
     fast_folder: Path | None = None

@@ -67,7 +67,12 @@ def rankings_table(report: ScreenReport, digits: int = 4) -> str:
     costs = any(u is not None for u in usage.values())
     rows = []
     for i, m in enumerate(report.models):
-        fast_cell = _with_ci(m.fast, digits) + ("" if m.fast_applied else " (exact)")
+        other_path = m.fast_path is not None and m.fast_path != report.fast_path
+        fast_cell = (
+            _with_ci(m.fast, digits)
+            + ("" if m.fast_applied else " (exact)")
+            + (f" (on {m.fast_path})" if other_path else "")
+        )
         rows.append(
             [
                 str(i + 1),

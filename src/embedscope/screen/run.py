@@ -170,6 +170,7 @@ class ScreenReport:
                 "model": m.model,
                 "name": m.name,
                 "fast_applied": m.fast_applied,
+                "fast_path": m.fast_path,
                 "note": m.note,
                 "fast": score(m.fast),
                 "exact": score(m.exact),
@@ -276,15 +277,46 @@ def _preflight(
     check.raise_if_any()
 
 
-def _fast_pass(settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], m: ScreenedModel) -> Pass:
-    """The model's fast run; on its exact path (noted in ``m``) when the fast path cannot act on it: a model that
-    embeds nothing (bm25), or one the fast path refuses."""
-    try:
-        if not _embeds(settings, run):
-            raise ConfigError(f"{run.model} runs no embedding model")
-        done = run_one(one_model(settings, run, overrides))
-    except ConfigError as e:
-        m.fast_applied, m.note = False, f"the fast path does not apply ({e}); screened exact"
+def fast_path_chain(fast: str | None) -> list[tuple[str, dict[str, str]]]:
+    """The fast paths a screen tries on each model, in order, with their model options: ``fast`` alone when named;
+    by default every fast path of :func:`preference` that can run here, so that a model the first refuses (an ONNX
+    graph quantized already, which ``openvino-int8`` will not quantize again) takes the next that applies."""
+    if fast is not None:
+        return [(fast, fast_path_overrides(fast))]
+    chain = []
+    for name in preference():
+        try:
+            chain.append((name, fast_path_overrides(name)))
+        except ConfigError:
+            continue
+    if not chain:
+        default_fast_path()  # the one-line error naming them
+    return chain
+
+
+def _fast_pass(
+    settings: RunSettings, run: ModelRun, chain: Sequence[tuple[str, Mapping[str, Any]]], m: ScreenedModel
+) -> Pass:
+    """The model's fast run on the first path of ``chain`` that applies to it (``m`` records which, and why the
+    ones before it did not); on its exact path (noted) when none can act on it: a model that embeds nothing (bm25),
+    or one every fast path refuses."""
+    refused: list[str] = []
+    done = None
+    if _embeds(settings, run):
+        for name, overrides in chain:
+            try:
+                done = run_one(one_model(settings, run, overrides))
+            except ConfigError as e:
+                refused.append(f"{name}: {e}")
+                continue
+            m.fast_path, m.fast_overrides = name, dict(overrides)
+            if refused:
+                m.note = f"on fast path {name}; {'; '.join(refused)}"
+            break
+    else:
+        refused.append(f"{run.model} runs no embedding model")
+    if done is None:
+        m.fast_applied, m.note = False, f"the fast path does not apply ({'; '.join(refused)}); screened exact"
         done = run_one(one_model(settings, run, {}))
     m.fast_folder, m.name, m.fast_seconds = done.folder, done.name, done.seconds
     return done
@@ -317,12 +349,12 @@ def screen_settings(
         raise ConfigError("--audit checks a screen with --proxy: give --proxy too")
     confirm = DEFAULT_CONFIRM if confirm is None else confirm
     fidelity = True if fidelity is None else fidelity
-    fast = fast if fast is not None else default_fast_path()
-    overrides = fast_path_overrides(fast)
-    runs = _check(settings, confirm, list(overrides))
+    chain = fast_path_chain(fast)
+    fast = chain[0][0]
+    runs = _check(settings, confirm, sorted({k for _, overrides in chain for k in overrides}))
     _preflight(settings, runs, options, outputs or {})
     models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
-    fast_passes = {str(r.model): _fast_pass(settings, r, overrides, models[str(r.model)]) for r in runs}
+    fast_passes = {str(r.model): _fast_pass(settings, r, chain, models[str(r.model)]) for r in runs}
     tasks = _shared_tasks({k: p.items for k, p in fast_passes.items()})
     for key, m in models.items():
         m.fast = mean_score({t: fast_passes[key].items[t] for t in tasks}, options)
@@ -343,7 +375,7 @@ def screen_settings(
             exact, fast_done = exact_passes[key], fast_passes[key]
             models[key].fidelity = _fidelity(exact.items, fast_done.items, options, tasks)
             if fidelity:
-                cosines = _embedding_agreement(settings, r, overrides, [exact.tasks[t] for t in tasks])
+                cosines = _embedding_agreement(settings, r, models[key].fast_overrides, [exact.tasks[t] for t in tasks])
                 for row in models[key].fidelity:
                     row.update(cosines.get(row["task"], {}))
     fidelity_seconds = time.perf_counter() - started
