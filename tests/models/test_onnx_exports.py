@@ -17,6 +17,7 @@ import pytest
 from embedscope.cli.main import main
 from embedscope.errors import SettingError
 from embedscope.models.specs import load_encoder
+from support.cpu import require_bf16
 from support.lazy import lazy_module
 from support.tiny_models import build_tiny_sentence_transformer
 
@@ -88,6 +89,8 @@ def test_openvino_runs_an_onnx_graph_as_onnxruntime_does(
 ) -> None:
     from embedscope.models import onnx_exports
 
+    if backend == "openvino-bf16":
+        require_bf16()
     converted: list[Path] = []
     convert = onnx_exports.convert_ir
     monkeypatch.setattr(

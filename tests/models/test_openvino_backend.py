@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from embedscope.errors import ConfigError, MissingDependencyError
+from support.cpu import require_bf16
 from support.lazy import lazy_module
 
 torch = lazy_module("torch")  # imported by the first test that uses it: collection imports nothing heavy
@@ -20,6 +21,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("nncf") is None, reason="nncf is not installed"),
 ]
 
+from embedscope.models import openvino_backend  # noqa: E402
 from embedscope.models.openvino_backend import (  # noqa: E402
     INT8_DEFAULT,
     Int8Settings,
@@ -105,19 +107,41 @@ def test_planned_batches_give_the_same_bits(tiny, streams):
 
 
 @pytest.mark.slow
-def test_bf16_and_int8_stay_close(tiny, tiny_reference):
-    folder, ir, int8 = tiny
+def test_bf16_stays_close(tiny, tiny_reference):
+    require_bf16()
+    folder, ir, _ = tiny
     bf16 = OpenVinoEncoder(ir, tokenizer=folder, inference_precision="bf16")
     assert bf16.dtype == "bfloat16"
     assert _cosines(bf16.encode(TEXTS, role="document"), tiny_reference).min() > 0.99
+
+
+@pytest.mark.slow
+def test_bf16_on_a_cpu_without_it_is_refused_in_one_line(tiny, monkeypatch):
+    folder, ir, _ = tiny
+    monkeypatch.setattr(openvino_backend, "cpu_capabilities", lambda: ("FP32", "INT8"))
+    for given in ({"inference_precision": "bf16"}, {"dtype": "bf16"}):
+        with pytest.raises(
+            ConfigError, match=r"^inference precision bf16: this CPU cannot compute in bf16 \(.*FP32, INT8\)"
+        ) as e:
+            OpenVinoEncoder(ir, tokenizer=folder, **given)
+        assert str(e.value).endswith("use backend openvino") and "\n" not in str(e.value)
+    assert OpenVinoEncoder(ir, tokenizer=folder).inference_precision == "f32"  # f32 still runs
+    monkeypatch.setattr(openvino_backend, "cpu_capabilities", lambda: ("FP32", "INT8", "BF16"))
+    assert OpenVinoEncoder(ir, tokenizer=folder, dtype="bf16").inference_precision == "bf16"
+
+
+@pytest.mark.slow
+def test_int8_stays_close(tiny, tiny_reference):
+    folder, _, int8 = tiny
     quantized = OpenVinoEncoder(int8, tokenizer=folder)
     assert quantized.quantized and quantized.describe()["quantization"] == "int8-static"
     assert _cosines(quantized.encode(TEXTS, role="document"), tiny_reference).min() > 0.95
 
 
 @pytest.mark.slow
-def test_fingerprint_names_precision_ir_and_settings(tiny):
+def test_fingerprint_names_precision_ir_and_settings(tiny, monkeypatch):
     folder, ir, int8 = tiny
+    monkeypatch.setattr(openvino_backend, "cpu_capabilities", lambda: ("FP32", "BF16"))  # only labels are compared
     f32 = OpenVinoEncoder(ir, tokenizer=folder)
     prints = {
         f32.fingerprint,
@@ -134,8 +158,9 @@ def test_fingerprint_names_precision_ir_and_settings(tiny):
 
 
 @pytest.mark.slow
-def test_dtype_and_precision(tiny):
+def test_dtype_and_precision(tiny, monkeypatch):
     folder, ir, _ = tiny
+    monkeypatch.setattr(openvino_backend, "cpu_capabilities", lambda: ("FP32", "BF16"))  # only labels are read
     assert OpenVinoEncoder(ir, tokenizer=folder, dtype="bf16").inference_precision == "bf16"
     with pytest.raises(ConfigError, match="disagrees"):
         OpenVinoEncoder(ir, tokenizer=folder, dtype="bf16", inference_precision="f32")
@@ -294,6 +319,7 @@ def test_minilm_f32_equals_sentence_transformers(minilm_ir, bbc_texts):
 @pytest.mark.long
 @pytest.mark.slow
 def test_minilm_bf16_and_int8_cosines(minilm_ir, bbc_texts, tmp_path):
+    require_bf16()
     folder, ir = minilm_ir
     exact = OpenVinoEncoder(ir, tokenizer=folder).encode(bbc_texts, role="document")
     bf16 = OpenVinoEncoder(ir, tokenizer=folder, inference_precision="bf16").encode(bbc_texts, role="document")

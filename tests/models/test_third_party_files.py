@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from embedscope.testing.tiny import write_tiny_beir
+from support.cpu import require_bf16
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +52,8 @@ def _named(tmp_path: Path) -> list[str]:
 def test_a_run_on_each_backend_writes_only_into_the_named_folders(tiny, tmp_path: Path, backend: str | None) -> None:
     if backend and backend.startswith("openvino"):
         pytest.importorskip("openvino")
+    if backend == "openvino-bf16":
+        require_bf16()
     model, data = tiny
     argv = ["run", "--model", str(model), "--tasks", str(data), *_named(tmp_path)]
     done = run_isolated(tmp_path, [*argv, *(["--backend", backend] if backend else [])])

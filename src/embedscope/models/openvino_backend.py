@@ -21,6 +21,7 @@ Needs ``pip install 'embedscope[openvino]'`` (``openvino``, ``nncf``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -65,6 +66,22 @@ def _import_openvino() -> Any:
     except ImportError as e:
         raise MissingDependencyError("openvino", f"The OpenVINO backend ({EXTRA})") from e
     return openvino
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_capabilities() -> tuple[str, ...]:
+    """What OpenVINO's CPU plugin can compute in here (``OPTIMIZATION_CAPABILITIES``: ``FP32``, ``INT8``, ``BF16`` …)."""
+    return tuple(_import_openvino().Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+
+
+def check_precision_here(precision: str) -> None:
+    """A one-line ConfigError when this CPU cannot compute in ``precision``: OpenVINO would run f32 instead and the
+    results would record bf16."""
+    if precision == "bf16" and "BF16" not in cpu_capabilities():
+        raise ConfigError(
+            f"inference precision bf16: this CPU cannot compute in bf16 (OpenVINO's CPU capabilities: "
+            f"{', '.join(cpu_capabilities())}), so OpenVINO would run f32 under a bf16 label: use backend openvino"
+        )
 
 
 def _import_nncf() -> Any:
@@ -350,6 +367,7 @@ class OpenVinoEncoder(BaseEncoder):
                 f"device {asked!r}: the OpenVINO backend runs on the CPU only (use device cpu, or another backend)"
             )
         self.inference_precision = parse_precision(inference_precision, dtype)
+        check_precision_here(self.inference_precision)
         self._place("cpu", PRECISIONS[self.inference_precision])
         ov = _import_openvino()
         self.xml_file = find_ir_file(ir_folder)

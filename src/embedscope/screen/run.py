@@ -16,8 +16,11 @@
    exact, as ``compare --models`` measures it (score shift with CI, top-10 Jaccard/RBO or similarity Spearman, and
    the per-text cosine of the two vectors).
 
-A model on which the fast path cannot act (a static or ONNX model has no bf16 path) is screened on its exact path,
-and the report says so on its row. Times are the wall times measured here, nothing estimated.
+With the default fast path, each model takes the first of :func:`fast_path_chain` that acts on it (an ONNX graph
+quantized already, which ``openvino-int8`` will not quantize again, takes ``openvino-bf16``, or ``openvino`` where
+this CPU computes no bf16); a named ``--fast`` is the only one tried. A model on which no fast path can act (a static
+model, bm25) is screened on its exact path, and the report says so on its row. Times are the wall times measured
+here, nothing estimated.
 """
 
 from __future__ import annotations
