@@ -197,3 +197,16 @@ def test_int8_weights_count_as_a_quantized_graph(tmp_path: Path) -> None:
     floats = onnx.helper.make_model(onnx.helper.make_graph(nodes, "g", [x], [y], [weights]))
     onnx.save(floats, str(path))
     assert quantized_graph(path) is None
+
+
+def test_the_export_key_follows_the_tokenizers_content(graph: Path, tmp_path: Path) -> None:
+    import json
+
+    folder = tmp_path / "graph"
+    shutil.copytree(graph, folder)
+    first = load_encoder(str(folder), backend="openvino", exports_dir=tmp_path / "cache").export_key
+    tokenizer = folder / "tokenizer.json"
+    tokenizer.write_text(json.dumps(json.loads(tokenizer.read_text(encoding="utf-8")), indent=2), encoding="utf-8")
+    again = load_encoder(str(folder), backend="openvino", exports_dir=tmp_path / "cache")
+    assert again.export_key != first  # the same path, other bytes: the copy in the old export is not reused
+    assert (again.export_folder / "tokenizer.json").read_bytes() == tokenizer.read_bytes()

@@ -365,6 +365,11 @@ class OnnxEncoder(BaseEncoder):
         self.name = name or (folder.name if self.onnx_file.name == "model.onnx" else self.onnx_file.stem)
         self.revision = revision or short(self.content_hash)
 
+    @property
+    def input_roles(self) -> dict[str, str]:
+        """Each graph input's name → what it is fed: ``input_ids``, ``attention_mask`` or ``token_type_ids``."""
+        return dict(self._input_roles)
+
     @staticmethod
     def _choose_output(outputs: list[Any], want_tokens: bool) -> Any:
         floats = [o for o in outputs if o.type == "tensor(float)"]

@@ -71,7 +71,7 @@ class OnnxSource:
 
     Attributes:
         onnx_file: the graph.
-        fingerprint: sha256 over the graph, its external data and the output used.
+        fingerprint: sha256 over the graph, its external data, the output used and the tokenizer's content.
         output: the graph output whose vectors are used.
         pooled: whether that output is pooled already (``[batch, hidden]``).
         roles: graph input name → ``input_ids``, ``attention_mask`` or ``token_type_ids``.
@@ -125,10 +125,12 @@ def onnx_source(path: str | Path, options: EncoderOptions) -> OnnxSource:
         raise
     return OnnxSource(
         onnx_file=onnx_file,
-        fingerprint=hash_dict([graph.content_hash, graph.external_data_hash, graph.output_name]),
+        fingerprint=hash_dict(
+            [graph.content_hash, graph.external_data_hash, graph.output_name, graph.tokenizer.content]
+        ),
         output=graph.output_name,
         pooled=graph.pooled_output,
-        roles=dict(graph._input_roles),
+        roles=graph.input_roles,
         tokenizer=str(tokenizer),
         quantized=quantized,
         pooling=graph.pooling,

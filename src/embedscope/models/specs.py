@@ -355,15 +355,13 @@ def _load_path(spec: str, expanded: Path, record: Backend | None, opts: EncoderO
     if record is not None and record.name == "onnx" and has_onnx(expanded):
         detected = "onnx"  # an ONNX file is there: run it as it is
     opts = opts.replace(source=str(expanded))
-    exported = record is not None and detected is not None and record.exports_from(detected)
-    if record is not None and record.always_exports and not exported:
+    if record is not None and detected is not None and record.exports_from(detected):
+        return _fast(expanded, record, opts, detected)
+    if record is not None and record.always_exports:
         raise _not_exportable(spec, record, str(detected))
     kind = record.name if record is not None else str(detected)
-    if kind == "onnx" and not exported and expanded.is_dir() and not has_onnx(expanded):
+    if kind == "onnx" and expanded.is_dir() and not has_onnx(expanded):
         raise ConfigError(f"{spec}: backend onnx needs a .onnx file or a folder with model.onnx")
-    if exported:
-        assert record is not None
-        return _fast(expanded, record, opts, str(detected))
     try:
         return _build(kind, expanded, opts)
     except EmbedscopeError:
