@@ -185,7 +185,7 @@ def _confirming(monkeypatch, estimates: dict[str, float], replicates: dict[str, 
     return ran, result
 
 
-def test_survivors_are_confirmed_cheapest_first_until_the_stated_probability_is_reached(monkeypatch) -> None:
+def test_survivors_are_confirmed_in_order_until_the_stated_probability_is_reached(monkeypatch) -> None:
     reps = _replicates()  # a leads; c within 0.001 of it; d noisy; b far below
     survivors = {k: reps[k] for k in "acd"}
     cost = {"a": 50.0, "c": 1.0, "d": 500.0}
@@ -201,6 +201,19 @@ def test_survivors_are_confirmed_cheapest_first_until_the_stated_probability_is_
     ran, result = _confirming(monkeypatch, cost, survivors, confidence=min(1.0, p_ac + 1e-9))
     assert ran == ["c", "a", "d"] and result.unconfirmed == [] and result.p_winner_kept == 1.0
     assert result.confirmed == sorted("acd", key=lambda k: -float(np.mean(survivors[k])))
+
+
+def test_a_costly_leader_is_confirmed_before_a_cheaper_candidate_few_replicates_favour(monkeypatch) -> None:
+    reps = _replicates()  # a leads; c within 0.001 of it; b clearly below (it wins no replicate)
+    survivors = {k: reps[k] for k in "abc"}
+    cost = {"a": 500.0, "b": 10.0, "c": 1.0}
+    matrix = np.vstack([survivors[k] for k in "abc"])
+    wins = {k: float((matrix.argmax(axis=0) == i).mean()) for i, k in enumerate("abc")}  # numpy
+    assert wins["b"] == 0.0 and wins["a"] > 0 and wins["c"] > 0
+    p_ac = wins["a"] + wins["c"]
+    ran, result = _confirming(monkeypatch, cost, survivors, confidence=p_ac)
+    assert ran == ["c", "a"] and result.unconfirmed == ["b"]  # cheapest first would have run b (10 s) before a
+    assert halving.confirm_order(list("abc"), cost, wins) == ["c", "a", "b"]
 
 
 def _keyword_vectors(served: dict[str, list[str]]):

@@ -68,6 +68,22 @@ def tie_groups(replicates: Mapping[str, np.ndarray], margin: float, alpha: float
     return [[best, *tied]] if tied else [[best]]
 
 
+def confirm_order(candidates: Sequence[str], estimates: Mapping[str, float], wins: Mapping[str, float]) -> list[str]:
+    """The order to confirm ``candidates`` in: the largest share of replicates won (``wins``: each candidate's,
+    with the candidates tied to it) per estimated exact second (``estimates``) first, the cheaper first between
+    equals. Confirmed greedily in this order, the stated probability grows fastest per second spent, and a
+    costly candidate that few replicates favour comes last (often not run at all).
+
+    >>> confirm_order(["big", "small", "never"], {"big": 500.0, "small": 1.0, "never": 10.0}, {"big": 0.8, "small": 0.2})
+    ['small', 'big', 'never']
+    """
+
+    def ratio(key: str) -> float:
+        return wins.get(key, 0.0) / max(estimates.get(key, 0.0), 1e-9)
+
+    return sorted(candidates, key=lambda k: (-ratio(k), estimates.get(k, 0.0)))
+
+
 def p_best_kept(replicates: Mapping[str, np.ndarray], kept: Sequence[str]) -> float:
     """The share of replicates whose best candidate is one of ``kept`` (every candidate's replicates aligned)."""
     names = list(replicates)

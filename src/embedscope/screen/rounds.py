@@ -9,9 +9,10 @@
    (:mod:`embedscope.screen.halving`). The share of replicates whose best candidate is still in, multiplied over
    the rounds, is the stated probability that the exact winner survived. Every proxy of a round is built once
    (its data loaded and reduced once), whichever candidates run it.
-3. The survivors run exact on the full tasks, the cheapest first: each one's exact cost is estimated from its last
-   round (each proxy task's time less loading its data, divided by the share of the full task's texts the proxy
-   holds: :func:`exact_estimate`). Before each, the stated probability is recomputed with only the confirmed (and
+3. The survivors run exact on the full tasks, the most replicates won per estimated second first
+   (:func:`~embedscope.screen.halving.confirm_order`): each one's exact cost is estimated from its last round (each
+   proxy task's time less loading its data, divided by the share of the full task's texts the proxy holds:
+   :func:`exact_estimate`). Before each, the stated probability is recomputed with only the confirmed (and
    their ties) kept; once it reaches the screen's confidence, the survivors left stay unconfirmed, ranked by their
    proxy score, and the stated probability is that one. The confirmed models' exact ranking decides. ``audit``
    also runs every other candidate exact and says whether the claim held: the exact winner among the confirmed
@@ -224,13 +225,19 @@ def _confirm(
     result: HalvingResult,
     options: CompareOptions,
 ) -> None:
-    """Run the survivors exact, the cheapest (estimated) first, until the stated probability that the exact winner
-    is among the confirmed (or tied with one of them) reaches ``options.confidence``; the others stay unconfirmed.
-    The last round's replicates give that probability (:func:`~embedscope.screen.halving.p_best_kept`)."""
+    """Run the survivors exact, the most replicates won per estimated second first
+    (:func:`~embedscope.screen.halving.confirm_order`), until the stated probability that the exact winner is among
+    the confirmed (or tied with one of them) reaches ``options.confidence``; the others stay unconfirmed. The last
+    round's replicates give that probability (:func:`~embedscope.screen.halving.p_best_kept`)."""
     last = result.rounds[-1]
     earlier = math.prod(r.p_best_kept for r in result.rounds[:-1])
     confirmed: list[str] = []
-    order = sorted(survivors, key=lambda k: last.exact_estimate.get(k, 0.0))
+    wins = {
+        k: halving.p_best_kept(replicates, [c for c in _covered([k], result.rounds) if c in replicates])
+        for k in survivors
+        if k in replicates
+    }
+    order = halving.confirm_order(survivors, last.exact_estimate, wins)
     for n, key in enumerate(order):
         if confirmed:
             covered = [k for k in _covered(confirmed, result.rounds) if k in replicates]
