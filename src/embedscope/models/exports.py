@@ -100,13 +100,9 @@ def missing_extra(extra: str, backend: str) -> MissingDependencyError:
 
 
 @dataclass(frozen=True)
-class ExportSource:
-    """A torch model folder and what it says about its embeddings (read from its files, never guessed)."""
+class EmbeddingSettings:
+    """How an export's vectors are read from its output (kept in its manifest, used by its encoder)."""
 
-    root: Path  # the sentence-transformers (or transformers) folder
-    transformer: Path  # the folder holding config.json and the weights
-    tokenizer: Path  # the folder holding the tokenizer files
-    fingerprint: str  # sha256 over the root's model files
     pooling: str
     normalize: bool
     prompts: dict[str, str]
@@ -122,6 +118,16 @@ class ExportSource:
             "similarity": self.similarity,
             "max_seq_length": self.max_seq_length,
         }
+
+
+@dataclass(frozen=True)
+class ExportSource(EmbeddingSettings):
+    """A torch model folder and what it says about its embeddings (read from its files, never guessed)."""
+
+    root: Path  # the sentence-transformers (or transformers) folder
+    transformer: Path  # the folder holding config.json and the weights
+    tokenizer: Path  # the folder holding the tokenizer files
+    fingerprint: str  # sha256 over the root's model files
 
 
 def _read_json(path: Path) -> dict[str, Any]:

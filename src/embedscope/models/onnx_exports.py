@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.errors import EmbedscopeError, SettingError
+from embedscope.models.exports import EmbeddingSettings
 from embedscope.models.fingerprint import hash_dict
 from embedscope.models.options import EncoderOptions
 
@@ -66,7 +67,7 @@ def quantized_graph(onnx_file: Path) -> str | None:
 
 
 @dataclass(frozen=True)
-class OnnxSource:
+class OnnxSource(EmbeddingSettings):
     """An ONNX model as a fast path reads it (through the ``onnx`` backend's own resolution).
 
     Attributes:
@@ -86,24 +87,10 @@ class OnnxSource:
     roles: dict[str, str]
     tokenizer: str
     quantized: str | None
-    pooling: str
-    normalize: bool
-    prompts: dict[str, str]
-    similarity: str
-    max_seq_length: int
 
     def meta(self) -> dict[str, Any]:
-        """The embedding settings the export carries in its manifest."""
-        return {
-            "form": "onnx",
-            "output": self.output,
-            "pooling": self.pooling,
-            "normalize": self.normalize,
-            "prompts": self.prompts,
-            "similarity": self.similarity,
-            "max_seq_length": self.max_seq_length,
-            "tokenizer_source": self.tokenizer,
-        }
+        """The embedding settings the export carries in its manifest, with the graph's output and tokenizer."""
+        return {"form": "onnx", "output": self.output, **super().meta(), "tokenizer_source": self.tokenizer}
 
 
 def onnx_source(path: str | Path, options: EncoderOptions) -> OnnxSource:
