@@ -69,6 +69,17 @@ def test_the_shipped_onnx_alias_writes_only_into_the_named_folders(tiny, tmp_pat
     run_isolated(tmp_path, ["run", "--model", "minilm-int8", "--tasks", str(data), *_named(tmp_path)])
 
 
+@pytest.mark.parametrize(("model", "backend"), [("minilm-int8", "openvino"), ("paraphrase-minilm-l3", "onnx-int8")])
+def test_an_onnx_graphs_fast_path_writes_only_into_the_named_folders(
+    tiny, tmp_path: Path, model: str, backend: str
+) -> None:
+    """The shipped ONNX graphs converted (OpenVINO) or quantized (onnxruntime) into the cache folder."""
+    pytest.importorskip("openvino" if backend == "openvino" else "onnx")
+    _, data = tiny
+    run_isolated(tmp_path, ["run", "--model", model, "--backend", backend, "--tasks", str(data), *_named(tmp_path)])
+    assert any((tmp_path / "cache" / "exports").iterdir())  # the export went where it was told
+
+
 def test_a_sweep_writes_only_into_the_named_folders(tiny, tmp_path: Path) -> None:
     model, data = tiny
     argv = ["sweep", "--tasks", str(data), "--axis", f"model=[bm25, {model}]", "--axis", "top_k=5,10"]
