@@ -8,11 +8,13 @@ ONNX files cannot be checked cheaply: :func:`corrupt_model_error` explains a fai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
-from embedscope.errors import ConfigError
+from embedscope.errors import ConfigError, EmbedscopeError
 
 _HINT = "the file is corrupt or truncated: copy, download or export the model again"
 
@@ -71,6 +73,20 @@ def corrupt_model_error(path: Path, error: Exception) -> ConfigError:
         f"{path}: cannot load this model ({type(error).__name__}: {first[:300]}); if a model file "
         "is corrupt or truncated, copy, download or export the model again"
     )
+
+
+@contextlib.contextmanager
+def model_load_errors(path: Path) -> Iterator[None]:
+    """Inside it, a model library's error for unreadable files (:func:`is_load_error`) becomes the one-line
+    :func:`corrupt_model_error` naming ``path``; embedscope's own errors and other bugs pass unchanged."""
+    try:
+        yield
+    except EmbedscopeError:
+        raise
+    except Exception as e:
+        if is_load_error(e):
+            raise corrupt_model_error(path, e) from e
+        raise
 
 
 LOAD_ERRORS: tuple[type[Exception], ...] = (ValueError, OSError, RuntimeError, KeyError, EOFError)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embedscope.errors import EmbedscopeError, SettingError
+from embedscope.errors import SettingError
 from embedscope.models.exports import EmbeddingSettings
 from embedscope.models.fingerprint import hash_dict
 from embedscope.models.options import EncoderOptions
@@ -96,20 +96,14 @@ class OnnxSource(EmbeddingSettings):
 def onnx_source(path: str | Path, options: EncoderOptions) -> OnnxSource:
     """The :class:`OnnxSource` of ``path`` (a ``.onnx`` file or a folder holding one), with ``options``' output,
     tokenizer, pooling, normalisation, prompts and maximum length applied as the ``onnx`` backend applies them."""
-    from embedscope.models.integrity import corrupt_model_error, is_load_error
+    from embedscope.models.integrity import model_load_errors
     from embedscope.models.onnx_backend import find_onnx_file, find_tokenizer_folder
 
     onnx_file = find_onnx_file(path)
     tokenizer = options.tokenizer or find_tokenizer_folder(onnx_file)
-    try:
+    with model_load_errors(onnx_file):
         graph = _read_graph(onnx_file, tokenizer, options)
         quantized = quantized_graph(onnx_file)
-    except EmbedscopeError:
-        raise
-    except Exception as e:
-        if is_load_error(e):
-            raise corrupt_model_error(onnx_file, e) from e
-        raise
     return OnnxSource(
         onnx_file=onnx_file,
         fingerprint=hash_dict(

@@ -348,7 +348,7 @@ def _load_alias(key: str, record: Backend | None, opts: EncoderOptions) -> Encod
 def _load_path(spec: str, expanded: Path, record: Backend | None, opts: EncoderOptions) -> Encoder:
     """A local file or folder, its kind detected (a torch model is exported when ``record`` exports it)."""
     from embedscope.models.builtin_backends import has_onnx
-    from embedscope.models.integrity import check_model_files, corrupt_model_error, is_load_error
+    from embedscope.models.integrity import check_model_files, model_load_errors
 
     check_model_files(expanded, opts.tokenizer)
     detected = detect_kind(expanded) if record is None or record.export is not None else None
@@ -362,14 +362,8 @@ def _load_path(spec: str, expanded: Path, record: Backend | None, opts: EncoderO
     kind = record.name if record is not None else str(detected)
     if kind == "onnx" and expanded.is_dir() and not has_onnx(expanded):
         raise ConfigError(f"{spec}: backend onnx needs a .onnx file or a folder with model.onnx")
-    try:
+    with model_load_errors(expanded):
         return _build(kind, expanded, opts)
-    except EmbedscopeError:
-        raise
-    except Exception as e:
-        if is_load_error(e):
-            raise corrupt_model_error(expanded, e) from e
-        raise
 
 
 def _load_hub(spec: str, record: Backend, opts: EncoderOptions) -> Encoder:
