@@ -50,6 +50,7 @@ from embedscope.errors import ConfigError, DataFormatError, MissingDependencyErr
 from embedscope.files import current_umask
 from embedscope.models.fingerprint import hash_dict, hash_file, hash_folder, short
 from embedscope.models.folder import (
+    EmbeddingSettings,
     resolve_prompts,
     st_max_seq_length,
     st_modules,
@@ -97,27 +98,6 @@ def missing_extra(extra: str, backend: str) -> MissingDependencyError:
 
 
 # -- the source model ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EmbeddingSettings:
-    """How an export's vectors are read from its output (kept in its manifest, used by its encoder)."""
-
-    pooling: str
-    normalize: bool
-    prompts: dict[str, str]
-    similarity: str
-    max_seq_length: int
-
-    def meta(self) -> dict[str, Any]:
-        """The embedding settings the exported model carries (in its manifest)."""
-        return {
-            "pooling": self.pooling,
-            "normalize": self.normalize,
-            "prompts": self.prompts,
-            "similarity": self.similarity,
-            "max_seq_length": self.max_seq_length,
-        }
 
 
 @dataclass(frozen=True)
@@ -773,7 +753,7 @@ def _onnx_fast_encoder(
     }
 
     def build(target: Path) -> None:
-        onnx_exports.build(src, variant, target, texts, _TOKENIZER_FILES)
+        onnx_exports.build(src, variant, target, texts, _TOKENIZER_FILES, quantize_onnx)
 
     folder, manifest = ensure_export(key, _exports_folder(options), build, meta)
     tokenizer = onnx_exports.export_tokenizer(src, folder)

@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,24 @@ def snapshot_folder(repo_id: str, revision: str | None) -> Path | None:
         if isinstance(found, str):
             return Path(found).parent
     return None
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    """How an export's vectors are read from its output (kept in its manifest, used by its encoder)."""
+
+    pooling: str
+    normalize: bool
+    prompts: dict[str, str]
+    similarity: str
+    max_seq_length: int
+
+    def meta(self) -> dict[str, Any]:
+        """The embedding settings the exported model carries (in its manifest)."""
+        return {
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+            "prompts": self.prompts,
+            "similarity": self.similarity,
+            "max_seq_length": self.max_seq_length,
+        }

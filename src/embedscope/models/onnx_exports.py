@@ -20,14 +20,14 @@ True
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from embedscope.errors import SettingError
-from embedscope.models.exports import EmbeddingSettings
 from embedscope.models.fingerprint import hash_dict
+from embedscope.models.folder import EmbeddingSettings
 from embedscope.models.options import EncoderOptions
 
 QUANTIZED_OPS = frozenset(
@@ -172,9 +172,9 @@ def export_tokenizer(source: OnnxSource, folder: Path) -> str:
 def convert_ir(source: OnnxSource, target: Path) -> None:
     """The graph as an OpenVINO IR (``target/model.xml`` + ``.bin``, weights as the graph stores them): inputs named
     by their roles, one output (``token_embeddings`` or ``sentence_embedding``)."""
-    from embedscope.models.exports import openvino_module
+    from embedscope.models.third_party import quiet_openvino
 
-    openvino_module("openvino")
+    quiet_openvino()  # its converter's telemetry off before openvino loads (the extra was checked by the caller)
     import openvino as ov
 
     model = ov.convert_model(str(source.onnx_file))
@@ -194,20 +194,26 @@ def convert_ir(source: OnnxSource, target: Path) -> None:
 
 
 def build(
-    source: OnnxSource, variant: str, target: Path, calibration: Sequence[str] | None, files: Sequence[str]
+    source: OnnxSource,
+    variant: str,
+    target: Path,
+    calibration: Sequence[str] | None,
+    files: Sequence[str],
+    quantize: Callable[[Path, Path], None],
 ) -> None:
-    """Export ``source`` for ``variant`` (``openvino``, ``openvino-int8`` or ``onnx-int8``) into ``target``."""
-    from embedscope.models.exports import openvino_module, quantize_onnx
-
+    """Export ``source`` for ``variant`` (``openvino``, ``openvino-int8`` or ``onnx-int8``: ``quantize(graph,
+    target_file)``, the torch exports' dynamic quantizer) into ``target``."""
     copy_tokenizer(source, target, files)
     if variant == "onnx-int8":
-        quantize_onnx(source.onnx_file, target / "model.onnx")
+        quantize(source.onnx_file, target / "model.onnx")
     elif variant == "openvino":
         convert_ir(source, target)
     else:
+        from embedscope.models.openvino_backend import quantize_ir_int8
+
         work = target / ".work"
         convert_ir(source, work)
-        openvino_module(variant).quantize_ir_int8(
+        quantize_ir_int8(
             work,
             target,
             tokenizer_source=Path(export_tokenizer(source, target)),
