@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from embedscope.errors import ConfigError, DataFormatError, MissingDependencyError, SettingError
 from embedscope.files import current_umask
@@ -60,6 +60,9 @@ from embedscope.models.folder import (
     st_similarity,
 )
 from embedscope.models.options import EncoderOptions
+
+if TYPE_CHECKING:
+    from embedscope.models.backends import Backend
 
 logger = logging.getLogger(__name__)
 
@@ -658,7 +661,7 @@ def fast_encoder(path: str | Path, backend: str, options: EncoderOptions, form: 
     return _marked(encoder, record, key, src.fingerprint, meta["calibration"], folder)
 
 
-def _calibration_texts(record: Any, options: EncoderOptions, given: list[str] | None) -> list[str] | None:
+def _calibration_texts(record: Backend, options: EncoderOptions, given: list[str] | None) -> list[str] | None:
     """The calibration sample of a statically quantized fast path (the file's texts, else the run's own); None for
     a fast path that does not calibrate."""
     if not record.calibrates:
@@ -699,7 +702,7 @@ def _encoder_options(
 
 
 def _openvino_encoder(
-    record: Any, folder: Path, tokenizer: str | Path, mode: str | None, common: dict[str, Any]
+    record: Backend, folder: Path, tokenizer: str | Path, mode: str | None, common: dict[str, Any]
 ) -> Any:
     return openvino_module(record.name).OpenVinoEncoder(
         folder,
@@ -711,7 +714,7 @@ def _openvino_encoder(
 
 
 def _marked(
-    encoder: Any, record: Any, key: str, fingerprint: str, calibration: dict[str, Any] | None, folder: Path
+    encoder: Any, record: Backend, key: str, fingerprint: str, calibration: dict[str, Any] | None, folder: Path
 ) -> Any:
     """``encoder`` marked as the fast path it is (its fingerprint's ``fast_path`` settings)."""
     encoder.fast_path = {
@@ -729,7 +732,7 @@ def _marked(
 
 def _onnx_fast_encoder(
     path: str | Path,
-    record: Any,
+    record: Backend,
     options: EncoderOptions,
     given: list[str] | None,
     quantization: dict[str, Any] | None,
@@ -740,6 +743,7 @@ def _onnx_fast_encoder(
     src = onnx_exports.onnx_source(path, options)
     onnx_exports.refuse_requantizing(src, record.name, record.quantization)
     variant = record.export
+    assert variant is not None  # fast_encoder refused a backend that runs no export
     texts = _calibration_texts(record, options, given)
     source_key = hash_dict([src.fingerprint, src.meta()])  # the graph, its output and how its vectors are read
     key = export_key(source_key, f"{variant}:from-onnx", src.max_seq_length, calibration_hash(texts), quantization)

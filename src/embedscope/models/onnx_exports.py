@@ -46,7 +46,6 @@ QUANTIZED_OPS = frozenset(
     }
 )
 _INTEGER_WEIGHTS = ("INT8", "UINT8", "INT4", "UINT4")
-_ROLES = ("input_ids", "attention_mask", "token_type_ids")
 TOKEN_OUTPUT, POOLED_OUTPUT = "token_embeddings", "sentence_embedding"  # the exported graph's one output
 
 
@@ -61,8 +60,8 @@ def quantized_graph(onnx_file: Path) -> str | None:
     ops = sorted({node.op_type for node in model.graph.node} & QUANTIZED_OPS)
     if ops:
         return f"it has {', '.join(ops)} nodes"
-    names = {t.data_type for t in model.graph.initializer}
-    integer = [n for n in _INTEGER_WEIGHTS if getattr(onnx.TensorProto, n, None) in names]
+    dtypes = {t.data_type for t in model.graph.initializer}
+    integer = [n for n in _INTEGER_WEIGHTS if getattr(onnx.TensorProto, n, None) in dtypes]
     return f"its weights are stored as {'/'.join(w.lower() for w in integer)}" if integer else None
 
 

@@ -110,14 +110,7 @@ def fast_path_overrides(name: str) -> dict[str, str]:
 
 def default_fast_path() -> str:
     """The first of :func:`preference` that this embedscope can run here."""
-    order = preference()
-    for name in order:
-        try:
-            fast_path_overrides(name)
-        except ConfigError:
-            continue
-        return name
-    raise ConfigError(f"no fast path can run here ({', '.join(order)}): name one with --fast")
+    return fast_path_chain(None)[0][0]
 
 
 # -- scores with intervals ------------------------------------------------------------------------------------
@@ -286,14 +279,15 @@ def fast_path_chain(fast: str | None) -> list[tuple[str, dict[str, str]]]:
     graph quantized already, which ``openvino-int8`` will not quantize again) takes the next that applies."""
     if fast is not None:
         return [(fast, fast_path_overrides(fast))]
+    order = preference()
     chain = []
-    for name in preference():
+    for name in order:
         try:
             chain.append((name, fast_path_overrides(name)))
         except ConfigError:
             continue
     if not chain:
-        default_fast_path()  # the one-line error naming them
+        raise ConfigError(f"no fast path can run here ({', '.join(order)}): name one with --fast")
     return chain
 
 
