@@ -584,7 +584,8 @@ class CachedEncoder:
             assert lengths is not None
             longest = max(lengths[i] for i in batch)
             shaping = next(i for i in batch if lengths[i] == longest)
-            kept = [n for n, i in enumerate(batch) if i == shaping or i in set(missing)]
+            wanted = {shaping, *missing}
+            kept = [n for n, i in enumerate(batch) if i in wanted]
             work.append(([batch[n] for n in kept], [ks[n] for n in kept]))
         whole = len(work) == len(plan) and all(len(b) == len(p) for (b, _), p in zip(work, plan))
         return work, whole

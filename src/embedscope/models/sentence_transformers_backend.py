@@ -41,10 +41,15 @@ def st_order(model: Any, lengths: Sequence[int]) -> list[int]:
     sentence-transformers 6.2's ``np.argsort`` of negative lengths, interleaved when the model
     flattens inputs."""
     order = np.argsort([-n for n in lengths])
-    can_flatten = getattr(model, "_can_flatten_inputs", None)
-    if callable(can_flatten) and can_flatten():
+    if flattens(model):
         order = model._interleave_sorted_indices(order)
     return [int(i) for i in order]
+
+
+def flattens(model: Any) -> bool:
+    """Whether sentence-transformers flattens this model's inputs (and interleaves their order)."""
+    can_flatten = getattr(model, "_can_flatten_inputs", None)
+    return bool(callable(can_flatten) and can_flatten())
 
 
 def model_placement(model: Any) -> tuple[str, str]:
@@ -230,11 +235,7 @@ class SentenceTransformerEncoder(BaseEncoder):
         (``tests/models/test_padded_lengths.py`` checks it, and the cache checks a witness row on every partly
         cached batch). Not claimed on an accelerator or in half precision, where kernels are chosen by shape."""
         device, dtype = model_placement(self.model)
-        return device == "cpu" and dtype == "float32" and not self._flattens()
-
-    def _flattens(self) -> bool:
-        can_flatten = getattr(self.model, "_can_flatten_inputs", None)
-        return bool(callable(can_flatten) and can_flatten())
+        return device == "cpu" and dtype == "float32" and not flattens(self.model)
 
     def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]:
         """Each text's token count as ``encode`` tokenizes it (the role's prompt in, truncated to
