@@ -279,6 +279,7 @@ def test_onnx_fixed_sequence_length_pads_and_truncates(tmp_path):
     model = _export(tmp_path / "fixed", seq=8)
     enc = OnnxEncoder(tmp_path / "fixed")
     assert enc.fixed_seq_length == 8 and enc.max_seq_length == 8
+    assert enc.padded_lengths(SMALL, role="document") == [8] * 4  # every batch padded to the graph's length
     assert enc.input_names == ["input_ids", "attention_mask"]  # read from the graph, no token_type_ids
     seen = []
     run = enc.session.run
@@ -319,16 +320,20 @@ def test_onnx_dynamic_graph_token_type_ids_and_output_choice(tmp_path):
     enc.session.run = lambda names, feed: widths.append(feed["input_ids"].shape[1]) or run(names, feed)
     pooled = enc.encode(SMALL, role="document", batch_size=2)
     assert sorted(widths) == [2, 10]  # each batch padded to its longest text (length-sorted batches)
+    assert enc.padded_lengths(SMALL, role="document") == [6, 2, 10, 1]  # the widths it pads to, said
+    assert not enc.rows_follow_padded_length  # onnxruntime's rows can also depend on their batch: not claimed
     h, mask = _reference(model, SMALL, 10)
     np.testing.assert_allclose(pooled, 2.0 * pool(h[0], mask, "mean"), rtol=1e-5, atol=1e-6)
 
     tokens = OnnxEncoder(tmp_path / "dyn", pooling="cls", normalize=True, prompts={"query": "the "})
     assert tokens.output_name == "token_embeddings" and tokens.pooling == "cls"
+    assert tokens.padded_lengths(SMALL, role="query") == [7, 3, 11, 2]  # the query prompt counted
     np.testing.assert_allclose(
         tokens.encode(SMALL, role="document"), normalize_rows(pool(h[0], mask, "cls")), rtol=1e-5, atol=1e-6
     )
     named = OnnxEncoder(tmp_path / "dyn", output_name="token_embeddings", max_seq_length=3)
     assert named.pooling == "mean" and named.max_seq_length == 3
+    assert named.padded_lengths(SMALL, role="document") == [3, 2, 3, 1]  # truncated
     h3, mask3 = _reference(model, SMALL, 3)
     np.testing.assert_allclose(named.encode(SMALL, role="query"), pool(h3[0], mask3, "mean"), rtol=1e-5, atol=1e-6)
     fps = {enc.fingerprint, tokens.fingerprint, named.fingerprint, OnnxEncoder(tmp_path / "dyn").fingerprint}

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,15 @@ class _Tokenizer:
             if idx is not None:
                 return int(idx)
         return 0
+
+    def counts(self, texts: Sequence[str], max_length: int) -> list[int]:
+        """Each text's token count as :meth:`__call__` truncates it to ``max_length`` (before padding)."""
+        if self._hf is not None:
+            return [len(ids) for ids in self._hf(list(texts), truncation=True, max_length=max_length)["input_ids"]]
+        tok = self._fast
+        assert tok is not None  # __init__ sets either _hf or _fast
+        tok.enable_truncation(max_length=max_length)
+        return [len(e.ids) for e in tok.encode_batch(list(texts))]
 
     def __call__(self, texts: list[str], max_length: int, pad_to: int | None) -> dict[str, np.ndarray]:
         if self._hf is not None:
@@ -401,6 +411,14 @@ class OnnxEncoder(BaseEncoder):
             "tokenizer_kind": self.tokenizer.kind,
             **({"fast_path": self.fast_path} if self.fast_path else {}),
         }
+
+    def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]:
+        """Each text's token count as a batch pads it (the role's prompt in, truncated; a fixed sequence length
+        pads every batch to it). Said, not claimed: on some graphs onnxruntime's rows also depend on the rest of
+        their batch (``bench/bench_row_invariance.py``), so ``rows_follow_padded_length`` stays false."""
+        if self.fixed_seq_length is not None:
+            return [self.fixed_seq_length] * len(texts)
+        return self.tokenizer.counts(prompted_texts(list(texts), role, self.prompts), self.max_seq_length)
 
     def _run(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         feed = {
