@@ -34,6 +34,7 @@ from support.api_server import ApiServer, fake_tokens  # noqa: E402
 
 SHIPPED = ["minilm", "minilm-int8", "paraphrase-minilm-l3", "static-64"]
 KEY = "sk-bench-0123456789"
+TIMEOUT_S = 1800.0  # the service encodes one request per model at a time: a large model's queue on 2 cores is slow
 
 
 class Served:
@@ -60,7 +61,7 @@ def billed(server: ApiServer, since: int) -> tuple[Counter[str], Counter[str]]:
 
 
 def candidate(name: str, server: ApiServer) -> dict[str, Any]:
-    return {"model": f"openai:{name}", "api_base": server.url, "api_key": KEY}
+    return {"model": f"openai:{name}", "api_base": server.url, "api_key": KEY, "request_timeout": TIMEOUT_S}
 
 
 def main() -> None:
@@ -78,7 +79,7 @@ def main() -> None:
             folder = Path(root) / "exact" / name
             since, started = len(server.requests), time.perf_counter()
             report = embedscope.evaluate(
-                f"openai:{name}", args.tasks, model_options={"api_base": server.url, "api_key": KEY},
+                f"openai:{name}", args.tasks, model_options={"api_base": server.url, "api_key": KEY, "request_timeout": TIMEOUT_S},
                 output_folder=folder, cache_dir=folder / "cache", show_progress=False,
             )  # fmt: skip
             seconds[name] = time.perf_counter() - started
