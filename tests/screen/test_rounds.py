@@ -167,8 +167,15 @@ def test_the_cli_refuses_what_a_halving_screen_cannot_do_in_one_line(tmp_path, c
     assert not Path(tmp_path / "o").exists()
 
 
-def _confirming(monkeypatch, estimates: dict[str, float], replicates: dict[str, np.ndarray], confidence: float):
-    """``rounds._confirm`` on one round of ``replicates`` whose exact runs are recorded, not run."""
+def _confirming(
+    monkeypatch,
+    estimates: dict[str, float],
+    replicates: dict[str, np.ndarray],
+    confidence: float,
+    tokens: dict[str, float] | None = None,
+):
+    """``rounds._confirm`` on one round of ``replicates`` whose exact runs are recorded, not run (``tokens``: the
+    candidates behind an API and the tokens each would cost exact)."""
     ran: list[str] = []
 
     def exact(settings, run, m, options):
@@ -178,7 +185,7 @@ def _confirming(monkeypatch, estimates: dict[str, float], replicates: dict[str, 
 
     monkeypatch.setattr(rounds, "_exact", exact)
     scores = {k: MeanScore(float(np.mean(v)), 0.0, 1.0, {}) for k, v in replicates.items()}
-    result = HalvingResult([ProxyRound(0.1, scores, {}, [], {}, 1.0, {}, estimates)], [], [], 1.0, 0.005)
+    result = HalvingResult([ProxyRound(0.1, scores, {}, [], {}, 1.0, {}, estimates, tokens or {})], [], [], 1.0, 0.005)
     models = {k: rounds.ScreenedModel(k) for k in replicates}
     options = CompareOptions(confidence=confidence)
     rounds._confirm(None, dict.fromkeys(replicates), models, list(replicates), replicates, result, options)  # type: ignore[arg-type]
@@ -216,6 +223,36 @@ def test_a_costly_leader_is_confirmed_before_a_cheaper_candidate_few_replicates_
     assert halving.confirm_order(list("abc"), cost, wins) == ["c", "a", "b"]
 
 
+def test_models_behind_an_api_are_confirmed_by_the_tokens_they_cost_not_the_services_speed(monkeypatch) -> None:
+    reps = _replicates()  # a leads; c within 0.001 of it; b clearly below
+    survivors = {k: reps[k] for k in "abc"}
+    seconds = {"a": 500.0, "b": 10.0, "c": 1.0}  # a's service is slow; every candidate sends the same texts
+    tokens = {"a": 8e5, "b": 8e5, "c": 8e5}
+    matrix = np.vstack([survivors[k] for k in "abc"])
+    wins = {k: float((matrix.argmax(axis=0) == i).mean()) for i, k in enumerate("abc")}  # numpy
+    assert wins["a"] > wins["c"] > 0
+    ran, result = _confirming(monkeypatch, seconds, survivors, confidence=wins["a"], tokens=tokens)
+    assert ran == ["a"] and result.unconfirmed == ["c", "b"]  # by seconds, c (1 s) would have been paid for first
+    assert halving.confirm_order(list("abc"), seconds, wins)[0] == "c"
+    assert result.rounds[0].confirm_costs(list("abc")) == (tokens, "tokens")
+    mixed = ProxyRound(0.1, {}, {}, [], {}, 1.0, {}, seconds, {"a": 8e5, "c": 8e5})  # b is a local model
+    assert mixed.confirm_costs(list("abc")) == (seconds, "seconds")  # the one cost a mix shares
+    lines = halving_lines(result)
+    assert any("c (about 1 s and 800,000 tokens exact)" in line for line in lines)
+
+
+def test_a_results_tokens_are_those_billed_and_those_the_cache_spared() -> None:
+    from embedscope.results.schema import TaskResult
+    from embedscope.screen.passes import needed_tokens
+
+    def result(extra: dict) -> TaskResult:
+        return TaskResult("T", "rev", {}, extra=extra)
+
+    assert needed_tokens(result({"api_usage": {"tokens": 120, "avoided_tokens": 30, "requests": 2}})) == 150.0
+    assert needed_tokens(result({"api_usage": {"tokens": 0, "avoided_tokens": 150}})) == 150.0  # all served
+    assert needed_tokens(result({})) is None  # a local model
+
+
 def _keyword_vectors(served: dict[str, list[str]]):
     from embedscope.testing.fakes import KeywordEncoder
 
@@ -225,7 +262,7 @@ def _keyword_vectors(served: dict[str, list[str]]):
 
 @pytest.mark.slow
 def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthetic_task, tmp_path) -> None:
-    from support.api_server import ApiServer
+    from support.api_server import ApiServer, fake_tokens
 
     vocab = [f"w{i}" for i in range(300)]
     served = {"all-words": vocab, "most-words": vocab[:240], "few-words": vocab[:15]}
@@ -244,6 +281,10 @@ def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthet
     for name in served:  # audited: every candidate ran its full task once, each text sent once all told
         assert {t for (m, t) in sent if m == name} == everything
     assert "openai:few-words" in result.rounds[0].dropped
+    full_tokens = sum(fake_tokens(t) for t in everything)  # what each exact run costs
+    for key, estimate in result.rounds[0].exact_tokens.items():  # from the proxy's tokens and its share of texts
+        assert 0.5 * full_tokens < estimate < 2 * full_tokens, key
+    assert set(result.rounds[0].exact_tokens) == {f"openai:{n}" for n in served}
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and not [p for p in written if b"sk-test-0123" in p.read_bytes()]  # the key is in no file
 

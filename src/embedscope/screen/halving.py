@@ -70,9 +70,10 @@ def tie_groups(replicates: Mapping[str, np.ndarray], margin: float, alpha: float
 
 def confirm_order(candidates: Sequence[str], estimates: Mapping[str, float], wins: Mapping[str, float]) -> list[str]:
     """The order to confirm ``candidates`` in: the largest share of replicates won (``wins``: each candidate's,
-    with the candidates tied to it) per estimated exact second (``estimates``) first, the cheaper first between
-    equals. Confirmed greedily in this order, the stated probability grows fastest per second spent, and a
-    costly candidate that few replicates favour comes last (often not run at all).
+    with the candidates tied to it) per unit of estimated exact cost (``estimates``: seconds, or tokens for models
+    behind an API) first, the cheaper first between equals. Confirmed greedily in this order, the stated
+    probability grows fastest per unit spent, and a costly candidate that few replicates favour comes last (often
+    not run at all).
 
     >>> confirm_order(["big", "small", "never"], {"big": 500.0, "small": 1.0, "never": 10.0}, {"big": 0.8, "small": 0.2})
     ['small', 'big', 'never']

@@ -16,6 +16,7 @@ from embedscope.compare.core import CompareOptions
 from embedscope.compare.items import TaskItems, pair_statistic, task_items
 from embedscope.compare.stats import bootstrap_index_blocks
 from embedscope.errors import ConfigError
+from embedscope.results.usage import recorded_usage
 from embedscope.settings import RunSettings
 from embedscope.settings.run import ModelEntry, ModelOptions, ModelRun
 
@@ -123,6 +124,9 @@ class Pass:
     name: str
     seconds: float
     work: dict[str, float] = field(default_factory=dict)  # per task: its measured phases less loading its data
+    tokens: dict[str, float | None] = field(
+        default_factory=dict
+    )  # per task: tokens its texts cost an API (None: no API)
 
 
 def work_seconds(result: Any) -> float:
@@ -132,6 +136,15 @@ def work_seconds(result: Any) -> float:
     if not phases:
         return float(result.evaluation_time or 0.0)
     return float(sum(p["end"] - p["start"] for p in phases if p["name"] != "load_data"))
+
+
+def needed_tokens(result: Any) -> float | None:
+    """The tokens a task result's texts cost a model behind an API: those billed plus those the cache spared (its
+    recorded ``api_usage``), so a re-run served from the cache estimates the same; None for a model with no API."""
+    usage = recorded_usage(result.extra)
+    if usage is None:
+        return None
+    return float(usage.get("tokens") or 0) + float(usage.get("avoided_tokens") or 0)
 
 
 def run_one(settings: RunSettings) -> Pass:
@@ -146,7 +159,8 @@ def run_one(settings: RunSettings) -> Pass:
     items = {o.task.name: task_items(o.path) for o in report.outcomes}
     tasks = {o.task.name: o.task for o in report.outcomes}
     work = {o.task.name: work_seconds(o.result) for o in report.outcomes}
-    return Pass(items, tasks, report.outcomes[0].path.parent, report.model_name, seconds, work)
+    tokens = {o.task.name: needed_tokens(o.result) for o in report.outcomes}
+    return Pass(items, tasks, report.outcomes[0].path.parent, report.model_name, seconds, work, tokens)
 
 
 def mean_of(score: MeanScore | None) -> float:

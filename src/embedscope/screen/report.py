@@ -167,8 +167,10 @@ def halving_lines(halving: HalvingResult, digits: int = 4) -> list[str]:
 
 
 def _estimate(r: ProxyRound, key: str) -> str:
-    seconds = r.exact_estimate.get(key)
-    return "exact cost unknown" if seconds is None else f"about {seconds:.0f} s exact"
+    seconds, tokens = r.exact_estimate.get(key), r.exact_tokens.get(key)
+    if seconds is None:
+        return "exact cost unknown"
+    return f"about {seconds:.0f} s" + (f" and {tokens:,.0f} tokens" if tokens is not None else "") + " exact"
 
 
 def screen_text(report: ScreenReport, digits: int = 4) -> str:

@@ -9,10 +9,11 @@
    (:mod:`embedscope.screen.halving`). The share of replicates whose best candidate is still in, multiplied over
    the rounds, is the stated probability that the exact winner survived. Every proxy of a round is built once
    (its data loaded and reduced once), whichever candidates run it.
-3. The survivors run exact on the full tasks, the most replicates won per estimated second first
+3. The survivors run exact on the full tasks, the most replicates won per estimated cost first
    (:func:`~embedscope.screen.halving.confirm_order`): each one's exact cost is estimated from its last round (each
    proxy task's time less loading its data, divided by the share of the full task's texts the proxy holds:
-   :func:`exact_estimate`). Before each, the stated probability is recomputed with only the confirmed (and
+   :func:`exact_estimate`); when every survivor is a model behind an API, the tokens its texts cost, estimated the
+   same way, instead of the seconds (:func:`confirm_costs`; the cheapest of a tie is chosen the same way). Before each, the stated probability is recomputed with only the confirmed (and
    their ties) kept; once it reaches the screen's confidence, the survivors left stay unconfirmed, ranked by their
    proxy score, and the stated probability is that one. The confirmed models' exact ranking decides. ``audit``
    also runs every other candidate exact and says whether the claim held: the exact winner among the confirmed
@@ -68,6 +69,11 @@ class ProxyRound:
     p_best_kept: float
     proxies: dict[str, dict[str, Any]] = field(default_factory=dict)  # proxy task → its recipe and compositions
     exact_estimate: dict[str, float] = field(default_factory=dict)  # seconds each would take exact (estimated)
+    exact_tokens: dict[str, float] = field(default_factory=dict)  # tokens each behind an API would cost exact
+
+    def confirm_costs(self, keys: Sequence[str]) -> tuple[dict[str, float], str]:
+        """What confirming each of ``keys`` would cost, and in what (:func:`confirm_costs`)."""
+        return confirm_costs(self.exact_estimate, self.exact_tokens, keys)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +81,7 @@ class ProxyRound:
             "scores": {k: {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high} for k, s in self.scores.items()},
             "seconds": self.seconds,
             "exact_estimate": self.exact_estimate,
+            "exact_tokens": self.exact_tokens,
             "dropped": self.dropped,
             "tied": self.tied,
             "p_best_kept": self.p_best_kept,
@@ -164,6 +171,7 @@ def halving_screen(
         proxies = {p.task.name: _recipe(settings, p) for p in made.values()}
         shares = {name: kept_share(recipe["compositions"]) for name, recipe in proxies.items()}
         estimate = {k: exact_estimate(passes[k].work, shares) for k in remaining}
+        tokens = {k: exact_estimate(passes[k].tokens, shares) for k in remaining if _calls_an_api(passes[k])}
         shared = sorted(set.intersection(*(set(p.items) for p in passes.values())))
         if not shared:
             raise ConfigError("screen: the models share no task (check each model's tasks)")
@@ -178,7 +186,8 @@ def halving_screen(
         group = halving.tie_groups({k: replicates[k] for k in kept}, margin, options.alpha)[0]
         tied: dict[str, list[str]] = {}
         if len(group) > 1:
-            cheapest = min(group, key=lambda k: estimate[k])
+            cost, _ = confirm_costs(estimate, tokens, group)
+            cheapest = min(group, key=lambda k: (cost[k], estimate[k]))
             tied = {cheapest: [k for k in group if k != cheapest]}
         p_kept = halving.p_best_kept(replicates, kept)
         ranked = sorted(remaining, key=lambda k: -scores[k].mean)
@@ -192,6 +201,7 @@ def halving_screen(
                 p_kept,
                 proxies,
                 {k: estimate[k] for k in ranked},
+                {k: tokens[k] for k in ranked if k in tokens},
             )
         )
         remaining = [k for k in kept if not any(k in v for v in tied.values())]
@@ -205,7 +215,29 @@ def halving_screen(
     return result
 
 
-def exact_estimate(work: Mapping[str, float], shares: Mapping[str, float | None]) -> float:
+def confirm_costs(
+    seconds: Mapping[str, float], tokens: Mapping[str, float], keys: Sequence[str]
+) -> tuple[dict[str, float], str]:
+    """What confirming each of ``keys`` would cost, and in what: the tokens its texts cost when every one of them is
+    a model behind an API (what its user pays for; the service's speed is not the model's), else the seconds (a
+    local model's cost, and the only one a mix of the two shares).
+
+    >>> confirm_costs({"a": 9.0, "b": 1.0}, {"a": 100.0, "b": 100.0}, ["a", "b"])
+    ({'a': 100.0, 'b': 100.0}, 'tokens')
+    >>> confirm_costs({"a": 9.0, "local": 1.0}, {"a": 100.0}, ["a", "local"])
+    ({'a': 9.0, 'local': 1.0}, 'seconds')
+    """
+    if keys and all(k in tokens for k in keys):
+        return {k: tokens[k] for k in keys}, "tokens"
+    return {k: seconds.get(k, 0.0) for k in keys}, "seconds"
+
+
+def _calls_an_api(done: Any) -> bool:
+    """Whether every task of a pass recorded the tokens of a model behind an API."""
+    return bool(done.tokens) and all(v is not None for v in done.tokens.values())
+
+
+def exact_estimate(work: Mapping[str, float | None], shares: Mapping[str, float | None]) -> float:
     """Seconds a candidate would take on the full tasks: each proxy task's work (:func:`~embedscope.screen.passes.
     work_seconds`) divided by the share of the full task's texts the proxy holds (its work as it is where the share
     is unknown).
@@ -213,7 +245,7 @@ def exact_estimate(work: Mapping[str, float], shares: Mapping[str, float | None]
     >>> exact_estimate({"A.proxy-f0.1-s0": 2.0, "B.proxy-f0.1-s0": 1.0}, {"A.proxy-f0.1-s0": 0.1})
     21.0
     """
-    return sum(seconds / (shares.get(task) or 1.0) for task, seconds in work.items())
+    return sum((seconds or 0.0) / (shares.get(task) or 1.0) for task, seconds in work.items())
 
 
 def _confirm(
@@ -237,7 +269,8 @@ def _confirm(
         for k in survivors
         if k in replicates
     }
-    order = halving.confirm_order(survivors, last.exact_estimate, wins)
+    costs, _ = last.confirm_costs(list(survivors))
+    order = halving.confirm_order(survivors, costs, wins)
     for n, key in enumerate(order):
         if confirmed:
             covered = [k for k in _covered(confirmed, result.rounds) if k in replicates]
