@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from typing import Any
-
-import numpy as np
 
 from embedscope.data.builtin import bbc_news_articles
 from embedscope.models.specs import load_encoder
+from embedscope.testing.rows import compare_rows
 
 
 def texts_of_every_length(n: int, seed: int = 0) -> list[str]:
@@ -30,26 +28,6 @@ def texts_of_every_length(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     articles = [a.body for a in rng.sample(list(bbc_news_articles()), n)]
     return [t if i % 2 else t.split(". ")[0] for i, t in enumerate(articles)]
-
-
-def compare_rows(encoder: Any, texts: list[str], batch_size: int, seed: int = 1) -> tuple[int, int, float]:
-    """(rows compared, rows bit-equal to their whole batch's, the largest absolute difference)."""
-    rng = random.Random(seed)
-    lengths = encoder.padded_lengths(texts, role="document")
-    compared = equal = 0
-    largest = 0.0
-    for batch in encoder.batch_plan([len(t) for t in texts], batch_size):
-        whole = encoder.encode_batch([texts[i] for i in batch], role="document")
-        longest = max(batch, key=lambda i: lengths[i])
-        others = [i for i in batch if i != longest]
-        for k in sorted({0, 1, len(others) // 2, max(len(others) - 1, 0)}):
-            part = [longest, *rng.sample(others, k)]
-            for i, row in zip(part, encoder.encode_batch([texts[i] for i in part], role="document")):
-                reference = whole[batch.index(i)]
-                compared += 1
-                equal += bool(np.array_equal(row, reference))
-                largest = max(largest, float(np.abs(row - reference).max()))
-    return compared, equal, largest
 
 
 def main() -> None:
@@ -63,12 +41,16 @@ def main() -> None:
     for spec in args.models:
         encoder = load_encoder(spec)
         started = time.perf_counter()
-        compared, equal, largest = compare_rows(encoder, texts, args.batch_size)
+        rows = compare_rows(encoder, texts, args.batch_size)
         claimed = bool(encoder.rows_follow_padded_length)
-        verdict = "as claimed" if (equal == compared) == claimed else ("CLAIMED, NOT SO" if claimed else "could claim")
+        verdict = (
+            "as claimed"
+            if (rows.equal == rows.compared) == claimed
+            else ("CLAIMED, NOT SO" if claimed else "could claim")
+        )
         print(
-            f"  {spec:24s} {encoder.backend:22s} {equal:4d} of {compared:4d} rows equal, largest difference "
-            f"{largest:.2e}; claimed {claimed}: {verdict} ({time.perf_counter() - started:.1f} s)"
+            f"  {spec:24s} {encoder.backend:22s} {rows.equal:4d} of {rows.compared:4d} rows equal, largest difference "
+            f"{rows.largest:.2e}; claimed {claimed}: {verdict} ({time.perf_counter() - started:.1f} s)"
         )
 
 

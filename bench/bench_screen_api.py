@@ -60,8 +60,13 @@ def billed(server: ApiServer, since: int) -> tuple[Counter[str], Counter[str]]:
     return tokens, requests
 
 
+def service(server: ApiServer) -> dict[str, Any]:
+    """The model options that point an ``openai:`` model at the local service."""
+    return {"api_base": server.url, "api_key": KEY, "request_timeout": TIMEOUT_S}
+
+
 def candidate(name: str, server: ApiServer) -> dict[str, Any]:
-    return {"model": f"openai:{name}", "api_base": server.url, "api_key": KEY, "request_timeout": TIMEOUT_S}
+    return {"model": f"openai:{name}", **service(server)}
 
 
 def main() -> None:
@@ -79,7 +84,7 @@ def main() -> None:
             folder = Path(root) / "exact" / name
             since, started = len(server.requests), time.perf_counter()
             report = embedscope.evaluate(
-                f"openai:{name}", args.tasks, model_options={"api_base": server.url, "api_key": KEY, "request_timeout": TIMEOUT_S},
+                f"openai:{name}", args.tasks, model_options=service(server),
                 output_folder=folder, cache_dir=folder / "cache", show_progress=False,
             )  # fmt: skip
             seconds[name] = time.perf_counter() - started

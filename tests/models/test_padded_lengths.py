@@ -11,34 +11,16 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
 
 from embedscope.models.cache import CachedEncoder, EmbeddingCache
+from embedscope.testing.rows import compare_rows
 
 
 def _texts(n: int, longest: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     words = "the of and a to in is news market government said year people new game film music company".split()
     return [" ".join(rng.choices(words, k=rng.randint(2, longest))) for _ in range(n)]
-
-
-def _claim_holds(encoder, texts: list[str], batch_size: int) -> tuple[int, int]:
-    """(rows compared, rows equal): every batch of the plan whole, against subsets of it with its longest row."""
-    rng = random.Random(1)
-    lengths = encoder.padded_lengths(texts, role="document")
-    compared = equal = 0
-    for batch in encoder.batch_plan([len(t) for t in texts], batch_size):
-        whole = encoder.encode_batch([texts[i] for i in batch], role="document")
-        longest = max(batch, key=lambda i: lengths[i])
-        others = [i for i in batch if i != longest]
-        for k in sorted({0, 1, len(others) // 2, len(others) - 1} - {-1}):
-            part = [longest, *rng.sample(others, k)]
-            vectors = encoder.encode_batch([texts[i] for i in part], role="document")
-            for i, row in zip(part, vectors):
-                compared += 1
-                equal += bool(np.array_equal(row, whole[batch.index(i)]))
-    return compared, equal
 
 
 def _served_across_calls(encoder, texts: list[str], tmp_path) -> None:
@@ -83,8 +65,8 @@ def test_padded_lengths_are_the_tokenizers_counts_with_the_prompt(tiny):
 
 def test_rows_follow_the_padded_length_on_the_tiny_model(tiny, tmp_path):
     assert tiny.rows_follow_padded_length
-    compared, equal = _claim_holds(tiny, _texts(96, 80), batch_size=16)
-    assert compared > 100 and equal == compared
+    rows = compare_rows(tiny, _texts(96, 80), batch_size=16)
+    assert rows.compared > 100 and rows.equal == rows.compared
     _served_across_calls(tiny, _texts(96, 80), tmp_path)
 
 
@@ -101,8 +83,8 @@ def test_the_transformers_backend_follows_the_padded_length_too(tiny_folder, tmp
         )  # fmt: skip
         assert features["input_ids"].shape[1] == max(encoder.padded_lengths(batch, role="query"))
     assert encoder.padded_lengths(["x"], role="query")[0] > encoder.padded_lengths(["x"], role="document")[0]
-    compared, equal = _claim_holds(encoder, texts, batch_size=16)
-    assert compared > 50 and equal == compared
+    rows = compare_rows(encoder, texts, batch_size=16)
+    assert rows.compared > 50 and rows.equal == rows.compared
     _served_across_calls(encoder, texts, tmp_path)
 
 
@@ -121,6 +103,6 @@ def test_rows_follow_the_padded_length_on_minilm(fixture, request, tmp_path):
     texts = _texts(128, 300)  # up to 256 tokens: truncated batches and shorter ones
     lengths = encoder.padded_lengths(texts, role="document")
     assert max(lengths) == 256 and min(lengths) < 64
-    compared, equal = _claim_holds(encoder, texts, batch_size=32)
-    assert compared > 100 and equal == compared
+    rows = compare_rows(encoder, texts, batch_size=32)
+    assert rows.compared > 100 and rows.equal == rows.compared
     _served_across_calls(encoder, texts, tmp_path)

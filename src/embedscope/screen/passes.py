@@ -124,9 +124,8 @@ class Pass:
     name: str
     seconds: float
     work: dict[str, float] = field(default_factory=dict)  # per task: its measured phases less loading its data
-    tokens: dict[str, float | None] = field(
-        default_factory=dict
-    )  # per task: tokens its texts cost an API (None: no API)
+    # per task: the tokens its texts cost a model behind an API (None: the model calls no API)
+    tokens: dict[str, float | None] = field(default_factory=dict)
 
 
 def work_seconds(result: Any) -> float:

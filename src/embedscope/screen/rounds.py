@@ -13,9 +13,10 @@
    (:func:`~embedscope.screen.halving.confirm_order`): each one's exact cost is estimated from its last round (each
    proxy task's time less loading its data, divided by the share of the full task's texts the proxy holds:
    :func:`exact_estimate`); when every survivor is a model behind an API, the tokens its texts cost, estimated the
-   same way, instead of the seconds (:func:`confirm_costs`; the cheapest of a tie is chosen the same way). Before each, the stated probability is recomputed with only the confirmed (and
-   their ties) kept; once it reaches the screen's confidence, the survivors left stay unconfirmed, ranked by their
-   proxy score, and the stated probability is that one. The confirmed models' exact ranking decides. ``audit``
+   same way, instead of the seconds (:func:`confirm_costs`; the cheapest of a tie is chosen the same way). Before
+   each, the stated probability is recomputed with only the confirmed (and their ties) kept; once it reaches the
+   screen's confidence, the survivors left stay unconfirmed, ranked by their proxy score, and the stated
+   probability is that one. The confirmed models' exact ranking decides. ``audit``
    also runs every other candidate exact and says whether the claim held: the exact winner among the confirmed
    (or tied with one of them), and Kendall's τ between the screen's final ranking and the all-exact one.
 
@@ -41,6 +42,7 @@ from embedscope.files import atomic_write_text
 from embedscope.screen import halving
 from embedscope.screen.passes import (
     MeanScore,
+    Pass,
     ScreenedModel,
     built_model,
     kendall_tau,
@@ -171,7 +173,7 @@ def halving_screen(
         proxies = {p.task.name: _recipe(settings, p) for p in made.values()}
         shares = {name: kept_share(recipe["compositions"]) for name, recipe in proxies.items()}
         estimate = {k: exact_estimate(passes[k].work, shares) for k in remaining}
-        tokens = {k: exact_estimate(passes[k].tokens, shares) for k in remaining if _calls_an_api(passes[k])}
+        tokens = {k: exact_estimate(t, shares) for k in remaining if (t := _api_tokens(passes[k])) is not None}
         shared = sorted(set.intersection(*(set(p.items) for p in passes.values())))
         if not shared:
             raise ConfigError("screen: the models share no task (check each model's tasks)")
@@ -232,12 +234,13 @@ def confirm_costs(
     return {k: seconds.get(k, 0.0) for k in keys}, "seconds"
 
 
-def _calls_an_api(done: Any) -> bool:
-    """Whether every task of a pass recorded the tokens of a model behind an API."""
-    return bool(done.tokens) and all(v is not None for v in done.tokens.values())
+def _api_tokens(done: Pass) -> dict[str, float] | None:
+    """Each task's tokens, where every task of the pass recorded those of a model behind an API (else None)."""
+    tokens = {task: n for task, n in done.tokens.items() if n is not None}
+    return tokens if tokens and len(tokens) == len(done.tokens) else None
 
 
-def exact_estimate(work: Mapping[str, float | None], shares: Mapping[str, float | None]) -> float:
+def exact_estimate(work: Mapping[str, float], shares: Mapping[str, float | None]) -> float:
     """Seconds a candidate would take on the full tasks: each proxy task's work (:func:`~embedscope.screen.passes.
     work_seconds`) divided by the share of the full task's texts the proxy holds (its work as it is where the share
     is unknown).
@@ -245,7 +248,7 @@ def exact_estimate(work: Mapping[str, float | None], shares: Mapping[str, float 
     >>> exact_estimate({"A.proxy-f0.1-s0": 2.0, "B.proxy-f0.1-s0": 1.0}, {"A.proxy-f0.1-s0": 0.1})
     21.0
     """
-    return sum((seconds or 0.0) / (shares.get(task) or 1.0) for task, seconds in work.items())
+    return sum(seconds / (shares.get(task) or 1.0) for task, seconds in work.items())
 
 
 def _confirm(
