@@ -295,66 +295,25 @@ def test_a_batch_size_change_shares_only_identical_batches(tmp_path):
     assert cached.stats.hits == 4  # only an identical batch is shared: the last four texts, in both plans
 
 
-# An encoder whose rows follow the padded length: a row is served for any batch of the same padded length
+def test_a_row_encoded_in_another_batch_of_the_same_padded_length_is_encoded_again(tmp_path):
+    """A row can depend on its batch's shape beyond its padded length (a transformer's on some CPUs:
+    ``bench/bench_row_invariance.py``), so the cache serves a vector only in its own batch: a subset call whose
+    batches share padded lengths with the full call's serves none of them, and the full call keeps its bits."""
+    from embedscope.testing.fakes import RowPaddedHashEncoder
 
-
-def _subset_then_full():
-    # half the texts at one length (as texts truncated to a model's maximum), the others shorter
     full = [f"document {i:02d} " + "x" * (20 if i % 2 else i % 11) for i in range(60)]
     subset = full[5:45:3]  # another call: other batches, many of the same padded length
-    return subset, full
-
-
-def test_rows_of_the_same_padded_length_are_served_across_calls_bit_for_bit(tmp_path):
-    from embedscope.testing.fakes import RowPaddedHashEncoder
-
-    subset, full = _subset_then_full()
-    uncached = RowPaddedHashEncoder().encode(full, role="document", batch_size=8)
-    encoder = RowPaddedHashEncoder()
-    cached = CachedEncoder(encoder, EmbeddingCache(tmp_path))
-    cached.encode(subset, role="document", batch_size=8)
-    first = encoder.encoded_rows
-    cached.stats = CacheStats()  # count the full call alone
-    got = cached.encode(full, role="document", batch_size=8)
-    assert got.tobytes() == uncached.tobytes()
-    # the texts the full call can reuse: those whose batch in the full call has their subset batch's padded length
+    encoder = RowPaddedHashEncoder(batch_nudge=True)
     plan = encoder.batch_plan([len(t) for t in full], 8)
-    padded_full = {full[i]: max(len(full[j]) for j in b) for b in plan for i in b}
+    padded = {full[i]: max(len(full[j]) for j in b) for b in plan for i in b}
     sub_plan = encoder.batch_plan([len(t) for t in subset], 8)
-    padded_sub = {subset[i]: max(len(subset[j]) for j in b) for b in sub_plan for i in b}
-    reusable = {t for t in subset if padded_sub[t] == padded_full[t]}
-    assert len(reusable) >= 5  # the case is not empty
-    assert cached.stats.hits == len(reusable)
-    assert cached.stats.encoded == len(full) - len(reusable)
-    assert encoder.encoded_rows - first == cached.stats.encoded + cached.stats.shaping
-    assert cached.stats.shaping <= len(plan)  # at most one shaping row per batch
-    again = CachedEncoder(RowPaddedHashEncoder(), EmbeddingCache(tmp_path))
-    assert again.encode(full, role="document", batch_size=8).tobytes() == uncached.tobytes()
-    assert again.stats.encoded == 0
-
-
-def test_a_shaping_row_that_comes_out_different_makes_the_call_encode_by_batch(tmp_path, caplog):
-    from embedscope.testing.fakes import RowPaddedHashEncoder
-
-    subset, full = _subset_then_full()
-    uncached = RowPaddedHashEncoder(batch_nudge=True).encode(full, role="document", batch_size=8)
+    assert any(padded[subset[i]] == max(len(subset[j]) for j in b) for b in sub_plan for i in b)  # the case is real
+    uncached = encoder.encode(full, role="document", batch_size=8)
     cached = CachedEncoder(RowPaddedHashEncoder(batch_nudge=True), EmbeddingCache(tmp_path))
     cached.encode(subset, role="document", batch_size=8)
-    with caplog.at_level("WARNING"):
-        got = cached.encode(full, role="document", batch_size=8)
-    assert got.tobytes() == uncached.tobytes()  # the claim was false: the call was encoded by batch
-    assert "differs from the same row encoded before" in caplog.text
-    assert cached.rows_trusted is False
-
-
-def test_an_encoder_that_does_not_claim_it_keeps_batch_keys(tmp_path):
-    from embedscope.testing.fakes import PaddedHashEncoder
-
-    subset, full = _subset_then_full()
-    cached = CachedEncoder(PaddedHashEncoder(), EmbeddingCache(tmp_path))
-    cached.encode(subset, role="document", batch_size=8)
-    cached.encode(full, role="document", batch_size=8)
-    assert cached.stats.hits == 0 and cached.stats.shaping == 0
+    cached.stats = CacheStats()  # count the full call alone
+    assert cached.encode(full, role="document", batch_size=8).tobytes() == uncached.tobytes()
+    assert (cached.stats.hits, cached.stats.encoded) == (0, len(full))
 
 
 def test_an_interrupted_call_resumes_with_its_stored_batches_bit_for_bit(tmp_path, monkeypatch):

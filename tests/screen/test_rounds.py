@@ -290,43 +290,37 @@ def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthet
 
 
 @pytest.mark.slow
-def test_a_halving_screen_of_local_models_encodes_no_row_twice_at_one_padded_length(
-    synthetic_task, tmp_path, monkeypatch
-) -> None:
-    """Local models: a proxy's rows are served to the full task wherever the full task's batch has the proxy batch's
-    padded length (``rows_follow_padded_length``); no row is encoded twice at one padded length but a shaping row,
-    at most one per partly cached batch. The confirmed exact scores equal an uncached evaluate's, to the bit."""
-    from embedscope.models import cache as cache_module
+def test_a_halving_screen_of_local_models_encodes_again_only_its_proxys_texts(synthetic_task, tmp_path, monkeypatch):
+    """Local models: a vector depends on its batch (``bench/bench_row_invariance.py``), so a proxy's texts are encoded
+    again in the full task's batches, and nothing else is encoded twice by one model; the confirmed exact scores
+    equal an uncached evaluate's, to the bit."""
+    from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
     from support.tiny_models import build_tiny_sentence_transformer
 
     models = [str(build_tiny_sentence_transformer(tmp_path / f"tiny-{seed}", seed=seed)) for seed in (0, 1)]
-    puts: Counter = Counter()
-    encoders: list = []
-    original_put, original_init = cache_module.EmbeddingCache.put, cache_module.CachedEncoder.__init__
+    encoded: Counter = Counter()
+    original = SentenceTransformerEncoder._encode
 
-    def put(self, fingerprint, keys, vectors):
-        puts.update((fingerprint, k) for k in keys)
-        return original_put(self, fingerprint, keys, vectors)
+    def counted(self, texts, role, batch_size, show_progress):
+        encoded.update((self.name, role, t) for t in texts)
+        return original(self, texts, role, batch_size, show_progress)
 
-    def init(self, encoder, cache):
-        encoders.append(self)
-        original_init(self, encoder, cache)
-
-    monkeypatch.setattr(cache_module.EmbeddingCache, "put", put)
-    monkeypatch.setattr(cache_module.CachedEncoder, "__init__", init)
+    monkeypatch.setattr(SentenceTransformerEncoder, "_encode", counted)
     report = embedscope.screen(
         [*models, "bm25"], [synthetic_task], proxy=[60], audit=True, output_folder=tmp_path / "screen",
         show_progress=False, compare_options=OPTIONS,
     )  # fmt: skip
     result = report.halving
     assert result is not None and result.audit is not None
-    hits = sum(e.stats.hits for e in encoders)
-    shaping = sum(e.stats.shaping for e in encoders)
-    twice = sum(n - 1 for n in puts.values() if n > 1)
-    print(f"hits {hits}, shaping {shaping}, encoded twice {twice}, encoded {sum(e.stats.encoded for e in encoders)}")
-    assert hits > 100  # the proxy's rows served to the full tasks
-    assert twice <= shaping < hits / 4
-    for model in models:  # the exact scores with reuse equal an uncached run's
+    composition = next(iter(result.rounds[0].proxies.values()))["compositions"]["test"]
+    data = synthetic_task.load_split("test")
+    proxy_texts = {("query", data.queries.texts[data.queries.ids.index(q)]) for q in composition["queries"]}
+    proxy_texts |= {("document", data.corpus.texts[data.corpus.ids.index(d)]) for d in composition["documents"]}
+    for model in models:
+        name = Path(model).name
+        twice = {(role, text) for (m, role, text), n in encoded.items() if m == name and n > 1}
+        assert twice and twice <= proxy_texts  # the proxy's texts, in the full task's batches, and nothing else
+    for model in models:  # the exact scores equal an uncached run's
         alone = embedscope.evaluate(
             model, [synthetic_task], output_folder=tmp_path / "alone", cache_dir=tmp_path / "fresh",
             show_progress=False,

@@ -43,9 +43,8 @@ def summary_table(report: EvaluationReport) -> str:
     if report.cache is not None:
         lines.append("")
         lines.append(
-            f"embedding cache: {report.cache.hits} texts served, {report.cache.encoded} encoded"
-            + (f" (+{report.cache.shaping} again, to pad partly served batches)" if report.cache.shaping else "")
-            + f"; total {report.seconds:.1f} s"
+            f"embedding cache: {report.cache.hits} texts served, {report.cache.encoded} encoded; "
+            f"total {report.seconds:.1f} s"
         )
     total = total_usage([u for u, o in zip(usages, report.outcomes) if not o.reused])
     if total is not None:

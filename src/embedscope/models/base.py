@@ -213,8 +213,6 @@ class BaseEncoder(ModelBase):
     similarity: Similarity = "cosine"
     embed_dim: int | None = None
     exact_batch_plan: bool = True  # batch_plan + encode_batch give encode()'s vectors bit for bit
-    # a row's vector depends only on its text and its batch's padded length (padded_lengths says it)
-    rows_follow_padded_length: bool = False
 
     # -- encoding -----------------------------------------------------------------------------
 
@@ -253,8 +251,9 @@ class BaseEncoder(ModelBase):
         return batches(sorted(range(len(lengths)), key=lambda i: -lengths[i]), batch_size)
 
     def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]:
-        """Each text's length in tokens as a batch pads it (its prompt in, truncated), for a backend whose
-        ``rows_follow_padded_length``: the cache then serves a row for any batch of the same padded length."""
+        """Each text's length in tokens as a batch pads it (its prompt in, truncated): what
+        :func:`~embedscope.testing.rows.compare_rows` groups rows by. The cache does not rely on it: a row can also
+        depend on the rest of its batch (``bench/bench_row_invariance.py``)."""
         raise NotImplementedError(f"{type(self).__name__} does not say its padded lengths")
 
     def encode_batch(self, texts: Sequence[str], *, role: Role) -> np.ndarray:

@@ -14,16 +14,6 @@ by the encoder's ``fingerprint`` (model identity and revision or file hash, back
 length, normalisation); role and prompt are part of every key, so a query vector is never served for an
 identical document text (mteb issue #5383).
 
-An encoder whose row depends only on its own text and its batch's padded length (``rows_follow_padded_length``:
-sentence-transformers on the CPU in float32, where the kernels' shapes then differ only in their number of rows)
-says each text's padded length (``padded_lengths``), stored with the call's plan. Its vectors are keyed by row,
-``sha256(role, prompt, text, the batch's padded length)`` (:func:`row_vector_keys`), so a text that another call
-encoded in a batch of the same padded length is served (a proxy's documents truncated to the model's maximum, the
-articles two tasks share). A partly cached batch is encoded as its missing rows plus its longest row, which gives
-the batch its padded length (the *shaping* row, counted in ``CacheStats.shaping``): the same bits as the whole
-batch. Where that longest row was cached it is the witness: if it comes out different, the claim is false on this
-machine, and the call (and the rest of the process) goes back to keys by batch (:class:`PaddedLengthMismatch`).
-
 Storage is one SQLite database per fingerprint (``<cache folder>/embeddings/<fp[:2]>/<fp>.sqlite``), in WAL mode: every write is a transaction, so a
 crash mid-write loses at most the batches being written (a damaged database is quarantined, see
 :class:`EmbeddingCache`), and several processes can read and write
@@ -125,18 +115,6 @@ def batch_vector_keys(role: str, prompt: str, texts: Sequence[str]) -> list[byte
     """
     batch = _digest("batch", role, prompt, *texts)
     return [_digest(batch, str(i)) for i in range(len(texts))]
-
-
-def row_vector_keys(role: str, prompt: str, texts: Sequence[str], padded: int) -> list[bytes]:
-    """The keys of a batch's vectors for an encoder whose row depends only on its own text and the batch's padded
-    length (``rows_follow_padded_length``): ``sha256(role, prompt, text, padded length)``, whatever else the batch
-    holds.
-
-    >>> a = row_vector_keys("document", "", ["x", "y"], 12)
-    >>> a[0] == row_vector_keys("document", "", ["x", "z"], 12)[0], a[0] == row_vector_keys("document", "", ["x"], 11)[0]
-    (True, False)
-    """
-    return [_digest("row", role, prompt, text, str(padded)) for text in texts]
 
 
 def encode_plan(plan: Sequence[Sequence[int]]) -> bytes:
@@ -398,26 +376,10 @@ def conn_path(conn: sqlite3.Connection) -> str:
 
 @dataclass
 class CacheStats:
-    """How many texts were served from the cache and how many were encoded; ``shaping``: cached texts encoded
-    again only to give a partly cached batch its padded length (see :meth:`CachedEncoder.encode`)."""
+    """How many texts were served from the cache and how many were encoded."""
 
     hits: int = 0
     encoded: int = 0
-    shaping: int = 0
-
-
-class PaddedLengthMismatch(RuntimeError):
-    """A shaping row's vector came out different from its cached one: on this machine a row also depends on its
-    batch, so the call is encoded again with vectors keyed by batch."""
-
-    def __init__(self, model: str) -> None:
-        super().__init__(f"{model}: a row encoded in part of its batch differs from the same row encoded before")
-
-
-class _SaysPaddedLengths(Protocol):
-    """A backend whose rows follow the padded length (:meth:`~embedscope.models.base.BaseEncoder.padded_lengths`)."""
-
-    def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]: ...
 
 
 class _EncodesBatch(Protocol):
@@ -457,7 +419,6 @@ class CachedEncoder:
         self.encoder = encoder
         self.cache = cache
         self.stats = CacheStats()
-        self.rows_trusted = True  # False once a shaping row came out different (:class:`PaddedLengthMismatch`)
         cache.describe(self.fingerprint, {"name": encoder.name, "revision": encoder.revision})
 
     @property
@@ -494,49 +455,22 @@ class CachedEncoder:
             return np.zeros((0, 0), dtype=np.float32)
         if getattr(type(self.encoder), "vectors_per_text", False):  # the class's: a lazy encoder stays unloaded
             return self._encode_per_text(texts, role, batch_size, show_progress)
-        if self.rows_trusted:
-            try:
-                return self._encode_planned(texts, role, batch_size, show_progress, rows=True)
-            except PaddedLengthMismatch as error:
-                logger.warning("%s; this process now caches its vectors by batch", error)
-                self.rows_trusted = False
-        return self._encode_planned(texts, role, batch_size, show_progress, rows=False)
-
-    def _encode_planned(
-        self, texts: list[str], role: Role, batch_size: int | None, show_progress: bool, *, rows: bool
-    ) -> np.ndarray:
-        """A call through its plan (module docstring); ``rows``: its vectors keyed by row where the call's padded
-        lengths are stored (:func:`row_vector_keys`), else by batch."""
         fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
         key = call_key(role, prompt, self._batch_size(batch_size), texts)
         plan = self.cache.get_plan(fp, key)  # a warm call needs no model, not even to plan its batches
-        lengths_key = _digest(key, "padded lengths")
         if plan is None:
             plan = self._plan(texts, batch_size)
-            lengths = self._padded_lengths(texts, role)
-            if lengths is not None:  # stored before the plan: a stored plan has its lengths where they apply
-                self.cache.put_plan(fp, lengths_key, [lengths])
             self.cache.put_plan(fp, key, plan)
-        else:
-            stored = self.cache.get_plan(fp, lengths_key)
-            lengths = stored[0] if stored else None
-        if not rows:
-            lengths = None
-        if lengths is None:
-            keys = [batch_vector_keys(role, prompt, [texts[i] for i in b]) for b in plan]
-        else:
-            keys = [row_vector_keys(role, prompt, [texts[i] for i in b], max(lengths[i] for i in b)) for b in plan]
+        keys = [batch_vector_keys(role, prompt, [texts[i] for i in b]) for b in plan]
         found = self.cache.get(fp, [k for ks in keys for k in ks])
-        work, whole = self._work(plan, keys, found, lengths)
-        absent = {k for ks in keys for k in ks if k not in found}
-        if work:
+        missing = [n for n, ks in enumerate(keys) if not all(k in found for k in ks)]
+        if missing:
             self._encode_batches(
-                texts, work, found, role=role, batch_size=batch_size, show_progress=show_progress, whole=whole
+                texts, plan, keys, missing, found, role=role, batch_size=batch_size, show_progress=show_progress
             )
-        n_missing = sum(1 for ks in keys for k in ks if k in absent)
+        n_missing = sum(len(plan[n]) for n in missing)
         self.stats.hits += len(texts) - n_missing
         self.stats.encoded += n_missing
-        self.stats.shaping += sum(1 for _, ks in work for k in ks if k not in absent)
         out: np.ndarray | None = None
         for batch, ks in zip(plan, keys):
             vectors = np.stack([found[k] for k in ks])
@@ -545,50 +479,6 @@ class CachedEncoder:
             out[batch] = vectors
         assert out is not None
         return check_finite(out, texts, self.name, f"the embedding cache ({self.cache.directory})")
-
-    def _rows_follow_padded_length(self) -> bool:
-        """Whether the wrapped encoder's row depends only on its text and its batch's padded length (its
-        ``rows_follow_padded_length``), as far as this process has seen (``rows_trusted``)."""
-        return self.rows_trusted and bool(getattr(self.encoder, "rows_follow_padded_length", False))
-
-    def _padded_lengths(self, texts: list[str], role: Role) -> list[int] | None:
-        """Each text's padded length where the wrapped encoder's rows follow the padded length and the call is
-        planned in batches; else None."""
-        if not self._rows_follow_padded_length() or not self._plans_batches():
-            return None
-        lengths = cast(_SaysPaddedLengths, self.encoder).padded_lengths(texts, role=role)
-        return [int(n) for n in lengths]
-
-    def _work(
-        self,
-        plan: list[list[int]],
-        keys: list[list[bytes]],
-        found: dict[bytes, np.ndarray],
-        lengths: list[int] | None,
-    ) -> tuple[list[tuple[list[int], list[bytes]]], bool]:
-        """The batches to encode, each with its vectors' keys, and whether they are the whole plan (then the
-        encoder's own call makes them). A batch with every vector missing is encoded whole. A partly cached one,
-        where rows follow the padded length, is encoded as its missing rows plus its longest row (the *shaping*
-        row, which gives the batch its padded length): the same vectors, bit for bit, as the whole batch. The
-        shaping row's vector, when cached, is the witness: it must come out the same, else the batch is encoded
-        whole (:meth:`_encode_batches`)."""
-        work: list[tuple[list[int], list[bytes]]] = []
-        for batch, ks in zip(plan, keys):
-            missing = [i for i, k in zip(batch, ks) if k not in found]
-            if not missing:
-                continue
-            # asked only here: a lazy encoder loads its model only when something is encoded
-            if len(missing) == len(batch) or lengths is None or not self._rows_follow_padded_length():
-                work.append((batch, ks))
-                continue
-            assert lengths is not None
-            longest = max(lengths[i] for i in batch)
-            shaping = next(i for i in batch if lengths[i] == longest)
-            wanted = {shaping, *missing}
-            kept = [n for n, i in enumerate(batch) if i in wanted]
-            work.append(([batch[n] for n in kept], [ks[n] for n in kept]))
-        whole = len(work) == len(plan) and all(len(b) == len(p) for (b, _), p in zip(work, plan))
-        return work, whole
 
     def _encode_per_text(self, texts: list[str], role: Role, batch_size: int | None, show_progress: bool) -> np.ndarray:
         """An encoder whose vector of a text does not depend on the texts encoded with it (``vectors_per_text``: a
@@ -630,51 +520,40 @@ class CachedEncoder:
     def _plan(self, texts: list[str], batch_size: int | None) -> list[list[int]]:
         """The batches the wrapped encoder's own call forms (its ``batch_plan``); the whole call as one
         batch for an encoder that cannot say (``exact_batch_plan = False``) or cannot encode a batch alone."""
-        if not self._plans_batches():
-            return [list(range(len(texts)))]
-        planner = self.encoder.batch_plan  # type: ignore[attr-defined]
-        return [list(b) for b in planner([len(t) for t in texts], self._batch_size(batch_size))]
-
-    def _plans_batches(self) -> bool:
-        """Whether the wrapped encoder says its batches (``batch_plan``, ``exact_batch_plan``) and encodes one alone."""
+        planner = getattr(self.encoder, "batch_plan", None)
         alone = (
             getattr(self.encoder, "encode_batches", None) is not None
             or getattr(self.encoder, "encode_batch", None) is not None
         )
-        planner = getattr(self.encoder, "batch_plan", None)
-        return planner is not None and alone and bool(getattr(self.encoder, "exact_batch_plan", True))
+        if planner is None or not alone or not getattr(self.encoder, "exact_batch_plan", True):
+            return [list(range(len(texts)))]
+        return [list(b) for b in planner([len(t) for t in texts], self._batch_size(batch_size))]
 
     def _encode_batches(
         self,
         texts: list[str],
-        work: list[tuple[list[int], list[bytes]]],
+        plan: list[list[int]],
+        keys: list[list[bytes]],
+        missing: list[int],
         found: dict[bytes, np.ndarray],
         *,
         role: Role,
         batch_size: int | None,
         show_progress: bool,
-        whole: bool,
     ) -> None:
-        """Encode the ``work`` batches as the uncached call would, storing whole batches every ``FLUSH_EVERY``
-        texts or ``FLUSH_SECONDS`` (a slow model), so an interrupted run keeps them. A shaping row whose vector
-        was cached and comes out different (rows do not follow the padded length here) raises
-        :class:`PaddedLengthMismatch` before anything of its batch is stored."""
+        """Encode the ``missing`` batches of ``plan`` as the uncached call would, storing whole batches
+        every ``FLUSH_EVERY`` texts or ``FLUSH_SECONDS`` (a slow model), so an interrupted run keeps them."""
         pending: list[bytes] = []
         pending_vectors: list[np.ndarray] = []
         flushed = time.monotonic()
-        plan = [batch for batch, _ in work]
-        for n, vectors in self._batch_vectors(texts, plan, whole, role, batch_size, show_progress):
-            batch, ks = work[n]
+        for n, vectors in self._batch_vectors(texts, plan, missing, role, batch_size, show_progress):
             vectors = np.asarray(vectors, dtype=np.float32)
-            if vectors.ndim != 2 or vectors.shape[0] != len(batch):
-                raise ValueError(f"{self.encoder.name}: got shape {vectors.shape} for a batch of {len(batch)}")
-            check_finite(vectors, [texts[i] for i in batch], self.name)  # never stored, never scored
-            witnesses = [(k, v) for k, v in zip(ks, vectors) if k in found]
-            if any(not np.array_equal(found[k], v) for k, v in witnesses):
-                raise PaddedLengthMismatch(self.encoder.name)
-            for k, v in zip(ks, vectors):
+            if vectors.ndim != 2 or vectors.shape[0] != len(plan[n]):
+                raise ValueError(f"{self.encoder.name}: got shape {vectors.shape} for a batch of {len(plan[n])}")
+            check_finite(vectors, [texts[i] for i in plan[n]], self.name)  # never stored, never scored
+            for k, v in zip(keys[n], vectors):
                 found[k] = v
-            pending.extend(ks)
+            pending.extend(keys[n])
             pending_vectors.append(vectors)
             if len(pending) >= FLUSH_EVERY or time.monotonic() - flushed >= FLUSH_SECONDS:
                 self.cache.put(self.fingerprint, pending, np.concatenate(pending_vectors))
@@ -686,16 +565,15 @@ class CachedEncoder:
         self,
         texts: list[str],
         plan: list[list[int]],
-        whole: bool,
+        missing: list[int],
         role: Role,
         batch_size: int | None,
         show_progress: bool,
     ):
-        """``(batch number, vectors)`` of each batch of ``plan``. The ``whole`` plan of a call goes through the
-        encoder's own ``encode_stream`` / ``encode`` (exactly the uncached call); otherwise each batch is encoded
-        alone (``encode_batches`` of an engine, ``encode_batch`` of a backend)."""
-        missing = list(range(len(plan)))
-        if whole:
+        """``(batch number, vectors)`` of each missing batch. A call missing every batch goes through the
+        encoder's own ``encode_stream`` / ``encode`` (exactly the uncached call); otherwise each missing
+        batch is encoded alone (``encode_batches`` of an engine, ``encode_batch`` of a backend)."""
+        if len(missing) == len(plan):
             stream = getattr(self.encoder, "encode_stream", None)
             if stream is None and len(texts) > FLUSH_EVERY and len(plan) > 1:
                 from embedscope.models.planned import LocalPlanned

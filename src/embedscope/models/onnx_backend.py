@@ -414,8 +414,7 @@ class OnnxEncoder(BaseEncoder):
 
     def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]:
         """Each text's token count as a batch pads it (the role's prompt in, truncated; a fixed sequence length
-        pads every batch to it). Said, not claimed: on some graphs onnxruntime's rows also depend on the rest of
-        their batch (``bench/bench_row_invariance.py``), so ``rows_follow_padded_length`` stays false."""
+        pads every batch to it)."""
         if self.fixed_seq_length is not None:
             return [self.fixed_seq_length] * len(texts)
         return self.tokenizer.counts(prompted_texts(list(texts), role, self.prompts), self.max_seq_length)

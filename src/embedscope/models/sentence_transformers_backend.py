@@ -228,15 +228,6 @@ class SentenceTransformerEncoder(BaseEncoder):
         """sentence-transformers' own batches for one ``encode`` call over texts of these lengths."""
         return batches(st_order(self.model, lengths), batch_size)
 
-    @property
-    def rows_follow_padded_length(self) -> bool:  # type: ignore[override]  # a property of the placement here
-        """On the CPU in float32, a row's vector depends only on its tokens and the batch's padded length: the
-        kernels' shapes then differ only in the number of rows, and each row's sums run the same way
-        (``tests/models/test_padded_lengths.py`` checks it, and the cache checks a witness row on every partly
-        cached batch). Not claimed on an accelerator or in half precision, where kernels are chosen by shape."""
-        device, dtype = model_placement(self.model)
-        return device == "cpu" and dtype == "float32" and not flattens(self.model)
-
     def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]:
         """Each text's token count as ``encode`` tokenizes it (the role's prompt in, truncated to
         ``max_seq_length``): sentence-transformers' ``preprocess``, 256 texts at a time."""

@@ -161,12 +161,6 @@ class TransformersEncoder(BaseEncoder):
         vectors = pool(hidden.float(), features["attention_mask"], self.pooling)
         return normalize_rows(vectors) if self.normalize else vectors
 
-    @property
-    def rows_follow_padded_length(self) -> bool:  # type: ignore[override]  # a property of the placement here
-        """On the CPU in float32, a row's vector depends only on its tokens and its batch's padded length (as for
-        sentence-transformers: ``tests/models/test_padded_lengths.py``)."""
-        return str(self.device) == "cpu" and self.dtype == "float32"
-
     def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]:
         """Each text's token count as :meth:`_encode_batch` tokenizes it (the role's prompt in, truncated)."""
         features = self.tokenizer(

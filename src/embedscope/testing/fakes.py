@@ -111,9 +111,10 @@ class PaddedHashEncoder(HashEncoder):
 
 
 class RowPaddedHashEncoder(PaddedHashEncoder):
-    """:class:`PaddedHashEncoder` that says so: a row depends only on its text and its batch's padded length (the
-    longest text's, in characters), as a transformer's on the CPU in float32. ``batch_nudge`` also nudges each
-    row by ``1e-4 ×`` the batch's size: a kernel chosen by shape, where the claim is false.
+    """:class:`PaddedHashEncoder` that says its padded lengths: a row depends only on its text and its batch's
+    padded length (the longest text's, in characters), what :func:`~embedscope.testing.rows.compare_rows` measures.
+    ``batch_nudge`` also nudges each row by ``1e-4 ×`` the batch's size: a kernel chosen by the batch's shape, as a
+    transformer's on some CPUs (``bench/bench_row_invariance.py``).
 
     >>> enc = RowPaddedHashEncoder(dim=4)
     >>> a = enc.encode(["x", "yy", "z"], role="document", batch_size=3)[0]
@@ -122,15 +123,12 @@ class RowPaddedHashEncoder(PaddedHashEncoder):
     """
 
     backend = "fake-row-padded-hash"
-    rows_follow_padded_length = True
 
     def __init__(self, dim: int = 16, batch_nudge: bool = False) -> None:
         super().__init__(dim=dim, name="fake/row-padded-hash-encoder")
         self.batch_nudge = batch_nudge
-        self.encoded_rows = 0
 
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
-        self.encoded_rows += len(texts)
         out = super()._encode(texts, role, batch_size, show_progress)
         if self.batch_nudge:
             for batch in self.batch_plan([len(t) for t in texts], batch_size):

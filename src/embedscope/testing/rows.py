@@ -1,9 +1,11 @@
-"""Whether an encoder's rows follow its batch's padded length, measured bit for bit (the row cache's claim,
-``rows_follow_padded_length``; :mod:`embedscope.models.cache`).
+"""Whether an encoder's rows follow its batch's padded length, measured bit for bit: whether a row depends only on
+its own text and how wide its batch is padded, or also on the rest of its batch. The embedding cache makes no such
+claim (:mod:`embedscope.models.cache`): on some CPUs a transformer's row moves in its last bits with the batch's
+shape (``bench/bench_row_invariance.py``).
 
 Every batch of the encoder's own plan is encoded whole, then as its longest row with 0, 1, half and all but one of
 the others (a seeded draw); each row is compared with the whole batch's. The same padded length, different
-company: where the claim holds, every row is equal.
+company: where rows follow the padded length, every row is equal.
 
 >>> from embedscope.testing.fakes import RowPaddedHashEncoder
 >>> texts = [("word " * n).strip() for n in range(1, 41)]
