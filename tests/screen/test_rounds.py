@@ -173,9 +173,10 @@ def _confirming(
     replicates: dict[str, np.ndarray],
     confidence: float,
     tokens: dict[str, float] | None = None,
+    spend: dict[str, float] | None = None,
 ):
     """``rounds._confirm`` on one round of ``replicates`` whose exact runs are recorded, not run (``tokens``: the
-    candidates behind an API and the tokens each would cost exact)."""
+    candidates behind an API and the tokens each would cost exact; ``spend``: what those cost at their prices)."""
     ran: list[str] = []
 
     def exact(settings, run, m, options):
@@ -185,7 +186,8 @@ def _confirming(
 
     monkeypatch.setattr(rounds, "_exact", exact)
     scores = {k: MeanScore(float(np.mean(v)), 0.0, 1.0, {}) for k, v in replicates.items()}
-    result = HalvingResult([ProxyRound(0.1, scores, {}, [], {}, 1.0, {}, estimates, tokens or {})], [], [], 1.0, 0.005)
+    one = ProxyRound(0.1, scores, {}, [], {}, 1.0, {}, estimates, tokens or {}, spend or {})
+    result = HalvingResult([one], [], [], 1.0, 0.005)
     models = {k: rounds.ScreenedModel(k) for k in replicates}
     options = CompareOptions(confidence=confidence)
     rounds._confirm(None, dict.fromkeys(replicates), models, list(replicates), replicates, result, options)  # type: ignore[arg-type]
@@ -241,6 +243,27 @@ def test_models_behind_an_api_are_confirmed_by_the_tokens_they_cost_not_the_serv
     assert any("c (about 1 s and 800,000 tokens exact)" in line for line in lines)
 
 
+def test_models_behind_an_api_with_prices_are_confirmed_by_what_their_tokens_cost(monkeypatch) -> None:
+    reps = _replicates()  # a leads; c within 0.001 of it; b clearly below
+    survivors = {k: reps[k] for k in "abc"}
+    seconds = {"a": 500.0, "b": 10.0, "c": 1.0}
+    tokens = {"a": 8e5, "b": 8e5, "c": 8e5}
+    spend = {"a": 8e5 * 13.0 / 1e6, "b": 8e5 * 0.02 / 1e6, "c": 8e5 * 0.02 / 1e6}  # a's price is 650 times c's
+    matrix = np.vstack([survivors[k] for k in "abc"])
+    wins = {k: float((matrix.argmax(axis=0) == i).mean()) for i, k in enumerate("abc")}  # numpy
+    assert wins["a"] > wins["c"] > 0 and wins["c"] / spend["c"] > wins["a"] / spend["a"]
+    ran, _ = _confirming(monkeypatch, seconds, survivors, confidence=wins["a"], tokens=tokens)
+    assert ran == ["a"]  # by tokens, equal for all three, the leader goes first
+    ran, result = _confirming(monkeypatch, seconds, survivors, confidence=1.0, tokens=tokens, spend=spend)
+    assert ran[0] == "c" and ran.index("c") < ran.index("a")  # by money, the cheap contender goes first
+    assert result.rounds[0].confirm_costs(list("abc")) == (spend, "spend")
+    unpriced = ProxyRound(0.1, {}, {}, [], {}, 1.0, {}, seconds, tokens, {"a": 10.4, "c": 0.016})  # b has no price
+    assert unpriced.confirm_costs(list("abc")) == (tokens, "tokens")
+    result.unconfirmed = ["b"]
+    result.ranking = rounds._final_ranking(result.confirmed, result.unconfirmed, result.rounds)
+    assert any("b (about 10 s and 800,000 tokens ($0.0160) exact)" in line for line in halving_lines(result))
+
+
 def test_a_results_tokens_are_those_billed_and_those_the_cache_spared() -> None:
     from embedscope.results.schema import TaskResult
     from embedscope.screen.passes import needed_tokens
@@ -267,7 +290,10 @@ def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthet
     vocab = [f"w{i}" for i in range(300)]
     served = {"all-words": vocab, "most-words": vocab[:240], "few-words": vocab[:15]}
     with ApiServer(vectors=_keyword_vectors(served)) as server:
-        candidates = [{"model": f"openai:{name}", "api_base": server.url, "api_key": "sk-test-0123"} for name in served]
+        candidates = [
+            {"model": f"openai:{name}", "api_base": server.url, "api_key": "sk-test-0123", "price_per_mtok": 0.02 * n}
+            for n, name in enumerate(served, 1)
+        ]
         report = embedscope.screen(
             candidates, [synthetic_task], proxy=[30, 90], output_folder=tmp_path, show_progress=False,
             compare_options=OPTIONS, audit=True,
@@ -285,6 +311,9 @@ def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthet
     for key, estimate in result.rounds[0].exact_tokens.items():  # from the proxy's tokens and its share of texts
         assert 0.5 * full_tokens < estimate < 2 * full_tokens, key
     assert set(result.rounds[0].exact_tokens) == {f"openai:{n}" for n in served}
+    for n, name in enumerate(served, 1):  # at each candidate's price
+        key = f"openai:{name}"
+        assert result.rounds[0].exact_spend[key] == pytest.approx(result.rounds[0].exact_tokens[key] * 0.02 * n / 1e6)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and not [p for p in written if b"sk-test-0123" in p.read_bytes()]  # the key is in no file
 

@@ -167,10 +167,11 @@ def halving_lines(halving: HalvingResult, digits: int = 4) -> list[str]:
 
 
 def _estimate(r: ProxyRound, key: str) -> str:
-    seconds, tokens = r.exact_estimate.get(key), r.exact_tokens.get(key)
+    seconds, tokens, spend = r.exact_estimate.get(key), r.exact_tokens.get(key), r.exact_spend.get(key)
     if seconds is None:
         return "exact cost unknown"
-    return f"about {seconds:.0f} s" + (f" and {tokens:,.0f} tokens" if tokens is not None else "") + " exact"
+    paid = "" if tokens is None else f" and {tokens:,.0f} tokens" + ("" if spend is None else f" (${spend:.4f})")
+    return f"about {seconds:.0f} s{paid} exact"
 
 
 def screen_text(report: ScreenReport, digits: int = 4) -> str:

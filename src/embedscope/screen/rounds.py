@@ -13,7 +13,8 @@
    (:func:`~embedscope.screen.halving.confirm_order`): each one's exact cost is estimated from its last round (each
    proxy task's time less loading its data, divided by the share of the full task's texts the proxy holds:
    :func:`exact_estimate`); when every survivor is a model behind an API, the tokens its texts cost, estimated the
-   same way, instead of the seconds (:func:`confirm_costs`; the cheapest of a tie is chosen the same way). Before
+   same way, instead of the seconds, and their price where every survivor has one (``price_per_mtok``:
+   :func:`confirm_costs`; the cheapest of a tie is chosen the same way). Before
    each, the stated probability is recomputed with only the confirmed (and their ties) kept; once it reaches the
    screen's confidence, the survivors left stay unconfirmed, ranked by their proxy score, and the stated
    probability is that one. The confirmed models' exact ranking decides. ``audit``
@@ -72,10 +73,11 @@ class ProxyRound:
     proxies: dict[str, dict[str, Any]] = field(default_factory=dict)  # proxy task → its recipe and compositions
     exact_estimate: dict[str, float] = field(default_factory=dict)  # seconds each would take exact (estimated)
     exact_tokens: dict[str, float] = field(default_factory=dict)  # tokens each behind an API would cost exact
+    exact_spend: dict[str, float] = field(default_factory=dict)  # what those tokens cost, where it has a price
 
     def confirm_costs(self, keys: Sequence[str]) -> tuple[dict[str, float], str]:
         """What confirming each of ``keys`` would cost, and in what (:func:`confirm_costs`)."""
-        return confirm_costs(self.exact_estimate, self.exact_tokens, keys)
+        return confirm_costs(self.exact_estimate, self.exact_tokens, keys, self.exact_spend)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +86,7 @@ class ProxyRound:
             "seconds": self.seconds,
             "exact_estimate": self.exact_estimate,
             "exact_tokens": self.exact_tokens,
+            "exact_spend": self.exact_spend,
             "dropped": self.dropped,
             "tied": self.tied,
             "p_best_kept": self.p_best_kept,
@@ -174,6 +177,7 @@ def halving_screen(
         shares = {name: kept_share(recipe["compositions"]) for name, recipe in proxies.items()}
         estimate = {k: exact_estimate(passes[k].work, shares) for k in remaining}
         tokens = {k: exact_estimate(t, shares) for k in remaining if (t := _api_tokens(passes[k])) is not None}
+        spend = {k: n * price / 1e6 for k, n in tokens.items() if (price := _price(by_key[k])) is not None}
         shared = sorted(set.intersection(*(set(p.items) for p in passes.values())))
         if not shared:
             raise ConfigError("screen: the models share no task (check each model's tasks)")
@@ -188,7 +192,7 @@ def halving_screen(
         group = halving.tie_groups({k: replicates[k] for k in kept}, margin, options.alpha)[0]
         tied: dict[str, list[str]] = {}
         if len(group) > 1:
-            cost, _ = confirm_costs(estimate, tokens, group)
+            cost, _ = confirm_costs(estimate, tokens, group, spend)
             cheapest = min(group, key=lambda k: (cost[k], estimate[k]))
             tied = {cheapest: [k for k in group if k != cheapest]}
         p_kept = halving.p_best_kept(replicates, kept)
@@ -204,6 +208,7 @@ def halving_screen(
                 proxies,
                 {k: estimate[k] for k in ranked},
                 {k: tokens[k] for k in ranked if k in tokens},
+                {k: spend[k] for k in ranked if k in spend},
             )
         )
         remaining = [k for k in kept if not any(k in v for v in tied.values())]
@@ -218,20 +223,34 @@ def halving_screen(
 
 
 def confirm_costs(
-    seconds: Mapping[str, float], tokens: Mapping[str, float], keys: Sequence[str]
+    seconds: Mapping[str, float],
+    tokens: Mapping[str, float],
+    keys: Sequence[str],
+    spend: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, float], str]:
-    """What confirming each of ``keys`` would cost, and in what: the tokens its texts cost when every one of them is
-    a model behind an API (what its user pays for; the service's speed is not the model's), else the seconds (a
-    local model's cost, and the only one a mix of the two shares).
+    """What confirming each of ``keys`` would cost, and in what: when every one of them is a model behind an API,
+    the money its tokens cost where every one has a price (``price_per_mtok``), else the tokens (what its user pays
+    for; the service's speed is not the model's); otherwise the seconds (a local model's cost, and the only one a
+    mix of the two shares).
 
     >>> confirm_costs({"a": 9.0, "b": 1.0}, {"a": 100.0, "b": 100.0}, ["a", "b"])
     ({'a': 100.0, 'b': 100.0}, 'tokens')
+    >>> confirm_costs({"a": 9.0, "b": 1.0}, {"a": 100.0, "b": 100.0}, ["a", "b"], {"a": 0.2, "b": 1.3})
+    ({'a': 0.2, 'b': 1.3}, 'spend')
     >>> confirm_costs({"a": 9.0, "local": 1.0}, {"a": 100.0}, ["a", "local"])
     ({'a': 9.0, 'local': 1.0}, 'seconds')
     """
     if keys and all(k in tokens for k in keys):
+        if spend is not None and all(k in spend for k in keys):
+            return {k: spend[k] for k in keys}, "spend"
         return {k: tokens[k] for k in keys}, "tokens"
     return {k: seconds.get(k, 0.0) for k in keys}, "seconds"
+
+
+def _price(run: ModelRun | None) -> float | None:
+    """A candidate's price per million tokens (its ``price_per_mtok`` option), None without one."""
+    price = (run.options if run is not None else {}).get("price_per_mtok")
+    return None if price is None else float(price)
 
 
 def _api_tokens(done: Pass) -> dict[str, float] | None:
