@@ -174,6 +174,7 @@ def _confirming(
     confidence: float,
     tokens: dict[str, float] | None = None,
     spend: dict[str, float] | None = None,
+    cheap: list[str] | None = None,
 ):
     """``rounds._confirm`` on one round of ``replicates`` whose exact runs are recorded, not run (``tokens``: the
     candidates behind an API and the tokens each would cost exact; ``spend``: what those cost at their prices)."""
@@ -186,7 +187,7 @@ def _confirming(
 
     monkeypatch.setattr(rounds, "_exact", exact)
     scores = {k: MeanScore(float(np.mean(v)), 0.0, 1.0, {}) for k, v in replicates.items()}
-    one = ProxyRound(0.1, scores, {}, [], {}, 1.0, {}, estimates, tokens or {}, spend or {})
+    one = ProxyRound(0.1, scores, {}, [], {}, 1.0, {}, estimates, tokens or {}, spend or {}, cheap or [])
     result = HalvingResult([one], [], [], 1.0, 0.005)
     models = {k: rounds.ScreenedModel(k) for k in replicates}
     options = CompareOptions(confidence=confidence)
@@ -210,6 +211,24 @@ def test_survivors_are_confirmed_in_order_until_the_stated_probability_is_reache
     ran, result = _confirming(monkeypatch, cost, survivors, confidence=min(1.0, p_ac + 1e-9))
     assert ran == ["c", "a", "d"] and result.unconfirmed == [] and result.p_winner_kept == 1.0
     assert result.confirmed == sorted("acd", key=lambda k: -float(np.mean(survivors[k])))
+
+
+def test_a_candidate_next_to_free_is_confirmed_whatever_the_odds(monkeypatch) -> None:
+    reps = _replicates()  # a leads; c within 0.001 of it; d noisy; b far below
+    cost = {"a": 500.0, "b": 2.0, "c": 400.0, "d": 450.0}
+    assert rounds.cheap_candidates(cost, "seconds") == ["b"]  # 2 s of 1,352 s: under 1%
+    matrix = np.vstack([reps[k] for k in "abcd"])
+    wins = {k: float((matrix.argmax(axis=0) == i).mean()) for i, k in enumerate("abcd")}  # numpy
+    assert wins["b"] == 0.0
+    first = halving.confirm_order(list("abcd"), cost, wins)[0]
+    ran, _ = _confirming(monkeypatch, cost, reps, confidence=1e-9)  # the first confirmed is enough
+    assert ran == [first]  # by the odds alone, b is never worth confirming
+    ran, result = _confirming(monkeypatch, cost, reps, confidence=1e-9, cheap=["b"])
+    assert ran == [first, "b"] and "b" in result.confirmed and "b" not in result.unconfirmed
+    result.ranking = rounds._final_ranking(result.confirmed, result.unconfirmed, result.rounds)
+    assert result.ranking[:2] == sorted([first, "b"], key=lambda k: -float(np.mean(reps[k])))  # exact, confirmed
+    lines = halving_lines(result)
+    assert any("kept and confirmed whatever their proxy scores, their exact runs next to free: b" in x for x in lines)
 
 
 def test_a_costly_leader_is_confirmed_before_a_cheaper_candidate_few_replicates_favour(monkeypatch) -> None:

@@ -140,6 +140,10 @@ def halving_lines(halving: HalvingResult, digits: int = 4) -> list[str]:
         leader = next(iter(r.scores))
         parts = [f"round {i} on proxies of size {r.size}: {len(r.scores)} candidates, leader {leader}"]
         parts.append(f"dropped {', '.join(r.dropped)}" if r.dropped else "none dropped")
+        if r.cheap:
+            parts.append(
+                f"kept and confirmed whatever their proxy scores, their exact runs next to free: {', '.join(r.cheap)}"
+            )
         parts += [
             f"{k} goes on for its tie with {', '.join(v)} (the cheapest exact: {_estimate(r, k)})"
             for k, v in r.tied.items()

@@ -6,7 +6,9 @@
 2. Each candidate's mean main score over the tasks comes with bootstrap replicates drawn with the same seeds for
    every candidate (paired). Candidates whose difference to the leader lies clearly above 0 are dropped; those
    equivalent to the leader within ``margin`` (TOST) are tied with it, and only the cheapest of the tie goes on
-   (:mod:`embedscope.screen.halving`). The share of replicates whose best candidate is still in, multiplied over
+   (:mod:`embedscope.screen.halving`). A candidate whose exact run is estimated to cost at most ``CHEAP_SHARE`` (1%)
+   of all of theirs together is never dropped and is always confirmed (:func:`cheap_candidates`: a proxy could
+   only save that little, and can be biased against it). The share of replicates whose best candidate is still in, multiplied over
    the rounds, is the stated probability that the exact winner survived. Every proxy of a round is built once
    (its data loaded and reduced once), whichever candidates run it.
 3. The survivors run exact on the full tasks, the most replicates won per estimated cost first
@@ -58,6 +60,10 @@ from embedscope.settings.run import ModelRun
 from embedscope.tasks.proxy import Proxy, ProxySpec, kept_share, proxy_task
 
 DEFAULT_MARGIN = 0.005  # main-score points within which two models count as tied: below what any test here resolves
+# a candidate whose exact run is estimated to cost at most this share of all the round's candidates' together is not
+# dropped on a proxy's word: dropping it saves next to nothing, and a proxy can be biased against it (a retrieval
+# proxy's hard negatives are BM25's own top documents); it is confirmed exact
+CHEAP_SHARE = 0.01
 
 
 @dataclass
@@ -74,6 +80,9 @@ class ProxyRound:
     exact_estimate: dict[str, float] = field(default_factory=dict)  # seconds each would take exact (estimated)
     exact_tokens: dict[str, float] = field(default_factory=dict)  # tokens each behind an API would cost exact
     exact_spend: dict[str, float] = field(default_factory=dict)  # what those tokens cost, where it has a price
+    cheap: list[str] = field(
+        default_factory=list
+    )  # kept, whatever the proxy says: confirming them costs next to nothing
 
     def confirm_costs(self, keys: Sequence[str]) -> tuple[dict[str, float], str]:
         """What confirming each of ``keys`` would cost, and in what (:func:`confirm_costs`)."""
@@ -87,6 +96,7 @@ class ProxyRound:
             "exact_estimate": self.exact_estimate,
             "exact_tokens": self.exact_tokens,
             "exact_spend": self.exact_spend,
+            "cheap": self.cheap,
             "dropped": self.dropped,
             "tied": self.tied,
             "p_best_kept": self.p_best_kept,
@@ -187,7 +197,8 @@ def halving_screen(
         if i == 0:
             for key in remaining:
                 models[key].fast = scores[key]
-        out = halving.dropped(replicates, options.confidence)
+        cheap = cheap_candidates(*confirm_costs(estimate, tokens, remaining, spend))
+        out = [k for k in halving.dropped(replicates, options.confidence) if k not in cheap]
         kept = [k for k in remaining if k not in out]
         group = halving.tie_groups({k: replicates[k] for k in kept}, margin, options.alpha)[0]
         tied: dict[str, list[str]] = {}
@@ -209,6 +220,7 @@ def halving_screen(
                 {k: estimate[k] for k in ranked},
                 {k: tokens[k] for k in ranked if k in tokens},
                 {k: spend[k] for k in ranked if k in spend},
+                [k for k in ranked if k in cheap],
             )
         )
         remaining = [k for k in kept if not any(k in v for v in tied.values())]
@@ -245,6 +257,19 @@ def confirm_costs(
             return {k: spend[k] for k in keys}, "spend"
         return {k: tokens[k] for k in keys}, "tokens"
     return {k: seconds.get(k, 0.0) for k in keys}, "seconds"
+
+
+def cheap_candidates(costs: Mapping[str, float], unit: str, share: float = CHEAP_SHARE) -> list[str]:
+    """The candidates whose exact run costs at most ``share`` of all of theirs together, in seconds (the only unit
+    in which a local candidate can be next to free; tokens and spend are alike for every model behind an API).
+
+    >>> cheap_candidates({"mpnet": 1136.0, "minilm": 72.3, "bm25": 1.0, "static": 1.8}, "seconds")
+    ['bm25', 'static']
+    >>> cheap_candidates({"a": 1e6, "b": 1e3}, "tokens")
+    []
+    """
+    total = sum(costs.values())
+    return [k for k, c in costs.items() if unit == "seconds" and c <= share * total]
 
 
 def _price(run: ModelRun | None) -> float | None:
@@ -298,8 +323,12 @@ def _confirm(
             covered = [k for k in _covered(confirmed, result.rounds) if k in replicates]
             p = earlier * halving.p_best_kept(replicates, covered)
             if p >= options.confidence:
-                result.unconfirmed = sorted(order[n:], key=lambda k: -last.scores[k].mean)
+                rest = [k for k in order[n:] if k not in last.cheap]
+                result.unconfirmed = sorted(rest, key=lambda k: -last.scores[k].mean)
                 result.p_winner_kept = p
+                for cheap in (k for k in order[n:] if k in last.cheap):  # confirmed whatever the odds: next to free
+                    result.exact_items[cheap] = _exact(settings, by_key[cheap], models[cheap], options)
+                    confirmed.append(cheap)
                 break
         result.exact_items[key] = _exact(settings, by_key[key], models[key], options)
         confirmed.append(key)
