@@ -6,11 +6,11 @@
 2. Each candidate's mean main score over the tasks comes with bootstrap replicates drawn with the same seeds for
    every candidate (paired). Candidates whose difference to the leader lies clearly above 0 are dropped; those
    equivalent to the leader within ``margin`` (TOST) are tied with it, and only the cheapest of the tie goes on
-   (:mod:`embedscope.screen.halving`). A candidate whose exact run is estimated to cost at most ``CHEAP_SHARE`` (1%)
-   of all of theirs together is never dropped and is always confirmed (:func:`cheap_candidates`: a proxy could
-   only save that little, and can be biased against it). The share of replicates whose best candidate is still in, multiplied over
-   the rounds, is the stated probability that the exact winner survived. Every proxy of a round is built once
-   (its data loaded and reduced once), whichever candidates run it.
+   (:mod:`embedscope.screen.halving`). A candidate whose exact run is estimated to cost at most ``CHEAP_SHARE``
+   (1%) of all of theirs together is never dropped and is always confirmed (:func:`cheap_candidates`: a proxy
+   could only save that little, and can be biased against it). The share of replicates whose best candidate is
+   still in, multiplied over the rounds, is the stated probability that the exact winner survived. Every proxy of
+   a round is built once (its data loaded and reduced once), whichever candidates run it.
 3. The survivors run exact on the full tasks, the most replicates won per estimated cost first
    (:func:`~embedscope.screen.halving.confirm_order`): each one's exact cost is estimated from its last round (each
    proxy task's time less loading its data, divided by the share of the full task's texts the proxy holds:
@@ -80,9 +80,8 @@ class ProxyRound:
     exact_estimate: dict[str, float] = field(default_factory=dict)  # seconds each would take exact (estimated)
     exact_tokens: dict[str, float] = field(default_factory=dict)  # tokens each behind an API would cost exact
     exact_spend: dict[str, float] = field(default_factory=dict)  # what those tokens cost, where it has a price
-    cheap: list[str] = field(
-        default_factory=list
-    )  # kept, whatever the proxy says: confirming them costs next to nothing
+    # kept and confirmed whatever the proxy says: their exact runs cost next to nothing (:func:`cheap_candidates`)
+    cheap: list[str] = field(default_factory=list)
 
     def confirm_costs(self, keys: Sequence[str]) -> tuple[dict[str, float], str]:
         """What confirming each of ``keys`` would cost, and in what (:func:`confirm_costs`)."""
