@@ -2,7 +2,7 @@
 rows by); and the embedding cache's refusal to serve a row across batches even at one padded length, because on some
 CPUs a row also depends on its batch's shape.
 
-Measured on this machine (an Intel Xeon with AVX-512), all-MiniLM-L6-v2 on the CPU in float32: a row encoded in a
+Measured on an Intel Xeon with AVX-512 (2026-11-28), all-MiniLM-L6-v2 on the CPU in float32: a row encoded in a
 batch of 2 differs in its last bits from the same row in a batch of 8 padded to the same width. A cache that served
 rows by padded length (as it did on 2026-11-27, when the AMD EPYC of that day measured every row equal) gave a
 warm run other bits than a cold one; the last test here failed on it.
