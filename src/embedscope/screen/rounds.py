@@ -267,13 +267,15 @@ def cheap_candidates(costs: Mapping[str, float], unit: str, share: float = CHEAP
     >>> cheap_candidates({"a": 1e6, "b": 1e3}, "tokens")
     []
     """
+    if unit != "seconds":
+        return []
     total = sum(costs.values())
-    return [k for k, c in costs.items() if unit == "seconds" and c <= share * total]
+    return [k for k, c in costs.items() if c <= share * total]
 
 
-def _price(run: ModelRun | None) -> float | None:
+def _price(run: ModelRun) -> float | None:
     """A candidate's price per million tokens (its ``price_per_mtok`` option), None without one."""
-    price = (run.options if run is not None else {}).get("price_per_mtok")
+    price = run.options.get("price_per_mtok")
     return None if price is None else float(price)
 
 
@@ -317,6 +319,11 @@ def _confirm(
     }
     costs, _ = last.confirm_costs(list(survivors))
     order = halving.confirm_order(survivors, costs, wins)
+
+    def confirm(key: str) -> None:
+        result.exact_items[key] = _exact(settings, by_key[key], models[key], options)
+        confirmed.append(key)
+
     for n, key in enumerate(order):
         if confirmed:
             covered = [k for k in _covered(confirmed, result.rounds) if k in replicates]
@@ -326,11 +333,9 @@ def _confirm(
                 result.unconfirmed = sorted(rest, key=lambda k: -last.scores[k].mean)
                 result.p_winner_kept = p
                 for cheap in (k for k in order[n:] if k in last.cheap):  # confirmed whatever the odds: next to free
-                    result.exact_items[cheap] = _exact(settings, by_key[cheap], models[cheap], options)
-                    confirmed.append(cheap)
+                    confirm(cheap)
                 break
-        result.exact_items[key] = _exact(settings, by_key[key], models[key], options)
-        confirmed.append(key)
+        confirm(key)
     result.confirmed = sorted(confirmed, key=lambda k: -mean_of(models[k].exact))
 
 
