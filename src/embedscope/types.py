@@ -70,8 +70,30 @@ class Texts:
 _TextsT = TypeVar("_TextsT", bound=Texts)
 
 
+@dataclass(frozen=True)
+class EncodedWithin:
+    """Where a reduced corpus' documents sit in the full one: the full corpus' ``texts`` and each document's
+    ``rows`` there. Dense search encodes each document in the batch that the full corpus' own call (per
+    ``corpus_chunk_size`` chunk) puts it in, so a later full run is served those batches by the cache, and both runs
+    hold the same vectors (a screen's proxy, :mod:`embedscope.tasks.proxy`)."""
+
+    texts: tuple[str, ...]
+    rows: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Corpus(Texts):
-    """Documents to search; ``texts`` already include the title."""
+    """Documents to search; ``texts`` already include the title. ``within``: the full corpus a reduced one is
+    encoded within (:class:`EncodedWithin`; a selection of rows drops it)."""
+
+    within: EncodedWithin | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.within is not None:
+            full, rows = self.within.texts, self.within.rows
+            if len(rows) != len(self.texts) or any(full[r] != t for r, t in zip(rows, self.texts)):
+                raise ValueError("a corpus encoded within another must hold those rows' texts")
 
 
 class Queries(Texts):

@@ -71,3 +71,36 @@ def test_unknown_similarity():
     q, d = _data(n_q=2, n_d=3)
     with pytest.raises(ValueError, match="Unknown similarity"):
         top_k_search(q, [d], similarity="manhattan")
+
+
+def test_a_corpus_encoded_within_another_gets_the_full_calls_vectors_chunk_by_chunk():
+    """A proxy's documents (``Corpus.within``) are scored with the vectors the full corpus' own calls give them, per
+    ``corpus_chunk_size`` chunk, although a vector depends on its batch."""
+    from embedscope.retrieval.dense import dense_search
+    from embedscope.settings import RunSettings
+    from embedscope.testing.fakes import PaddedHashEncoder
+    from embedscope.types import Corpus, EncodedWithin, Queries
+
+    rng = np.random.default_rng(0)
+    full = tuple(" ".join(rng.choice(list("abcdefgh"), size=int(rng.integers(2, 30)))) for _ in range(100))
+    rows = (3, 17, 39, 40, 41, 77, 98)  # in three chunks of 40
+    corpus = Corpus(tuple(f"d{r}" for r in rows), tuple(full[r] for r in rows), within=EncodedWithin(full, rows))
+    queries = Queries(("q0", "q1"), ("a b c", "h g"))
+    encoder = PaddedHashEncoder(dim=8)
+    options = RunSettings(top_k=7, corpus_chunk_size=40, batch_size=8).search_options(show_progress=False)
+    run = dense_search(encoder, queries, corpus, options)
+    chunks = [encoder.encode(list(full[s : s + 40]), role="document", batch_size=8) for s in range(0, 100, 40)]
+    vectors = np.stack([chunks[r // 40][r % 40] for r in rows])
+    alone = encoder.encode(list(corpus.texts), role="document", batch_size=8)
+    assert not np.array_equal(vectors, alone)  # the full calls' batches give other bits than the proxy's own call
+    q = encoder.encode(list(queries.texts), role="query", batch_size=8)
+    expected, _ = top_k_search(q, [vectors], top_k=7, similarity="cosine")
+    got = np.asarray(run.scores)
+    reference = np.take_along_axis(
+        torch.nn.functional.normalize(torch.from_numpy(q), dim=1).numpy()
+        @ torch.nn.functional.normalize(torch.from_numpy(vectors), dim=1).numpy().T,
+        np.asarray(run.doc_index),
+        axis=1,
+    )
+    assert np.asarray(run.doc_index).tolist() == np.asarray(expected).tolist()
+    np.testing.assert_allclose(got, reference, rtol=1e-6)

@@ -48,8 +48,21 @@ def test_equivalence_is_tost_with_the_bootstrap_interval() -> None:
     for other, margin in [("c", 0.005), ("c", 0.001), ("d", 0.005), ("d", 0.2)]:
         low, high = np.quantile(reps["a"] - reps[other], [0.05, 0.95])  # 1 − 2·0.05
         assert halving.equivalent(reps["a"], reps[other], margin, 0.05) == (-margin < low and high < margin)
-    assert halving.tie_groups(reps, 0.005, 0.05) == [["a", "c"]]
-    assert halving.tie_groups({"a": reps["a"], "b": reps["b"]}, 0.005, 0.05) == [["a"]]
+    assert halving.tie_groups(reps, 0.005, 0.05)[0] == ["a", "c"]
+    assert halving.tie_groups({"a": reps["a"], "b": reps["b"]}, 0.005, 0.05) == [["a"], ["b"]]
+
+
+def test_survivors_equal_to_each_other_but_not_to_the_leader_are_tied_too() -> None:
+    reps = _replicates()
+    pair = {"x": reps["b"] - 0.05, "y": reps["b"] - 0.0499}  # a model and its copy, well below the others
+    every = {**reps, **pair}
+    groups = halving.tie_groups(every, 0.005, 0.05)
+    assert groups[0] == ["a", "c"] and ["y", "x"] in groups
+    assert sorted(k for g in groups for k in g) == sorted(every)  # each candidate in one group
+    for group in groups:  # each member equivalent to its group's best, by the bootstrap TOST interval
+        for other in group[1:]:
+            low, high = np.quantile(every[group[0]] - every[other], [0.05, 0.95])
+            assert -0.005 < low and high < 0.005
 
 
 def test_p_best_kept_counts_the_replicates_whose_best_is_kept() -> None:
@@ -110,8 +123,9 @@ def test_a_halving_screen_names_the_exact_winner_and_its_audit_agrees_with_evalu
     assert list(first.scores) == sorted(CANDIDATES, key=lambda m: -first.scores[m].mean)
     assert "fts5:match=all" in first.dropped  # ANDing five words, two of them random, finds next to nothing
     assert "audit (every candidate exact)" in report.table() and "round 1 on proxies of size 30" in report.table()
-    saved = json.loads((tmp_path / "proxies" / "Synthetic.proxy-n30-s42.json").read_text())
+    saved = json.loads((tmp_path / "proxies" / "Synthetic.proxy-n30-s42-b32.json").read_text())  # batches of 32
     assert saved["size"] == 30 and saved["seed"] == 42 and len(saved["compositions"]["test"]["queries"]) == 30
+    assert saved["batch_size"] == 32 and saved["compositions"]["test"]["batch_size"] == 32
 
 
 @pytest.mark.slow
@@ -226,7 +240,8 @@ def test_a_candidate_next_to_free_is_confirmed_whatever_the_odds(monkeypatch) ->
     ran, result = _confirming(monkeypatch, cost, reps, confidence=1e-9, cheap=["b"])
     assert ran == [first, "b"] and "b" in result.confirmed and "b" not in result.unconfirmed
     result.ranking = rounds._final_ranking(result.confirmed, result.unconfirmed, result.rounds)
-    assert result.ranking[:2] == sorted([first, "b"], key=lambda k: -float(np.mean(reps[k])))  # exact, confirmed
+    by_proxy = sorted("abcd", key=lambda k: -float(np.mean(reps[k])))
+    assert result.ranking == by_proxy and result.ranking[-1] == "b"  # confirmed as next to free: its proxy place
     lines = halving_lines(result)
     assert any("kept and confirmed whatever their proxy scores, their exact runs next to free: b" in x for x in lines)
 
@@ -338,10 +353,11 @@ def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthet
 
 
 @pytest.mark.slow
-def test_a_halving_screen_of_local_models_encodes_again_only_its_proxys_texts(synthetic_task, tmp_path, monkeypatch):
-    """Local models: a vector depends on its batch (``bench/bench_row_invariance.py``), so a proxy's texts are encoded
-    again in the full task's batches, and nothing else is encoded twice by one model; the confirmed exact scores
-    equal an uncached evaluate's, to the bit."""
+def test_a_halving_screen_of_local_models_encodes_each_document_once(synthetic_task, tmp_path, monkeypatch):
+    """Local models: a vector depends on its batch (``bench/bench_row_invariance.py``), so a proxy's documents are
+    whole batches of the full task's corpus call, encoded as that call batches them, and the confirming run is
+    served them: no document is encoded twice by one model (only the proxy's queries are, in the full query call's
+    batches); the confirmed exact scores equal an uncached evaluate's, to the bit."""
     from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
     from support.tiny_models import build_tiny_sentence_transformer
 
@@ -362,12 +378,14 @@ def test_a_halving_screen_of_local_models_encodes_again_only_its_proxys_texts(sy
     assert result is not None and result.audit is not None
     composition = next(iter(result.rounds[0].proxies.values()))["compositions"]["test"]
     data = synthetic_task.load_split("test")
-    proxy_texts = {("query", data.queries.texts[data.queries.ids.index(q)]) for q in composition["queries"]}
-    proxy_texts |= {("document", data.corpus.texts[data.corpus.ids.index(d)]) for d in composition["documents"]}
+    assert composition["batches"] >= 1 and 0 < len(composition["documents"]) < len(data.corpus)
+    proxy_queries = {data.queries.texts[data.queries.ids.index(q)] for q in composition["queries"]}
     for model in models:
         name = Path(model).name
         twice = {(role, text) for (m, role, text), n in encoded.items() if m == name and n > 1}
-        assert twice and twice <= proxy_texts  # the proxy's texts, in the full task's batches, and nothing else
+        assert twice and {role for role, _ in twice} == {"query"} and {t for _, t in twice} <= proxy_queries
+        documents = {t for (m, role, t) in encoded if m == name and role == "document"}
+        assert len(documents) == len(set(data.corpus.texts))  # every document encoded, each once
     for model in models:  # the exact scores equal an uncached run's
         alone = embedscope.evaluate(
             model, [synthetic_task], output_folder=tmp_path / "alone", cache_dir=tmp_path / "fresh",

@@ -11,12 +11,19 @@ import pytest
 
 from embedscope.errors import ConfigError
 from embedscope.settings import RunSettings
-from embedscope.tasks.proxy import ProxySpec, kept_share, proxy_task, retrieval_proxy, stratified_rows
+from embedscope.tasks.proxy import (
+    ProxySpec,
+    corpus_batches,
+    kept_share,
+    proxy_task,
+    retrieval_proxy,
+    stratified_rows,
+)
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.tasks.sts import STSData, STSTask
 from embedscope.testing.fakes import KeywordEncoder
 from embedscope.testing.tiny import TINY_WORDS, tiny_tasks_of_every_type
-from embedscope.types import Corpus, Queries, RetrievalData
+from embedscope.types import Corpus, EncodedWithin, Queries, RetrievalData
 
 VOCAB = [f"w{i}" for i in range(150)]
 
@@ -187,3 +194,97 @@ def test_a_task_type_without_a_proxy_reducer_is_refused_in_one_line() -> None:
             proxy_task(task, ProxySpec(size=1))
     finally:
         TASK_TYPES.unregister("NoProxy")
+
+
+# -- a corpus drawn as whole batches of the full run's encode calls --------------------------------------------------
+
+
+def _one_judged_each(n: int = 400, seed: int = 0) -> RetrievalData:
+    """As BBCNewsRetrieval: every document the one judged document of its own query."""
+    rng = np.random.default_rng(seed)
+    docs = [" ".join(rng.choice(VOCAB, size=int(rng.integers(5, 60)))) for _ in range(n)]
+    return RetrievalData(
+        Corpus(tuple(f"d{i}" for i in range(n)), tuple(docs)),
+        Queries(tuple(f"q{i}" for i in range(n)), tuple(" ".join(d.split()[:3]) for d in docs)),
+        {f"q{i}": {f"d{i}": 1} for i in range(n)},
+    )
+
+
+def test_corpus_batches_are_the_default_batch_plan_per_chunk() -> None:
+    texts = list(_one_judged_each(100).corpus.texts)
+    plan = corpus_batches(texts, 8, 30)
+    expected = []
+    for start in range(0, 100, 30):
+        chunk = texts[start : start + 30]
+        expected += [[start + i for i in b] for b in KeywordEncoder(["x"]).batch_plan([len(t) for t in chunk], 8)]
+    assert plan == expected
+
+
+def _two_judged_each(n: int = 200) -> RetrievalData:
+    """Each query judges two documents of one length (one the other's words reversed), mostly in one batch."""
+    one = _one_judged_each(n)
+    docs = [t for d in one.corpus.texts for t in (d, " ".join(reversed(d.split())))]
+    return RetrievalData(
+        Corpus(tuple(f"d{i}" for i in range(2 * n)), tuple(docs)),
+        one.queries,
+        {f"q{i}": {f"d{2 * i}": 1, f"d{2 * i + 1}": 1} for i in range(n)},
+    )
+
+
+@pytest.mark.parametrize("data", [_one_judged_each(), _two_judged_each()], ids=["one-judged", "two-judged"])
+def test_an_aligned_corpus_is_whole_batches_holding_every_sampled_querys_judged_documents(data) -> None:
+    spec = ProxySpec(size=0.1, seed=3, hard_negatives=10, batch_size=16)
+    reduced, composition = retrieval_proxy(data, spec)
+    assert reduced.corpus.within is not None and composition["batch_size"] == 16
+    rows = list(reduced.corpus.within.rows)
+    assert [data.corpus.ids[r] for r in rows] == list(reduced.corpus.ids) == composition["documents"]
+    assert rows == sorted(rows)  # corpus order
+    plan = corpus_batches(data.corpus.texts, 16, spec.chunk_size)
+    whole = [b for b in plan if set(b) <= set(rows)]
+    assert sorted(r for b in whole for r in b) == rows and len(whole) == composition["batches"]  # whole batches
+    judged_queries = [q for q in data.queries.ids if data.qrels.get(q)]
+    assert len(reduced.queries) == round(0.1 * len(judged_queries))
+    kept = set(reduced.corpus.ids)
+    assert all(d in kept for docs in reduced.qrels.values() for d in docs)
+    assert composition["judged"] + composition["hard_negatives"] + composition["random"] == len(rows)
+    assert composition["judged"] * 2 <= len(rows)  # a distractor per judged document at least
+    assert retrieval_proxy(data, spec)[1] == composition  # seeded
+    assert retrieval_proxy(data, dataclasses.replace(spec, seed=4))[1]["queries"] != composition["queries"]
+
+
+def test_the_hard_batches_hold_most_of_a_direct_bm25s_top_k() -> None:
+    data = _one_judged_each(600, seed=2)
+    spec = ProxySpec(size=0.05, seed=1, hard_negatives=10, batch_size=16)
+    reduced, composition = retrieval_proxy(data, spec)
+    assert composition["hard_negatives"] > 0
+    plan = corpus_batches(data.corpus.texts, 16, spec.chunk_size)
+    top = _bm25s_top_k(data, list(reduced.queries.texts), 10)
+    hits = [len(top & set(b)) for b in plan]
+    rows = set(reduced.corpus.within.rows)
+    judged = {int(d[1:]) for docs in reduced.qrels.values() for d in docs}
+    others = [n for n, b in enumerate(plan) if not set(b) & judged]  # batches not taken for a judged document
+    ranked = sorted(others, key=lambda n: -hits[n])
+    h = composition["hard_batches"]
+    assert h > 0 and max(hits) > 0
+    cut = hits[ranked[h - 1]]
+    assert all(set(plan[n]) <= rows for n in ranked if hits[n] > cut)  # the most hits are in …
+    assert sum(set(plan[n]) <= rows for n in ranked if hits[n] >= cut) >= h  # … and as many as it says
+
+
+def test_an_aligned_proxy_falls_back_to_documents_when_its_batches_would_cost_too_much() -> None:
+    data = _retrieval_data(600, 80)  # two judged documents per query, anywhere in the corpus
+    reduced, composition = retrieval_proxy(data, ProxySpec(size=0.1, seed=0, batch_size=64))
+    assert reduced.corpus.within is None and "batches" not in composition
+
+
+def test_the_tag_names_the_batches() -> None:
+    assert ProxySpec(size=0.1, batch_size=32).tag == "proxy-f0.1-s0-b32"
+    assert ProxySpec(size=5, batch_size=16, chunk_size=100).tag == "proxy-n5-s0-b16-c100"
+    with pytest.raises(ConfigError, match="batch_size"):
+        ProxySpec(size=5, batch_size=0)
+
+
+def test_a_corpus_encoded_within_another_holds_its_rows_texts() -> None:
+    with pytest.raises(ValueError, match="those rows' texts"):
+        Corpus(("a",), ("x",), within=EncodedWithin(("y", "x"), (0,)))
+    assert Corpus(("a",), ("x",), within=EncodedWithin(("y", "x"), (1,))).select([0]).within is None

@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tie-margin",
         metavar="POINTS",
-        help="with --proxy: models equivalent to the leader within this many main-score points (TOST) are tied, and "
-        "only the cheapest goes on (default 0.005)",
+        help="with --proxy: models equivalent within this many main-score points (TOST) are tied, and only the "
+        "cheapest of each tie goes on (default 0.005)",
     )
     p.add_argument(
         "--audit",

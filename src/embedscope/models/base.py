@@ -100,6 +100,26 @@ def check_finite(vectors: np.ndarray, texts: Sequence[str], model: str, source: 
     )
 
 
+def encode_rows(
+    encoder: Encoder,
+    texts: Sequence[str],
+    rows: Sequence[int],
+    *,
+    role: Role,
+    batch_size: int | None = None,
+    show_progress: bool = False,
+) -> np.ndarray:
+    """The vectors of ``texts[rows]`` as ``encoder.encode(texts)`` makes them: the encoder's own ``encode_rows``
+    (a backend's or the cache's: only the batches holding a row are encoded), else the whole call's rows."""
+    own = getattr(encoder, "encode_rows", None)
+    if own is not None:
+        return np.asarray(
+            own(texts, rows, role=role, batch_size=batch_size, show_progress=show_progress), dtype=np.float32
+        )
+    out = encoder.encode(list(texts), role=role, batch_size=batch_size, show_progress=show_progress)
+    return np.asarray(out, dtype=np.float32)[list(rows)]
+
+
 def check_role(role: str) -> Role:
     """``role`` if it is ``"query"`` or ``"document"``, else ValueError."""
     if role not in ROLES:
@@ -249,6 +269,36 @@ class BaseEncoder(ModelBase):
         :func:`length_order`).
         """
         return batches(sorted(range(len(lengths)), key=lambda i: -lengths[i]), batch_size)
+
+    def encode_rows(
+        self,
+        texts: Sequence[str],
+        rows: Sequence[int],
+        *,
+        role: Role,
+        batch_size: int | None = None,
+        show_progress: bool = False,
+    ) -> np.ndarray:
+        """``encode(texts)[rows]``, encoding only the batches of that call (:meth:`batch_plan`) that hold a row
+        (the whole call when the plan is not exact).
+
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> KeywordEncoder(["cat", "dog"]).encode_rows(["a cat", "a dog", "dog"], [1], role="query").tolist()
+        [[0.0, 1.0]]
+        """
+        texts, rows = list(texts), list(rows)
+        if not rows:
+            return np.zeros((0, self.embed_dim or 0), dtype=np.float32)
+        if getattr(type(self), "vectors_per_text", False):  # a text's vector does not depend on its batch
+            return self.encode([texts[i] for i in rows], role=role, batch_size=batch_size, show_progress=show_progress)
+        if not self.exact_batch_plan:
+            return self.encode(texts, role=role, batch_size=batch_size, show_progress=show_progress)[rows]
+        plan = self.batch_plan([len(t) for t in texts], batch_size or default_batch_size(self.device))
+        wanted, found = set(rows), dict[int, np.ndarray]()
+        for batch in plan:
+            if wanted.intersection(batch):
+                found.update(zip(batch, self.encode_batch([texts[i] for i in batch], role=role)))
+        return np.stack([found[i] for i in rows]).astype(np.float32, copy=False)
 
     def padded_lengths(self, texts: Sequence[str], *, role: Role) -> list[int]:
         """Each text's length in tokens as a batch pads it (its prompt in, truncated): what

@@ -480,6 +480,57 @@ class CachedEncoder:
         assert out is not None
         return check_finite(out, texts, self.name, f"the embedding cache ({self.cache.directory})")
 
+    def encode_rows(
+        self,
+        texts: Sequence[str],
+        rows: Sequence[int],
+        *,
+        role: Role,
+        batch_size: int | None = None,
+        show_progress: bool = False,
+    ) -> np.ndarray:
+        """The vectors of ``texts[rows]`` as the call ``encode(texts)`` makes them: only the batches of that call's
+        plan that hold one of ``rows`` are served or encoded, and stored under that call's keys, so the call itself
+        is later served them (a screen's proxy encodes its documents so, :class:`~embedscope.types.EncodedWithin`).
+
+        >>> import tempfile
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> enc = CachedEncoder(KeywordEncoder(["cat", "dog"]), EmbeddingCache(tempfile.mkdtemp()))
+        >>> texts = ["a cat"] * 40 + ["a dog"]
+        >>> enc.encode_rows(texts, [40], role="document", batch_size=32).tolist(), enc.stats.encoded
+        ([[0.0, 1.0]], 9)
+        >>> _ = enc.encode(texts, role="document", batch_size=32); enc.stats.hits, enc.stats.encoded
+        (9, 41)
+        """
+        texts, rows = list(texts), list(rows)
+        if not rows:
+            return np.zeros((0, 0), dtype=np.float32)
+        if getattr(type(self.encoder), "vectors_per_text", False):
+            return self._encode_per_text([texts[i] for i in rows], role, batch_size, show_progress)
+        fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
+        key = call_key(role, prompt, self._batch_size(batch_size), texts)
+        plan = self.cache.get_plan(fp, key)
+        if plan is None:
+            plan = self._plan(texts, batch_size)
+            self.cache.put_plan(fp, key, plan)
+        wanted = set(rows)
+        needed = [n for n, b in enumerate(plan) if wanted.intersection(b)]
+        keys = [
+            batch_vector_keys(role, prompt, [texts[i] for i in b]) if n in needed else [] for n, b in enumerate(plan)
+        ]
+        found = self.cache.get(fp, [k for ks in keys for k in ks])
+        missing = [n for n in needed if not all(k in found for k in keys[n])]
+        if missing:
+            self._encode_batches(
+                texts, plan, keys, missing, found, role=role, batch_size=batch_size, show_progress=show_progress
+            )
+        n_missing = sum(len(plan[n]) for n in missing)
+        self.stats.hits += sum(len(plan[n]) for n in needed) - n_missing
+        self.stats.encoded += n_missing
+        place = {i: (n, j) for n in needed for j, i in enumerate(plan[n])}
+        out = np.stack([found[keys[place[i][0]][place[i][1]]] for i in rows]).astype(np.float32, copy=False)
+        return check_finite(out, [texts[i] for i in rows], self.name, f"the embedding cache ({self.cache.directory})")
+
     def _encode_per_text(self, texts: list[str], role: Role, batch_size: int | None, show_progress: bool) -> np.ndarray:
         """An encoder whose vector of a text does not depend on the texts encoded with it (``vectors_per_text``: a
         service behind an API) is cached per text, each vector under the key of a batch of that text alone. The

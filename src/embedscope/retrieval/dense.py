@@ -17,15 +17,15 @@ exceeds ``query_block × chunk`` floats whatever the corpus size.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from embedscope.models.base import Encoder, Similarity
+from embedscope.models.base import Encoder, Similarity, encode_rows
 from embedscope.models.device import compute_device, free_memory_mb
 from embedscope.retrieval.base import SearchOptions, search_each_group, unique_candidates
-from embedscope.types import Corpus, Queries, RankedRun
+from embedscope.types import Corpus, EncodedWithin, Queries, RankedRun
 
 
 def similarity_matrix(queries, documents, similarity: Similarity):  # torch tensors in, torch out
@@ -111,13 +111,40 @@ def _corpus_chunks(
     encoder: Encoder, corpus: Corpus, options: SearchOptions, timings: dict[str, float]
 ) -> Iterator[np.ndarray]:
     for start in range(0, len(corpus), options.corpus_chunk_size):
-        texts = list(corpus.texts[start : start + options.corpus_chunk_size])
+        stop = start + options.corpus_chunk_size
         t0 = time.perf_counter()
-        vectors = encoder.encode(
-            texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress
-        )
+        if corpus.within is None:
+            texts = list(corpus.texts[start:stop])
+            vectors = encoder.encode(
+                texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress
+            )
+        else:
+            vectors = _encoded_within(encoder, corpus.within, corpus.within.rows[start:stop], options)
         timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t0
         yield vectors
+
+
+def _encoded_within(encoder: Encoder, within: EncodedWithin, rows: Sequence[int], options: SearchOptions) -> np.ndarray:
+    """The vectors of the full corpus' ``rows`` as its own chunked calls make them (a proxy's documents, see
+    :class:`~embedscope.types.EncodedWithin`): per chunk of the full corpus, only the batches holding a row."""
+    size = options.corpus_chunk_size
+    out: np.ndarray | None = None
+    for chunk in sorted({r // size for r in rows}):
+        picked = [i for i, r in enumerate(rows) if r // size == chunk]
+        full = within.texts[chunk * size : (chunk + 1) * size]
+        vectors = encode_rows(
+            encoder,
+            full,
+            [rows[i] - chunk * size for i in picked],
+            role="document",
+            batch_size=options.batch_size,
+            show_progress=options.show_progress,
+        )
+        if out is None:
+            out = np.empty((len(rows), vectors.shape[1]), dtype=np.float32)
+        out[picked] = vectors
+    assert out is not None
+    return out
 
 
 RECALL_K = 10  # an approximate index's recall is measured on each query's exact top 10

@@ -8,7 +8,7 @@ proxy's difference as an estimate of the full task's.
 
 * **Dropped** (:func:`dropped`): a candidate whose difference to the leader has its ``confidence`` percentile
   interval entirely above 0: ``quantile(leader − other, (1 − c)/2) > 0``.
-* **Tied** (:func:`equivalent`): two one-sided tests at level ``alpha`` (TOST, Schuirmann 1987) by the bootstrap:
+* **Tied** (:func:`equivalent`, :func:`tie_groups`): two one-sided tests at level ``alpha`` (TOST, Schuirmann 1987) by the bootstrap:
   the ``1 − 2·alpha`` percentile interval of the difference lies inside ``(−margin, margin)``. Overlapping
   intervals are not enough: equivalence must be shown.
 * **The odds** (:func:`p_best_kept`): the share of replicates in which the best candidate of that replicate is
@@ -61,11 +61,23 @@ def equivalent(a: np.ndarray, b: np.ndarray, margin: float, alpha: float) -> boo
 
 
 def tie_groups(replicates: Mapping[str, np.ndarray], margin: float, alpha: float) -> list[list[str]]:
-    """The candidates equivalent to the leader (the leader first), as one group, when there are any; a group of one
-    means no tie. Only ties with the leader matter: the others still have to beat it."""
-    best = leader(replicates)
-    tied = [n for n, v in replicates.items() if n != best and equivalent(replicates[best], v, margin, alpha)]
-    return [[best, *tied]] if tied else [[best]]
+    """The candidates in groups of equals, from the top: the leader and every candidate equivalent to it, then the
+    best of the rest and those equivalent to it, and so on; each group's best first. A group of one means no tie.
+    Two survivors a proxy cannot tell apart need one exact run between them, the leader's equals or not.
+
+    >>> import numpy as np
+    >>> noise = np.random.default_rng(0).normal(0, 0.001, 500)
+    >>> tie_groups({"a": 0.9 + noise, "b": 0.8 + noise, "c": 0.8001 + noise}, margin=0.005, alpha=0.05)
+    [['a'], ['c', 'b']]
+    """
+    left = dict(replicates)
+    groups: list[list[str]] = []
+    while left:
+        best = leader(left)
+        tied = [n for n, v in left.items() if n != best and equivalent(left[best], v, margin, alpha)]
+        groups.append([best, *tied])
+        left = {n: v for n, v in left.items() if n != best and n not in tied}
+    return groups
 
 
 def confirm_order(candidates: Sequence[str], estimates: Mapping[str, float], wins: Mapping[str, float]) -> list[str]:

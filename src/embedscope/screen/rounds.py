@@ -5,8 +5,8 @@
    runner, so results and the embedding cache are reused and an interrupted screen resumes.
 2. Each candidate's mean main score over the tasks comes with bootstrap replicates drawn with the same seeds for
    every candidate (paired). Candidates whose difference to the leader lies clearly above 0 are dropped; those
-   equivalent to the leader within ``margin`` (TOST) are tied with it, and only the cheapest of the tie goes on
-   (:mod:`embedscope.screen.halving`). A candidate whose exact run is estimated to cost at most ``CHEAP_SHARE``
+   equivalent within ``margin`` (TOST) to the leader, or to the best of the rest, are tied with it, and only the
+   cheapest of each tie goes on (:mod:`embedscope.screen.halving`). A candidate whose exact run is estimated to cost at most ``CHEAP_SHARE``
    (1%) of all of theirs together is never dropped and is always confirmed (:func:`cheap_candidates`: a proxy
    could only save that little, and can be biased against it). The share of replicates whose best candidate is
    still in, multiplied over the rounds, is the stated probability that the exact winner survived. Every proxy of
@@ -23,9 +23,10 @@
    also runs every other candidate exact and says whether the claim held: the exact winner among the confirmed
    (or tied with one of them), and Kendall's τ between the screen's final ranking and the all-exact one.
 
-The screen's final ranking: the confirmed models by exact score, then the unconfirmed survivors by their last proxy
-score, then each round's dropped candidates (later rounds first), by their proxy score in the round that dropped
-them; a tied model sits right after the one it tied with.
+The screen's final ranking: the last round's candidates by their proxy score, the confirmed among them permuted
+into their exact order (they take the places the confirmed hold), then each earlier round's dropped candidates by
+their proxy score in that round; a tied model sits right after the one it tied with. A candidate confirmed only
+because its exact run is next to free keeps the place its proxy score gives it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import numpy as np
 from embedscope.compare.core import CompareOptions
 from embedscope.errors import ConfigError
 from embedscope.files import atomic_write_text
+from embedscope.models.device import CPU_BATCH_SIZE
 from embedscope.screen import halving
 from embedscope.screen.passes import (
     MeanScore,
@@ -175,7 +177,12 @@ def halving_screen(
     rounds: list[ProxyRound] = []
     replicates: dict[str, np.ndarray] = {}
     for i, spec in enumerate(specs):
-        spec = ProxySpec(size=spec.size, seed=options.seed)
+        spec = ProxySpec(
+            size=spec.size,
+            seed=options.seed,
+            batch_size=settings.batch_size or CPU_BATCH_SIZE,
+            chunk_size=settings.corpus_chunk_size,
+        )
         passes: dict[str, Any] = {}
         made: dict[tuple[str, str], Proxy] = {}
         for key in remaining:
@@ -199,12 +206,12 @@ def halving_screen(
         cheap = cheap_candidates(*confirm_costs(estimate, tokens, remaining, spend))
         out = [k for k in halving.dropped(replicates, options.confidence) if k not in cheap]
         kept = [k for k in remaining if k not in out]
-        group = halving.tie_groups({k: replicates[k] for k in kept}, margin, options.alpha)[0]
         tied: dict[str, list[str]] = {}
-        if len(group) > 1:
-            cost, _ = confirm_costs(estimate, tokens, group, spend)
-            cheapest = min(group, key=lambda k: (cost[k], estimate[k]))
-            tied = {cheapest: [k for k in group if k != cheapest]}
+        for group in halving.tie_groups({k: replicates[k] for k in kept}, margin, options.alpha):
+            if len(group) > 1:
+                cost, _ = confirm_costs(estimate, tokens, group, spend)
+                cheapest = min(group, key=lambda k: (cost[k], estimate[k]))
+                tied[cheapest] = [k for k in group if k != cheapest]
         p_kept = halving.p_best_kept(replicates, kept)
         ranked = sorted(remaining, key=lambda k: -scores[k].mean)
         rounds.append(
@@ -413,6 +420,8 @@ def _recipe(settings: RunSettings, proxy: Proxy) -> dict[str, Any]:
         "seed": spec.seed,
         "hard_negatives": spec.hard_negatives,
         "random_documents": spec.random_documents,
+        "batch_size": spec.batch_size,
+        "chunk_size": spec.chunk_size,
         "compositions": compositions,
     }
 
@@ -441,18 +450,35 @@ def _exact(settings: RunSettings, run: ModelRun, m: ScreenedModel, options: Comp
 
 
 def _final_ranking(confirmed: list[str], unconfirmed: list[str], rounds: Sequence[ProxyRound]) -> list[str]:
+    """Every candidate: round by round, the last first, the candidates of each round not placed yet by their score
+    on its proxy, except that the confirmed (``confirmed``: by exact score) take the places of the confirmed in their
+    exact order; a tied model right after the one confirmed or ranked for it. A candidate confirmed because its exact
+    run is next to free stays where its proxy score puts it.
+
+    >>> from embedscope.screen.passes import MeanScore
+    >>> r = ProxyRound(0.1, {k: MeanScore(v, 0, 1, {}) for k, v in {"a": .9, "b": .8, "c": .7, "d": .2}.items()},
+    ...                {}, ["c"], {}, 1.0, {}, {})
+    >>> _final_ranking(["d", "a"], ["b"], [r])  # d and a confirmed, d better exact: d takes a's place
+    ['d', 'b', 'c', 'a']
+    """
     ranking: list[str] = []
     tied_with = {k: v for r in rounds for k, v in r.tied.items()}
+    ties = {m for v in tied_with.values() for m in v}
+    exact_order = iter(confirmed)
+    chosen = set(confirmed)
 
     def place(key: str) -> None:
         ranking.append(key)
         for other in tied_with.get(key, []):
             place(other)
 
-    for key in [*confirmed, *unconfirmed]:
-        place(key)
     for r in reversed(rounds):
-        for key in r.dropped:
+        for key in sorted(r.scores, key=lambda k: -r.scores[k].mean):
+            if key in ties or key in ranking:
+                continue
+            place(next(exact_order) if key in chosen else key)
+    for key in [*confirmed, *unconfirmed]:  # any not scored by a round (none in a screen's own result)
+        if key not in ranking:
             place(key)
     return ranking
 

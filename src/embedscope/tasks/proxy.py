@@ -34,13 +34,15 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError
-from embedscope.types import RetrievalData
+from embedscope.types import EncodedWithin, RetrievalData
 
 Reducer = Callable[[Any, "ProxySpec"], tuple[Any, dict[str, Any]]]
 """A task type's reduction of one split's data (its ``TaskType.proxy``)."""
 DEFAULT_HARD_NEGATIVES = 50  # BM25 top-k per sampled query, as NanoBEIR's corpora hold each query's top candidates
 STS_STRATA = 5  # score quintiles
 MIN_DISTRACTORS = 1  # a retrieval proxy's corpus holds at least this many unjudged documents per judged one
+DEFAULT_CHUNK_SIZE = 50_000  # documents a retrieval run encodes per call (``corpus_chunk_size``'s default)
+ALIGNED_OVERRUN = 2  # an aligned corpus may hold at most this many times the plain recipe's documents
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,10 @@ class ProxySpec:
     seed: int = 0
     hard_negatives: int = DEFAULT_HARD_NEGATIVES
     random_documents: int | None = None
+    batch_size: int | None = None
+    """Set: a retrieval corpus is drawn as whole batches of the full corpus' own encode call (longest first, this
+    many texts a batch, per ``chunk_size`` chunk) and encoded within it (:func:`aligned_retrieval_proxy`)."""
+    chunk_size: int = DEFAULT_CHUNK_SIZE
 
     def __post_init__(self) -> None:
         size = self.size
@@ -66,6 +72,8 @@ class ProxySpec:
             raise ConfigError(f"proxy size {size!r}: give a count (an integer ≥ 1) or a fraction in (0, 1)")
         if self.hard_negatives < 0 or (self.random_documents is not None and self.random_documents < 0):
             raise ConfigError("proxy hard_negatives and random_documents: give numbers ≥ 0")
+        if self.batch_size is not None and (self.batch_size < 1 or self.chunk_size < 1):
+            raise ConfigError("proxy batch_size and chunk_size: give numbers ≥ 1")
 
     def count(self, n: int) -> int:
         """The rows kept of ``n``: the count (at most ``n``), or the fraction rounded, at least 1."""
@@ -80,6 +88,8 @@ class ProxySpec:
         size = f"f{self.size:g}" if isinstance(self.size, float) else f"n{self.size}"
         extra = "" if self.hard_negatives == DEFAULT_HARD_NEGATIVES else f"-h{self.hard_negatives}"
         extra += "" if self.random_documents is None else f"-r{self.random_documents}"
+        extra += "" if self.batch_size is None else f"-b{self.batch_size}"
+        extra += "" if self.batch_size is None or self.chunk_size == DEFAULT_CHUNK_SIZE else f"-c{self.chunk_size}"
         return f"proxy-{size}-s{self.seed}{extra}"
 
 
@@ -152,6 +162,10 @@ def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData
         raise ConfigError(
             f"{data.name}: a proxy of QA data judged by context strings is not supported; screen it whole"
         )
+    if spec.batch_size is not None and data.corpus.within is None:
+        aligned = aligned_retrieval_proxy(data, spec)
+        if aligned is not None:
+            return aligned
     rng = np.random.default_rng(spec.seed)
     judged = [i for i, q in enumerate(data.queries.ids) if len(data.qrels.get(q, {})) > 0]
     kept = sorted(rng.choice(judged, size=spec.count(len(judged)), replace=False).tolist()) if judged else []
@@ -178,6 +192,125 @@ def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData
         "judged": len(relevant),
         "hard_negatives": len(hard),
         "random": len(random_rows),
+        "of_queries": len(judged),
+        "of_documents": len(data.corpus),
+    }
+    return reduced, composition
+
+
+def corpus_batches(texts: Sequence[str], batch_size: int, chunk_size: int) -> list[list[int]]:
+    """The batches (corpus rows) a retrieval run's encode calls form: per ``chunk_size`` chunk in corpus order,
+    longest first, ties in corpus order, ``batch_size`` a batch (:meth:`~embedscope.models.base.BaseEncoder.batch_plan`'s
+    default; a backend that orders ties otherwise forms the same batches up to ties at their edges).
+
+    >>> corpus_batches(["a", "ccc", "bb", "dddd"], 2, 3)
+    [[1, 2], [0], [3]]
+    """
+    out: list[list[int]] = []
+    for start in range(0, len(texts), chunk_size):
+        chunk = texts[start : start + chunk_size]
+        order = sorted(range(len(chunk)), key=lambda i: -len(chunk[i]))
+        out += [[start + i for i in order[b : b + batch_size]] for b in range(0, len(order), batch_size)]
+    return out
+
+
+def spread_order(m: int, rng: np.random.Generator) -> list[int]:
+    """``range(m)`` in an order whose every prefix is spread over the range: cells of the golden-ratio sequence from
+    a seeded start (a low-discrepancy sample). Batches of a length-sorted plan taken so hold long and short documents
+    alike, as a simple random sample of documents would.
+
+    >>> order = spread_order(10, np.random.default_rng(0))
+    >>> sorted(order) == list(range(10)), sorted(order[:3])
+    (True, [2, 6, 8])
+    """
+    start, step = float(rng.random()), (5**0.5 - 1) / 2
+    order: dict[int, None] = {}
+    for j in range(20 * m + 20):
+        order.setdefault(int((start + j * step) % 1.0 * m), None)
+        if len(order) == m:
+            break
+    return list(order) + [n for n in range(m) if n not in order]
+
+
+def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData, dict[str, Any]] | None:
+    """The retrieval proxy drawn as whole batches of the full run's corpus calls (:func:`corpus_batches`), so that
+    its documents are encoded in those batches and a full run of the same model is served them by the cache.
+
+    Batches are taken in a seeded order spread over the lengths (:func:`spread_order`) until the judged queries
+    whose judged documents they all hold number the sample's size; the sample is drawn among those. Then, while the corpus holds fewer documents than the plain
+    recipe's budget (:func:`retrieval_proxy`), the batches holding most of the sampled queries' BM25 top
+    ``hard_negatives`` fill half of what is left, and further random batches the rest. None (the plain recipe
+    applies) when no query is judged, or when covering the sample needs more than ``ALIGNED_OVERRUN`` times that
+    budget (queries whose judged documents lie in many batches)."""
+    from embedscope.retrieval.bm25 import BM25Retriever
+
+    assert spec.batch_size is not None
+    rng = np.random.default_rng(spec.seed)
+    row = {doc: i for i, doc in enumerate(data.corpus.ids)}
+    judged = [i for i, q in enumerate(data.queries.ids) if len(data.qrels.get(q, {})) > 0]
+    if not judged:
+        return None
+    plan = corpus_batches(data.corpus.texts, spec.batch_size, spec.chunk_size)
+    batch_of = {r: n for n, b in enumerate(plan) for r in b}
+    needs = {q: {batch_of[row[d]] for d in data.qrels[data.queries.ids[q]] if d in row} for q in judged}
+    waiting: dict[int, list[int]] = {}
+    for q, need in needs.items():
+        for n in need:
+            waiting.setdefault(n, []).append(q)
+    left = {q: len(need) for q, need in needs.items()}
+    covered = [q for q, n in left.items() if n == 0]
+    k = spec.count(len(judged))
+    share = round(k / len(judged) * len(data.corpus))
+    order = spread_order(len(plan), rng)
+    chosen: list[int] = []
+    for n in order:
+        if len(covered) >= k:
+            break
+        chosen.append(n)
+        for q in waiting.get(n, []):
+            left[q] -= 1
+            if left[q] == 0:
+                covered.append(q)
+    order = order[len(chosen) :]
+    kept = sorted(rng.choice(sorted(covered), size=k, replace=False).tolist())
+    queries = data.queries.select(kept)
+    qrels = {q: dict(data.qrels[q]) for q in queries.ids}
+    relevant = {row[d] for docs in qrels.values() for d in docs if d in row}
+    budget = min(len(data.corpus), max(share, (1 + MIN_DISTRACTORS) * len(relevant)))
+    used = sum(len(plan[n]) for n in chosen)
+    if used > ALIGNED_OVERRUN * budget:
+        return None
+    random_batches = list(chosen)
+    hard_batches: list[int] = []
+    if used < budget:
+        ranked = bm25_ranks(data, queries.texts, spec.hard_negatives, BM25Retriever())
+        hits = np.bincount([batch_of[int(i)] for i in ranked.ravel() if i >= 0], minlength=len(plan))
+        half = used + (budget - used) // 2
+        for n in sorted(order, key=lambda n: -hits[n]):  # ties in the seeded order
+            if used >= half or hits[n] == 0:
+                break
+            hard_batches.append(n)
+            used += len(plan[n])
+        taken = set(hard_batches)
+        for n in (n for n in order if n not in taken):
+            if used >= budget:
+                break
+            random_batches.append(n)
+            used += len(plan[n])
+    documents = sorted(r for n in random_batches + hard_batches for r in plan[n])
+    corpus = data.corpus.select(documents)
+    corpus = type(corpus)(corpus.ids, corpus.texts, corpus.metadata, EncodedWithin(data.corpus.texts, tuple(documents)))
+    reduced = dataclasses.replace(data, queries=queries, corpus=corpus, qrels=qrels)
+    hard = {r for n in hard_batches for r in plan[n]} - relevant
+    composition = {
+        "queries": list(queries.ids),
+        "documents": [data.corpus.ids[i] for i in documents],
+        "judged": len(relevant),
+        "hard_negatives": len(hard),
+        "random": len(documents) - len(relevant) - len(hard),
+        "batches": len(random_batches) + len(hard_batches),
+        "hard_batches": len(hard_batches),
+        "batch_size": spec.batch_size,
         "of_queries": len(judged),
         "of_documents": len(data.corpus),
     }
