@@ -456,11 +456,7 @@ class CachedEncoder:
         if getattr(type(self.encoder), "vectors_per_text", False):  # the class's: a lazy encoder stays unloaded
             return self._encode_per_text(texts, role, batch_size, show_progress)
         fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
-        key = call_key(role, prompt, self._batch_size(batch_size), texts)
-        plan = self.cache.get_plan(fp, key)  # a warm call needs no model, not even to plan its batches
-        if plan is None:
-            plan = self._plan(texts, batch_size)
-            self.cache.put_plan(fp, key, plan)
+        plan = self._call_plan(texts, role, batch_size)
         keys = [batch_vector_keys(role, prompt, [texts[i] for i in b]) for b in plan]
         found = self.cache.get(fp, [k for ks in keys for k in ks])
         missing = [n for n, ks in enumerate(keys) if not all(k in found for k in ks)]
@@ -508,11 +504,7 @@ class CachedEncoder:
         if getattr(type(self.encoder), "vectors_per_text", False):
             return self._encode_per_text([texts[i] for i in rows], role, batch_size, show_progress)
         fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
-        key = call_key(role, prompt, self._batch_size(batch_size), texts)
-        plan = self.cache.get_plan(fp, key)
-        if plan is None:
-            plan = self._plan(texts, batch_size)
-            self.cache.put_plan(fp, key, plan)
+        plan = self._call_plan(texts, role, batch_size)
         wanted = set(rows)
         needed = [n for n, b in enumerate(plan) if wanted.intersection(b)]
         keys = [
@@ -561,6 +553,17 @@ class CachedEncoder:
         self.stats.encoded += len(missing)
         out = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
         return check_finite(out, texts, self.name, f"the embedding cache ({self.cache.directory})")
+
+    def _call_plan(self, texts: list[str], role: Role, batch_size: int | None) -> list[list[int]]:
+        """The batches of the call ``encode(texts)``: stored with the call (a warm call needs no model, not even to
+        plan its batches), else planned by the encoder and stored."""
+        fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
+        key = call_key(role, prompt, self._batch_size(batch_size), texts)
+        plan = self.cache.get_plan(fp, key)
+        if plan is None:
+            plan = self._plan(texts, batch_size)
+            self.cache.put_plan(fp, key, plan)
+        return plan
 
     def _batch_size(self, batch_size: int | None) -> int:
         """The batch size the wrapped encoder uses for ``batch_size`` (None: its device's default)."""

@@ -167,7 +167,7 @@ def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData
         if aligned is not None:
             return aligned
     rng = np.random.default_rng(spec.seed)
-    judged = [i for i, q in enumerate(data.queries.ids) if len(data.qrels.get(q, {})) > 0]
+    judged = judged_queries(data)
     kept = sorted(rng.choice(judged, size=spec.count(len(judged)), replace=False).tolist()) if judged else []
     queries = data.queries.select(kept)
     qrels = {q: dict(data.qrels[q]) for q in queries.ids}
@@ -175,8 +175,7 @@ def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData
     relevant = {row[d] for docs in qrels.values() for d in docs if d in row}
     ranked = bm25_ranks(data, queries.texts, spec.hard_negatives, BM25Retriever())
     if spec.random_documents is None:  # the corpus shrinks as the queries do: half hard negatives, half random
-        share = round(len(kept) / max(1, len(judged)) * len(data.corpus))
-        budget = min(len(data.corpus), max(share, (1 + MIN_DISTRACTORS) * len(relevant)))
+        budget = corpus_budget(data, len(kept), len(judged), len(relevant))
         hard = _first_new(ranked, relevant, (budget - len(relevant)) // 2)
         n_random = budget - len(relevant) - len(hard)
     else:  # every sampled query's top hard_negatives, and random_documents more
@@ -198,6 +197,18 @@ def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData
     return reduced, composition
 
 
+def judged_queries(data: RetrievalData) -> list[int]:
+    """The rows of the queries that have a judgment."""
+    return [i for i, q in enumerate(data.queries.ids) if len(data.qrels.get(q, {})) > 0]
+
+
+def corpus_budget(data: RetrievalData, kept: int, judged: int, relevant: int) -> int:
+    """A proxy corpus' size: the corpus shrunk by the queries' share (``kept`` of ``judged``), and at least
+    ``MIN_DISTRACTORS`` unjudged documents per judged one (``relevant``), at most the whole corpus."""
+    share = round(kept / max(1, judged) * len(data.corpus))
+    return min(len(data.corpus), max(share, (1 + MIN_DISTRACTORS) * relevant))
+
+
 def corpus_batches(texts: Sequence[str], batch_size: int, chunk_size: int) -> list[list[int]]:
     """The batches (corpus rows) a retrieval run's encode calls form: per ``chunk_size`` chunk in corpus order,
     longest first, ties in corpus order, ``batch_size`` a batch (:meth:`~embedscope.models.base.BaseEncoder.batch_plan`'s
@@ -206,11 +217,12 @@ def corpus_batches(texts: Sequence[str], batch_size: int, chunk_size: int) -> li
     >>> corpus_batches(["a", "ccc", "bb", "dddd"], 2, 3)
     [[1, 2], [0], [3]]
     """
+    from embedscope.models.base import batches, length_order
+
     out: list[list[int]] = []
     for start in range(0, len(texts), chunk_size):
         chunk = texts[start : start + chunk_size]
-        order = sorted(range(len(chunk)), key=lambda i: -len(chunk[i]))
-        out += [[start + i for i in order[b : b + batch_size]] for b in range(0, len(order), batch_size)]
+        out += [[start + i for i in b] for b in batches(length_order(chunk), batch_size)]
     return out
 
 
@@ -247,7 +259,7 @@ def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[Retri
     assert spec.batch_size is not None
     rng = np.random.default_rng(spec.seed)
     row = {doc: i for i, doc in enumerate(data.corpus.ids)}
-    judged = [i for i, q in enumerate(data.queries.ids) if len(data.qrels.get(q, {})) > 0]
+    judged = judged_queries(data)
     if not judged:
         return None
     plan = corpus_batches(data.corpus.texts, spec.batch_size, spec.chunk_size)
@@ -260,7 +272,6 @@ def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[Retri
     left = {q: len(need) for q, need in needs.items()}
     covered = [q for q, n in left.items() if n == 0]
     k = spec.count(len(judged))
-    share = round(k / len(judged) * len(data.corpus))
     order = spread_order(len(plan), rng)
     chosen: list[int] = []
     for n in order:
@@ -276,7 +287,7 @@ def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[Retri
     queries = data.queries.select(kept)
     qrels = {q: dict(data.qrels[q]) for q in queries.ids}
     relevant = {row[d] for docs in qrels.values() for d in docs if d in row}
-    budget = min(len(data.corpus), max(share, (1 + MIN_DISTRACTORS) * len(relevant)))
+    budget = corpus_budget(data, k, len(judged), len(relevant))
     used = sum(len(plan[n]) for n in chosen)
     if used > ALIGNED_OVERRUN * budget:
         return None
