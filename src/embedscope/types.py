@@ -36,15 +36,28 @@ def merge_title(title: str | None, text: str | None) -> str:
 
 
 @dataclass(frozen=True)
+class EncodedWithin:
+    """Where a reduced set's texts sit in the full one: the full set's ``texts`` and each text's ``rows`` there. Dense
+    search encodes each text in the batch that the full set's own call puts it in (per ``corpus_chunk_size`` chunk
+    for a corpus), so a later full run is served those batches by the cache, and both runs hold the same vectors (a
+    screen's proxy, :mod:`embedscope.tasks.proxy`)."""
+
+    texts: tuple[str, ...]
+    rows: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Texts:
     """An ordered collection of identified texts (a corpus or a query set), with optional per-row
     ``metadata``: ``{field: (value of row 0, value of row 1, …)}`` (None where a row has no value), read
     from a BEIR ``metadata`` object or a table's other columns. Search can be filtered on a field
-    (``SearchOptions.filter_field``)."""
+    (``SearchOptions.filter_field``). ``within``: the full set a reduced one is encoded within
+    (:class:`EncodedWithin`; a selection of rows drops it, :meth:`RetrievalData.with_positives_only` keeps it)."""
 
     ids: tuple[str, ...]
     texts: tuple[str, ...]
     metadata: Mapping[str, tuple[Any, ...]] = field(default_factory=dict, compare=False)
+    within: EncodedWithin | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.ids) != len(self.texts):
@@ -52,6 +65,10 @@ class Texts:
         for name, values in self.metadata.items():
             if len(values) != len(self.ids):
                 raise ValueError(f"metadata {name!r} has {len(values)} values for {len(self.ids)} rows")
+        if self.within is not None:
+            full, rows = self.within.texts, self.within.rows
+            if len(rows) != len(self.texts) or any(full[r] != t for r, t in zip(rows, self.texts)):
+                raise ValueError("texts encoded within others must be those rows' texts")
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -70,30 +87,8 @@ class Texts:
 _TextsT = TypeVar("_TextsT", bound=Texts)
 
 
-@dataclass(frozen=True)
-class EncodedWithin:
-    """Where a reduced corpus' documents sit in the full one: the full corpus' ``texts`` and each document's
-    ``rows`` there. Dense search encodes each document in the batch that the full corpus' own call (per
-    ``corpus_chunk_size`` chunk) puts it in, so a later full run is served those batches by the cache, and both runs
-    hold the same vectors (a screen's proxy, :mod:`embedscope.tasks.proxy`)."""
-
-    texts: tuple[str, ...]
-    rows: tuple[int, ...]
-
-
-@dataclass(frozen=True)
 class Corpus(Texts):
-    """Documents to search; ``texts`` already include the title. ``within``: the full corpus a reduced one is
-    encoded within (:class:`EncodedWithin`; a selection of rows drops it)."""
-
-    within: EncodedWithin | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.within is not None:
-            full, rows = self.within.texts, self.within.rows
-            if len(rows) != len(self.texts) or any(full[r] != t for r, t in zip(rows, self.texts)):
-                raise ValueError("a corpus encoded within another must hold those rows' texts")
+    """Documents to search; ``texts`` already include the title."""
 
 
 class Queries(Texts):
@@ -128,7 +123,10 @@ class RetrievalData:
         """
         keep = [i for i, qid in enumerate(self.queries.ids) if len(self.qrels.get(qid, {})) > 0]
         qrels = {qid: dict(docs) for qid, docs in self.qrels.items() if len(docs) > 0}
-        return replace(self, queries=self.queries.select(keep), qrels=qrels)
+        queries, within = self.queries.select(keep), self.queries.within
+        if within is not None:  # the kept queries are still encoded within the same full set
+            queries = replace(queries, within=EncodedWithin(within.texts, tuple(within.rows[i] for i in keep)))
+        return replace(self, queries=queries, qrels=qrels)
 
 
 @dataclass(frozen=True)

@@ -104,3 +104,27 @@ def test_a_corpus_encoded_within_another_gets_the_full_calls_vectors_chunk_by_ch
     )
     assert np.asarray(run.doc_index).tolist() == np.asarray(expected).tolist()
     np.testing.assert_allclose(got, reference, rtol=1e-6)
+
+
+def test_queries_encoded_within_a_full_set_get_the_full_calls_vectors():
+    """A proxy's queries (``Queries.within``) are scored with the vectors the full query call gives them."""
+    from embedscope.retrieval.dense import dense_search
+    from embedscope.settings import RunSettings
+    from embedscope.testing.fakes import PaddedHashEncoder
+    from embedscope.types import Corpus, EncodedWithin, Queries
+
+    rng = np.random.default_rng(1)
+    full = tuple(" ".join(rng.choice(list("abcdefgh"), size=int(rng.integers(1, 12)))) for _ in range(50))
+    rows = (2, 9, 30, 31, 48)
+    queries = Queries(tuple(f"q{r}" for r in rows), tuple(full[r] for r in rows), within=EncodedWithin(full, rows))
+    corpus = Corpus(("d0", "d1", "d2"), ("a b c d", "e f g", "h a"))
+    encoder = PaddedHashEncoder(dim=8)
+    options = RunSettings(top_k=3, batch_size=8).search_options(show_progress=False)
+    run = dense_search(encoder, queries, corpus, options)
+    q = encoder.encode(list(full), role="query", batch_size=8)[list(rows)]
+    alone = encoder.encode(list(queries.texts), role="query", batch_size=8)
+    assert not np.array_equal(q, alone)  # the full call's batches give other bits than the proxy's own call
+    d = encoder.encode(list(corpus.texts), role="document", batch_size=8)
+    expected_index, expected_scores = top_k_search(q, [d], top_k=3, similarity="cosine")
+    assert np.asarray(run.doc_index).tolist() == np.asarray(expected_index).tolist()
+    np.testing.assert_array_equal(np.asarray(run.scores), np.asarray(expected_scores))

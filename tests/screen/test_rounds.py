@@ -4,6 +4,7 @@ retrieval task checked against running every candidate exact (the audit, and eva
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -353,11 +354,11 @@ def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthet
 
 
 @pytest.mark.slow
-def test_a_halving_screen_of_local_models_encodes_each_document_once(synthetic_task, tmp_path, monkeypatch):
+def test_a_halving_screen_of_local_models_encodes_each_text_once(synthetic_task, tmp_path, monkeypatch):
     """Local models: a vector depends on its batch (``bench/bench_row_invariance.py``), so a proxy's documents are
-    whole batches of the full task's corpus call, encoded as that call batches them, and the confirming run is
-    served them: no document is encoded twice by one model (only the proxy's queries are, in the full query call's
-    batches); the confirmed exact scores equal an uncached evaluate's, to the bit."""
+    whole batches of the full task's corpus call and its queries are encoded in the batches of the full query call
+    that hold them, as those calls batch them; the confirming run is served them: no text is encoded twice by one
+    model; the confirmed exact scores equal an uncached evaluate's, to the bit."""
     from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
     from support.tiny_models import build_tiny_sentence_transformer
 
@@ -379,16 +380,30 @@ def test_a_halving_screen_of_local_models_encodes_each_document_once(synthetic_t
     composition = next(iter(result.rounds[0].proxies.values()))["compositions"]["test"]
     data = synthetic_task.load_split("test")
     assert composition["batches"] >= 1 and 0 < len(composition["documents"]) < len(data.corpus)
-    proxy_queries = {data.queries.texts[data.queries.ids.index(q)] for q in composition["queries"]}
+    assert 0 < len(composition["queries"]) < len(data.queries)
+    in_data = {"document": Counter(data.corpus.texts), "query": Counter(data.queries.texts)}
     for model in models:
         name = Path(model).name
-        twice = {(role, text) for (m, role, text), n in encoded.items() if m == name and n > 1}
-        assert twice and {role for role, _ in twice} == {"query"} and {t for _, t in twice} <= proxy_queries
-        documents = {t for (m, role, t) in encoded if m == name and role == "document"}
-        assert len(documents) == len(set(data.corpus.texts))  # every document encoded, each once
+        for role, texts in in_data.items():
+            mine = {t: n for (m, r, t), n in encoded.items() if m == name and r == role}
+            assert mine == dict(texts), role  # every text encoded, as often as the task holds it: once
     for model in models:  # the exact scores equal an uncached run's
         alone = embedscope.evaluate(
             model, [synthetic_task], output_folder=tmp_path / "alone", cache_dir=tmp_path / "fresh",
             show_progress=False,
         )  # fmt: skip
         assert result.audit.exact[model] == alone.outcomes[0].result.main_score()
+
+
+def test_models_declared_tied_share_a_place_and_tau_b_counts_them_as_a_tie() -> None:
+    from embedscope.screen.passes import kendall_tau
+    from embedscope.screen.rounds import tied_places
+
+    ranking = ["a", "b", "c", "d"]
+    places = tied_places(ranking, {"b": ["c"]})
+    assert places == [0, 1, 1, 3]
+    exact = {"a": 0.9, "b": 0.7, "c": 0.8, "d": 0.1}  # c above b exact: the tie is neither concordant nor discordant
+    concordant, discordant, tied_in_screen, pairs = 5, 0, 1, 6  # counted by hand
+    expected = (concordant - discordant) / math.sqrt((pairs - tied_in_screen) * pairs)
+    assert kendall_tau([-p for p in places], [exact[m] for m in ranking]) == pytest.approx(expected)
+    assert kendall_tau([-p for p in range(4)], [exact[m] for m in ranking]) == pytest.approx(4 / 6)  # untied: 5 C 1 D

@@ -231,7 +231,15 @@ def _two_judged_each(n: int = 200) -> RetrievalData:
     )
 
 
-@pytest.mark.parametrize("data", [_one_judged_each(), _two_judged_each()], ids=["one-judged", "two-judged"])
+def _some_unjudged() -> RetrievalData:
+    """One judged document each, but every seventh query judged nothing (the search drops it)."""
+    data = _one_judged_each()
+    return dataclasses.replace(data, qrels={q: d for q, d in data.qrels.items() if int(q[1:]) % 7 != 3})
+
+
+@pytest.mark.parametrize(
+    "data", [_one_judged_each(), _two_judged_each(), _some_unjudged()], ids=["one-judged", "two-judged", "unjudged"]
+)
 def test_an_aligned_corpus_is_whole_batches_holding_every_sampled_querys_judged_documents(data) -> None:
     spec = ProxySpec(size=0.1, seed=3, hard_negatives=10, batch_size=16)
     reduced, composition = retrieval_proxy(data, spec)
@@ -248,6 +256,11 @@ def test_an_aligned_corpus_is_whole_batches_holding_every_sampled_querys_judged_
     assert all(d in kept for docs in reduced.qrels.values() for d in docs)
     assert composition["judged"] + composition["hard_negatives"] + composition["random"] == len(rows)
     assert composition["judged"] * 2 <= len(rows)  # a distractor per judged document at least
+    within = reduced.queries.within  # the queries are encoded within the full run's query call: the judged ones
+    searched = data.with_positives_only().queries
+    assert within is not None and within.texts == searched.texts
+    assert [searched.ids[r] for r in within.rows] == list(reduced.queries.ids) == composition["queries"]
+    assert reduced.with_positives_only().queries.within == within  # as the search gets them
     assert retrieval_proxy(data, spec)[1] == composition  # seeded
     assert retrieval_proxy(data, dataclasses.replace(spec, seed=4))[1]["queries"] != composition["queries"]
 
@@ -284,7 +297,8 @@ def test_the_tag_names_the_batches() -> None:
         ProxySpec(size=5, batch_size=0)
 
 
-def test_a_corpus_encoded_within_another_holds_its_rows_texts() -> None:
+@pytest.mark.parametrize("kind", [Corpus, Queries])
+def test_texts_encoded_within_others_hold_those_rows_texts(kind) -> None:
     with pytest.raises(ValueError, match="those rows' texts"):
-        Corpus(("a",), ("x",), within=EncodedWithin(("y", "x"), (0,)))
-    assert Corpus(("a",), ("x",), within=EncodedWithin(("y", "x"), (1,))).select([0]).within is None
+        kind(("a",), ("x",), within=EncodedWithin(("y", "x"), (0,)))
+    assert kind(("a",), ("x",), within=EncodedWithin(("y", "x"), (1,))).select([0]).within is None

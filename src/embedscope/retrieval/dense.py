@@ -124,6 +124,18 @@ def _corpus_chunks(
         yield vectors
 
 
+def _query_vectors(encoder: Encoder, queries: Queries, options: SearchOptions) -> np.ndarray:
+    """The queries' vectors: as one call, or, for queries encoded within a full set (a proxy's), as that set's call
+    makes them (:func:`~embedscope.models.base.encode_rows`)."""
+    batch_size, show_progress = options.batch_size, options.show_progress
+    if queries.within is None:
+        return encoder.encode(list(queries.texts), role="query", batch_size=batch_size, show_progress=show_progress)
+    within = queries.within
+    return encode_rows(
+        encoder, within.texts, within.rows, role="query", batch_size=batch_size, show_progress=show_progress
+    )
+
+
 def _encoded_within(encoder: Encoder, within: EncodedWithin, rows: Sequence[int], options: SearchOptions) -> np.ndarray:
     """The vectors of the full corpus' ``rows`` as its own chunked calls make them (a proxy's documents, see
     :class:`~embedscope.types.EncodedWithin`): per chunk of the full corpus, only the batches holding a row."""
@@ -217,9 +229,7 @@ def dense_search(
 
         return search_each_group(one_group, queries, corpus, options)
     t0 = time.perf_counter()
-    q_vectors = encoder.encode(
-        list(queries.texts), role="query", batch_size=options.batch_size, show_progress=options.show_progress
-    )
+    q_vectors = _query_vectors(encoder, queries, options)
     timings["encode_queries"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     if options.post_processes:

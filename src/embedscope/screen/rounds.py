@@ -500,5 +500,23 @@ def _audit(
     winner = max(exact, key=lambda k: exact[k])
     covered = _covered(result.confirmed, result.rounds)
     order = result.ranking
-    tau = kendall_tau([-order.index(k) for k in order], [exact[k] for k in order])
+    places = tied_places(order, {k: v for r in result.rounds for k, v in r.tied.items()})
+    tau = kendall_tau([-p for p in places], [exact[k] for k in order])
     return Audit(exact, winner, winner in covered, tau)
+
+
+def tied_places(ranking: Sequence[str], tied: Mapping[str, Sequence[str]]) -> list[int]:
+    """Each model's place in ``ranking``, except that a model declared tied with another (``tied``: a round's ties)
+    shares that one's place, so that τ-b counts the pair as a tie, as the screen states it.
+
+    >>> tied_places(["a", "b", "c", "d"], {"b": ["c"], "c": ["d"]})
+    [0, 1, 1, 1]
+    """
+    head = {m: k for k, v in tied.items() for m in v}
+
+    def first(model: str) -> str:
+        while model in head:
+            model = head[model]
+        return model
+
+    return [ranking.index(first(m)) for m in ranking]

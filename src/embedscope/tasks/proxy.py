@@ -61,7 +61,8 @@ class ProxySpec:
     random_documents: int | None = None
     batch_size: int | None = None
     """Set: a retrieval corpus is drawn as whole batches of the full corpus' own encode call (longest first, this
-    many texts a batch, per ``chunk_size`` chunk) and encoded within it (:func:`aligned_retrieval_proxy`)."""
+    many texts a batch, per ``chunk_size`` chunk) and encoded within it, and the queries within the full query call
+    (:func:`aligned_retrieval_proxy`)."""
     chunk_size: int = DEFAULT_CHUNK_SIZE
 
     def __post_init__(self) -> None:
@@ -162,7 +163,7 @@ def retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData
         raise ConfigError(
             f"{data.name}: a proxy of QA data judged by context strings is not supported; screen it whole"
         )
-    if spec.batch_size is not None and data.corpus.within is None:
+    if spec.batch_size is not None and data.corpus.within is None and data.queries.within is None:
         aligned = aligned_retrieval_proxy(data, spec)
         if aligned is not None:
             return aligned
@@ -246,14 +247,15 @@ def spread_order(m: int, rng: np.random.Generator) -> list[int]:
 
 def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[RetrievalData, dict[str, Any]] | None:
     """The retrieval proxy drawn as whole batches of the full run's corpus calls (:func:`corpus_batches`), so that
-    its documents are encoded in those batches and a full run of the same model is served them by the cache.
+    its documents are encoded in those batches and a full run of the same model is served them by the cache. Its
+    queries are encoded within the full query call likewise (only the batches of that call that hold one).
 
     Batches are taken in a seeded order spread over the lengths (:func:`spread_order`) until the judged queries
-    whose judged documents they all hold number the sample's size; the sample is drawn among those. Then, while the corpus holds fewer documents than the plain
-    recipe's budget (:func:`retrieval_proxy`), the batches holding most of the sampled queries' BM25 top
-    ``hard_negatives`` fill half of what is left, and further random batches the rest. None (the plain recipe
-    applies) when no query is judged, or when covering the sample needs more than ``ALIGNED_OVERRUN`` times that
-    budget (queries whose judged documents lie in many batches)."""
+    whose judged documents they all hold number the sample's size; the sample is drawn among those. Then, while the
+    corpus holds fewer documents than the plain recipe's budget (:func:`retrieval_proxy`), the batches holding most
+    of the sampled queries' BM25 top ``hard_negatives`` fill half of what is left, and further random batches the
+    rest. None (the plain recipe applies) when no query is judged, or when covering the sample needs more than
+    ``ALIGNED_OVERRUN`` times that budget (queries whose judged documents lie in many batches)."""
     from embedscope.retrieval.bm25 import BM25Retriever
 
     assert spec.batch_size is not None
@@ -284,7 +286,9 @@ def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[Retri
                 covered.append(q)
     order = order[len(chosen) :]
     kept = sorted(rng.choice(sorted(covered), size=k, replace=False).tolist())
-    queries = data.queries.select(kept)
+    searched = {q: n for n, q in enumerate(judged)}  # the full run's query call: its judged queries, in order
+    within = EncodedWithin(tuple(data.queries.texts[q] for q in judged), tuple(searched[q] for q in kept))
+    queries = dataclasses.replace(data.queries.select(kept), within=within)
     qrels = {q: dict(data.qrels[q]) for q in queries.ids}
     relevant = {row[d] for docs in qrels.values() for d in docs if d in row}
     budget = corpus_budget(data, k, len(judged), len(relevant))
@@ -309,8 +313,9 @@ def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[Retri
             random_batches.append(n)
             used += len(plan[n])
     documents = sorted(r for n in random_batches + hard_batches for r in plan[n])
-    corpus = data.corpus.select(documents)
-    corpus = type(corpus)(corpus.ids, corpus.texts, corpus.metadata, EncodedWithin(data.corpus.texts, tuple(documents)))
+    corpus = dataclasses.replace(
+        data.corpus.select(documents), within=EncodedWithin(data.corpus.texts, tuple(documents))
+    )
     reduced = dataclasses.replace(data, queries=queries, corpus=corpus, qrels=qrels)
     hard = {r for n in hard_batches for r in plan[n]} - relevant
     composition = {
