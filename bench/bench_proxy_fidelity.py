@@ -10,7 +10,9 @@ A screen decides on each candidate's score on a proxy of the task. This bench me
 * for ``--draws`` seeds and each recipe (the screen's batches or the document recipe; BM25 hard negatives or none),
   nDCG@10 of every candidate on the proxy, by pytrec_eval;
 * printed per recipe: the mean documents kept (the cost), Kendall's τ-b between the proxy's ranking and the exact one
-  (mean, and the share of seeds at ≥ 0.8), per pair of candidates adjacent in the exact order how often the proxy
+  (mean, and the share of seeds at ≥ 0.8), the same for the ranking as a screen that confirms none states it
+  (neighbours whose paired bootstrap interval holds 0 share a place; how many pairs it orders, and how many of those
+  against the exact order), per pair of candidates adjacent in the exact order how often the proxy
   orders them the same way, and how often it orders as exact the pairs the full task itself separates (a paired
   t-test and a permutation test over its queries both below 0.05): τ counts every pair, also those whose exact
   order the full task cannot show.
@@ -34,11 +36,14 @@ import pytrec_eval
 from scipy.stats import kendalltau, ttest_rel
 
 import embedscope
-from embedscope.compare.stats import permutation_test
+from embedscope.compare.core import CompareOptions
+from embedscope.compare.stats import bootstrap_index_blocks, permutation_test
 from embedscope.data.builtin import bbc_news_retrieval
 from embedscope.models.specs import load_encoder
 from embedscope.retrieval.bm25 import BM25Retriever
 from embedscope.retrieval.dense import top_k_search
+from embedscope.screen.passes import MeanScore
+from embedscope.screen.rounds import ProxyRound, stated_places
 from embedscope.settings import RunSettings
 from embedscope.tasks.proxy import ProxySpec, retrieval_proxy
 from embedscope.types import RetrievalData
@@ -119,6 +124,23 @@ def separated(values: dict[str, dict[str, float]], alpha: float = 0.05) -> dict[
     return out
 
 
+def as_stated(values: dict[str, dict[str, float]], size: float) -> tuple[list[str], list[int]]:
+    """The proxy's ranking and the places a screen states for it when it confirms none
+    (:func:`~embedscope.screen.rounds.stated_places`): neighbours whose paired bootstrap interval of their difference
+    holds 0 share a place. The replicates are the screen's: its resamples of the queries (its seed and rounds)."""
+    options = CompareOptions()
+    queries = sorted(next(iter(values.values())))
+    reps = {}
+    for m, v in values.items():
+        column = np.array([v[q] for q in queries])
+        blocks = bootstrap_index_blocks(len(queries), options.rounds, options.seed)
+        reps[m] = np.concatenate([column[idx].mean(axis=1) for idx in blocks])
+    scores = {m: MeanScore(float(np.mean(list(v.values()))), 0.0, 1.0, {}) for m, v in values.items()}
+    ranking = sorted(scores, key=lambda m: -scores[m].mean)
+    one = ProxyRound(size, scores, {}, [], {}, 1.0, replicates=reps)
+    return ranking, stated_places(ranking, [one], [], options.confidence)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=float, nargs="+", default=[0.05, 0.1])
@@ -145,11 +167,20 @@ def main() -> None:
     pairs = list(zip(order, order[1:]))
     for size, (recipe, options) in itertools.product(args.size, RECIPES.items()):
         taus, kept, agree, right = [], [], {p: 0 for p in pairs}, []
+        stated_taus, stated, wrong = [], [], []
         for seed in range(args.draws):
             proxy, _ = retrieval_proxy(full, ProxySpec(size=size, seed=seed, **options))
-            scores = {m: float(np.mean(list(v.values()))) for m, v in per_query(proxy, full, vectors).items()}
+            values = per_query(proxy, full, vectors)
+            scores = {m: float(np.mean(list(v.values()))) for m, v in values.items()}
             right.append(np.mean([scores[a] > scores[b] for a, b in shown]))
             taus.append(float(kendalltau([exact[m] for m in order], [scores[m] for m in order]).statistic))
+            ranking, places = as_stated(values, size)
+            stated_taus.append(float(kendalltau([exact[m] for m in ranking], [-p for p in places]).statistic))
+            ordered = [
+                (a, b) for (i, a), (j, b) in itertools.combinations(enumerate(ranking), 2) if places[i] < places[j]
+            ]
+            stated.append(len(ordered))
+            wrong.append(sum(exact[a] < exact[b] for a, b in ordered))
             kept.append(len(proxy.corpus))
             for a, b in pairs:
                 agree[(a, b)] += scores[a] > scores[b]
@@ -157,6 +188,9 @@ def main() -> None:
             f"\nsize {size}, {recipe}: {args.draws} seeds, {len(proxy.queries)} queries, {np.mean(kept):.0f} documents kept"
         )
         print(f"  tau-b: mean {np.mean(taus):.3f}, at least 0.8 in {np.mean(np.array(taus) >= 0.8):.0%} of seeds")
+        print(f"  tau-b as a screen states it (unresolved neighbours share a place): mean {np.mean(stated_taus):.3f}, "
+              f"at least 0.8 in {np.mean(np.array(stated_taus) >= 0.8):.0%} of seeds; pairs ordered {np.mean(stated):.1f} "
+              f"of {len(order) * (len(order) - 1) // 2}, against the exact order {np.sum(wrong) / max(np.sum(stated), 1):.1%}")  # fmt: skip
         print(f"  pairs the full task separates, ordered as exact: {np.mean(right):.1%} (all of them in "
               f"{np.mean(np.array(right) == 1):.0%} of seeds)")  # fmt: skip
         for a, b in pairs:

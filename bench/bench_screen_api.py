@@ -108,7 +108,7 @@ def main() -> None:
     others_tokens = sum(tokens.values()) - tokens[winner]
     others_seconds = sum(seconds.values()) - seconds[winner]
     order = [key.get(k, k) for k in halving.ranking]
-    tau = float(kendalltau([-order.index(n) for n in order], [exact[n] for n in order]).statistic)
+    tau = float(kendalltau([-p for p in halving.places], [exact[n] for n in order]).statistic)  # as stated
     print(f"\n== {len(names)} API models (local service, real vectors) on {args.tasks}, proxy rounds {args.proxy}")
     for n in names:
         print(

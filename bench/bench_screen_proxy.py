@@ -10,8 +10,9 @@ Two candidate sets, each on fresh output and cache folders:
 For each: every candidate exact, one after another (wall time of each: the anchor), then ``screen --proxy``
 with ``--audit`` off. Printed: wall times, the overhead ``(screen − the winner's exact time) ÷ (the others' exact
 time)`` (the issue's bound: 0.35), the ratio of the screen to all-exact, the screen's winner or tie against the
-exact winner, the stated probability and Kendall's τ (τ-b: models the screen declares tied share a rank) between the
-screen's final ranking and the all-exact one.
+exact winner, the stated probability and Kendall's τ-b between the screen's final ranking, as it states it (models
+declared tied, or whose order its proxy does not show, share a place: ``HalvingResult.places``), and the all-exact
+one; and, beside it, τ-b with every unresolved pair ordered by its proxy score (declared ties only).
 
 The machine's speed drifts between the anchor and the screen (a shared CPU), and on a set whose winner costs several
 times the others together that drift alone moves the overhead past the bound. So a fixed probe (all-MiniLM-L6-v2,
@@ -35,6 +36,7 @@ from pathlib import Path
 from scipy.stats import kendalltau
 
 import embedscope
+from embedscope.screen.report import ranking_line
 from embedscope.screen.rounds import tied_places
 
 SHIPPED = ["minilm", "minilm-int8", "paraphrase-minilm-l3", "static-64"]
@@ -122,7 +124,8 @@ def bench(name: str, proxy: list[float], more: list[str]) -> None:
     others = all_seconds - exact_seconds[winner]
     overhead = (screen_seconds - exact_seconds[winner]) / others
     order = halving.ranking
-    tau = float(kendalltau([-p for p in tied_places(order, ties)], [exact[m] for m in order]).statistic)
+    tau = float(kendalltau([-p for p in halving.places], [exact[m] for m in order]).statistic)
+    strict = float(kendalltau([-p for p in tied_places(order, ties)], [exact[m] for m in order]).statistic)
     drift = probe_screen / probe_anchor
     adjusted = (screen_seconds - exact_seconds[winner] * drift) / others
     print(f"\n== {name}: {len(models)} candidates on {tasks or 'the built-in suite'}, proxy rounds {proxy}")
@@ -150,7 +153,11 @@ def bench(name: str, proxy: list[float], more: list[str]) -> None:
     print(
         f"  stated probability the exact winner survived {halving.p_winner_kept:.3f}; observed: {'held' if held else 'missed'}"
     )
-    print(f"  Kendall's tau, screen's final ranking vs all-exact: {tau:.3f}")
+    print(f"  screen's final ranking: {ranking_line(halving)}")
+    print(
+        f"  Kendall's tau, screen's final ranking (as stated: places shared where unresolved) vs all-exact: {tau:.3f}"
+    )
+    print(f"  the same with every unresolved pair ordered by its proxy score (ties only): {strict:.3f}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  peak resident memory of this process so far: {peak:.0f} MB")
     if math.isnan(tau):

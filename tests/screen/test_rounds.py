@@ -3,6 +3,8 @@ retrieval task checked against running every candidate exact (the audit, and eva
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from collections import Counter
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import kendalltau
 
 import embedscope
 from embedscope.cli.main import main
@@ -17,7 +20,7 @@ from embedscope.compare.core import CompareOptions
 from embedscope.errors import ConfigError
 from embedscope.screen import halving, rounds
 from embedscope.screen.passes import MeanScore
-from embedscope.screen.report import halving_lines
+from embedscope.screen.report import halving_lines, screen_csv
 from embedscope.screen.rounds import HalvingResult, ProxyRound, check_proxy_sizes
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.types import Corpus, Queries, RetrievalData
@@ -119,6 +122,17 @@ def test_a_halving_screen_names_the_exact_winner_and_its_audit_agrees_with_evalu
     winner = max(exact_means, key=exact_means.get)
     assert halving_result.audit.winner == winner and halving_result.confirmed[0] == winner
     assert halving_result.audit.held and halving_result.p_winner_kept > 0.5
+    places = halving_result.places
+    assert len(places) == len(CANDIDATES) and places[0] == 0 and places == sorted(places)
+    tau = kendalltau([-p for p in places], [exact_means[m] for m in halving_result.ranking]).statistic
+    assert halving_result.audit.kendall_tau == pytest.approx(tau)  # τ-b over the places the screen states
+    ties = {k: v for r in halving_result.rounds for k, v in r.tied.items()}
+    order = [-p for p in rounds.tied_places(halving_result.ranking, ties)]
+    in_order = kendalltau(order, [exact_means[m] for m in halving_result.ranking]).statistic
+    assert halving_result.audit.kendall_tau_order == pytest.approx(in_order)
+    rows = list(csv.DictReader(io.StringIO(screen_csv(report))))
+    assert [int(r["screen_rank"]) for r in rows] == [p + 1 for p in places]
+    assert [r["model"] for r in rows] == halving_result.ranking
     assert sorted(halving_result.ranking) == sorted(CANDIDATES)
     first = halving_result.rounds[0]
     assert list(first.scores) == sorted(CANDIDATES, key=lambda m: -first.scores[m].mean)
@@ -407,3 +421,44 @@ def test_models_declared_tied_share_a_place_and_tau_b_counts_them_as_a_tie() -> 
     expected = (concordant - discordant) / math.sqrt((pairs - tied_in_screen) * pairs)
     assert kendall_tau([-p for p in places], [exact[m] for m in ranking]) == pytest.approx(expected)
     assert kendall_tau([-p for p in range(4)], [exact[m] for m in ranking]) == pytest.approx(4 / 6)  # untied: 5 C 1 D
+
+
+def _proxy_round(reps: dict[str, np.ndarray], tied: dict[str, list[str]] | None = None) -> ProxyRound:
+    scores = {k: MeanScore(float(np.mean(v)), 0.0, 1.0, {}) for k, v in reps.items()}
+    return ProxyRound(0.1, scores, {}, [], tied or {}, 1.0, replicates=reps)
+
+
+def test_the_final_ranking_states_an_order_only_where_the_proxy_or_the_exact_runs_show_one() -> None:
+    reps = _replicates()  # a 0.70; c 0.699 and d 0.695 (noisy) not apart from a; b clearly below
+    ranking = sorted(reps, key=lambda k: -float(np.mean(reps[k])))
+    assert ranking == ["a", "c", "d", "b"]
+
+    def holds_zero(above: str, below: str) -> bool:  # numpy: the 95% interval of the paired difference
+        low, high = np.quantile(reps[above] - reps[below], [0.025, 0.975])
+        return bool(low <= 0 <= high)
+
+    assert holds_zero("a", "c") and holds_zero("a", "d") and not holds_zero("a", "b")
+    assert holds_zero("c", "d") and not holds_zero("c", "b")
+    one = [_proxy_round(reps)]
+    assert rounds.stated_places(ranking, one, ["a"], 0.95) == [0, 0, 0, 3]
+    assert rounds.stated_places(ranking, one, ["a", "c"], 0.95) == [0, 1, 1, 3]  # a and c ordered by their exact runs
+    assert rounds.stated_places(ranking, one, ["a", "c", "d", "b"], 0.95) == [0, 1, 2, 3]  # every one exact
+    dropped_earlier = [_proxy_round(reps), _proxy_round({k: reps[k] for k in "acb"})]  # d last scored in round 1
+    assert rounds.stated_places(["a", "c", "b", "d"], dropped_earlier, ["a"], 0.95) == [0, 0, 2, 3]
+    tied = [_proxy_round({k: reps[k] for k in "ab"} | {"c": reps["a"] - 0.05}, tied={"a": ["c"]})]
+    assert rounds.stated_places(["a", "c", "b"], tied, ["a"], 0.95) == [0, 0, 2]  # declared tied: a's place
+
+
+def test_tau_b_counts_models_the_screen_does_not_order_as_ties() -> None:
+    reps = _replicates()
+    result = HalvingResult([_proxy_round(reps)], ["a"], ["a", "c", "d", "b"], 1.0, 0.005)
+    result.places = rounds.stated_places(result.ranking, result.rounds, result.confirmed, 0.95)
+    exact = {"a": 0.9, "c": 0.7, "d": 0.8, "b": 0.1}  # d above c exact: the proxy's order of them was wrong
+    concordant, discordant, tied_in_screen, pairs = 3, 0, 3, 6  # a, c and d share a place: 3 pairs tied
+    expected = (concordant - discordant) / math.sqrt((pairs - tied_in_screen) * pairs)
+    places = [-p for p in result.places]
+    assert rounds.kendall_tau(places, [exact[m] for m in result.ranking]) == pytest.approx(expected)
+    strict = rounds.kendall_tau([-i for i in range(4)], [exact[m] for m in result.ranking])
+    assert strict == pytest.approx((5 - 1) / 6)  # the proxy's own order: c above d, 1 discordant
+    assert strict < expected
+    assert "the screen's final ranking: 1. a ~ c ~ d, 4. b" in "\n".join(halving_lines(result))

@@ -66,6 +66,7 @@ def rankings_table(report: ScreenReport, digits: int = 4) -> str:
     usage = model_usage(report)
     costs = any(u is not None for u in usage.values())
     rows = []
+    ranks = _rank_cells(report)
     for i, m in enumerate(report.models):
         other_path = m.fast_path is not None and m.fast_path != report.fast_path
         fast_cell = (
@@ -75,7 +76,7 @@ def rankings_table(report: ScreenReport, digits: int = 4) -> str:
         )
         rows.append(
             [
-                str(i + 1),
+                ranks[i],
                 m.model,
                 fast_cell,
                 str(exact_rank.get(m.model, "")),
@@ -87,7 +88,7 @@ def rankings_table(report: ScreenReport, digits: int = 4) -> str:
             ]
         )
     header = [
-        "fast rank",
+        "fast rank" if report.halving is None else "screen rank",
         "model",
         f"fast mean [{level}% CI]",
         "exact rank",
@@ -98,6 +99,21 @@ def rankings_table(report: ScreenReport, digits: int = 4) -> str:
         *(USAGE_HEADER if costs else []),
     ]
     return markdown_table(header, rows)
+
+
+def _ranks(report: ScreenReport) -> list[int]:
+    """Each model's rank in the report's order (1 first); a halving screen's stated place, shared by models it does
+    not order (:attr:`~embedscope.screen.rounds.HalvingResult.places`)."""
+    places = report.halving.places if report.halving is not None else []
+    if len(places) != len(report.models):
+        return list(range(1, len(report.models) + 1))
+    return [p + 1 for p in places]
+
+
+def _rank_cells(report: ScreenReport) -> list[str]:
+    """:func:`_ranks` as cells, with ``=`` where models share a place."""
+    ranks = _ranks(report)
+    return [f"{r}{'=' if ranks.count(r) > 1 else ''}" for r in ranks]
 
 
 _FIDELITY_COLUMNS = (
@@ -133,7 +149,7 @@ def fidelity_table(report: ScreenReport, digits: int = 4) -> str:
     return markdown_table(header + [label for _, label in _FIDELITY_COLUMNS], rows)
 
 
-def halving_lines(halving: HalvingResult, digits: int = 4) -> list[str]:
+def halving_lines(halving: HalvingResult, digits: int = 4, confidence: float = 0.95) -> list[str]:
     """Each proxy round's decisions, the stated odds and, with ``--audit``, whether the claim held."""
     lines = []
     for i, r in enumerate(halving.rounds, 1):
@@ -158,16 +174,41 @@ def halving_lines(halving: HalvingResult, digits: int = 4) -> list[str]:
         f"probability that the exact winner is among the confirmed (bootstrap over the proxies' items, multiplied over "
         f"the rounds): {halving.p_winner_kept:.3f}; tie margin {halving.margin:g}"
     )
-    lines.append(f"the screen's final ranking: {', '.join(halving.ranking)}")
+    level = round(confidence * 100)
+    lines.append(
+        f"the screen's final ranking: {ranking_line(halving)} (≈ tied within the margin; ~ not ordered by the proxy, "
+        f"the {level}% interval of their difference holding 0)"
+    )
     audit = halving.audit
     if audit is not None:
         verdict = "held" if audit.held else "did NOT hold"
         lines.append(
             f"audit (every candidate exact): exact winner {audit.winner} ({audit.exact[audit.winner]:.{digits}f}); the "
-            f"screen's claim {verdict}; Kendall's τ between the screen's final ranking and the all-exact one "
-            f"{audit.kendall_tau:.3f}"
+            f"screen's claim {verdict}; Kendall's τ-b between the screen's final ranking and the all-exact one "
+            f"{audit.kendall_tau:.3f} as stated ({audit.kendall_tau_order:.3f} with each pair it leaves unordered in "
+            f"its proxy order)"
         )
     return lines
+
+
+def ranking_line(halving: HalvingResult) -> str:
+    """The final ranking by place: ``1. a, 2. b ≈ c ~ d, 5. e`` (models sharing a place joined: ``≈`` declared
+    tied with the one before, ``~`` not ordered by the evidence).
+
+    >>> from embedscope.screen.rounds import HalvingResult
+    >>> h = HalvingResult([], [], ["a", "b", "c", "d", "e"], 1.0, 0.005, places=[0, 1, 1, 1, 4])
+    >>> ranking_line(h)
+    '1. a, 2. b ~ c ~ d, 5. e'
+    """
+    tied = {m for r in halving.rounds for v in r.tied.values() for m in v}
+    places = halving.places or list(range(len(halving.ranking)))
+    parts: list[str] = []
+    for i, (model, place) in enumerate(zip(halving.ranking, places)):
+        if i and place == places[i - 1]:
+            parts[-1] += f" {'≈' if model in tied else '~'} {model}"
+        else:
+            parts.append(f"{place + 1}. {model}")
+    return ", ".join(parts)
 
 
 def _estimate(r: ProxyRound, key: str) -> str:
@@ -190,7 +231,7 @@ def screen_text(report: ScreenReport, digits: int = 4) -> str:
     ]
     lines += [f"note: {m.model}: {m.note}" for m in report.models if m.note]
     if report.halving is not None:
-        lines += halving_lines(report.halving, digits) + [""]
+        lines += halving_lines(report.halving, digits, report.options.confidence) + [""]
     lines.append(f"Kendall's τ between the fast and exact rankings of the confirmed models: {tau}")
     lines.append(significance_line(report))
     fidelity = fidelity_table(report, digits)
@@ -217,7 +258,7 @@ def screen_csv(report: ScreenReport) -> str:
             "model",
             "name",
             "fast_path_applied",
-            "fast_rank",
+            "fast_rank" if report.halving is None else "screen_rank",
             "fast_mean",
             "fast_ci_low",
             "fast_ci_high",
@@ -237,13 +278,13 @@ def screen_csv(report: ScreenReport) -> str:
     def cells(score: Any) -> list[Any]:
         return ["", "", ""] if score is None else [score.mean, score.ci_low, score.ci_high]
 
-    for i, m in enumerate(report.models):
+    for rank, m in zip(_ranks(report), report.models):
         writer.writerow(
             [
                 m.model,
                 m.name,
                 m.fast_applied,
-                i + 1,
+                rank,
                 *cells(m.fast),
                 m.model in exact_rank,
                 exact_rank.get(m.model, ""),

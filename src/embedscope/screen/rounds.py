@@ -26,7 +26,9 @@
 The screen's final ranking: the last round's candidates by their proxy score, the confirmed among them permuted
 into their exact order (they take the places the confirmed hold), then each earlier round's dropped candidates by
 their proxy score in that round; a tied model sits right after the one it tied with. A candidate confirmed only
-because its exact run is next to free keeps the place its proxy score gives it.
+because its exact run is next to free keeps the place its proxy score gives it. The ranking states an order only
+where the evidence shows one (:func:`stated_places`): tied models, and neighbours whose order rests on a proxy whose
+interval of their difference holds 0, share a place; ``audit``'s τ-b counts them as ties.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class ProxyRound:
     exact_spend: dict[str, float] = field(default_factory=dict)  # what those tokens cost, where it has a price
     # kept and confirmed whatever the proxy says: their exact runs cost next to nothing (:func:`cheap_candidates`)
     cheap: list[str] = field(default_factory=list)
+    # each candidate's bootstrap replicates of its mean score on this round's proxies (paired; not written out)
+    replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def confirm_costs(self, keys: Sequence[str]) -> tuple[dict[str, float], str]:
         """What confirming each of ``keys`` would cost, and in what (:func:`confirm_costs`)."""
@@ -112,10 +116,17 @@ class Audit:
     exact: dict[str, float]  # every candidate's exact mean score
     winner: str
     held: bool
-    kendall_tau: float
+    kendall_tau: float  # τ-b over the places the screen states (:func:`stated_places`)
+    kendall_tau_order: float = math.nan  # τ-b of the ranking's order alone: only declared ties share a place
 
     def to_dict(self) -> dict[str, Any]:
-        return {"exact": self.exact, "winner": self.winner, "held": self.held, "kendall_tau": self.kendall_tau}
+        return {
+            "exact": self.exact,
+            "winner": self.winner,
+            "held": self.held,
+            "kendall_tau": self.kendall_tau,
+            "kendall_tau_order": self.kendall_tau_order,
+        }
 
 
 @dataclass
@@ -130,6 +141,8 @@ class HalvingResult:
     audit: Audit | None = None
     exact_items: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # model → task → TaskItems
     unconfirmed: list[str] = field(default_factory=list)  # survivors left unconfirmed: the odds sufficed without them
+    # each model's place in ``ranking`` (0 first): models tied, or not ordered by the evidence, share one (:func:`stated_places`)
+    places: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,6 +150,7 @@ class HalvingResult:
             "confirmed": self.confirmed,
             "unconfirmed": self.unconfirmed,
             "ranking": self.ranking,
+            "places": self.places,
             "p_winner_kept": self.p_winner_kept,
             "margin": self.margin,
             "audit": self.audit.to_dict() if self.audit else None,
@@ -227,6 +241,7 @@ def halving_screen(
                 {k: tokens[k] for k in ranked if k in tokens},
                 {k: spend[k] for k in ranked if k in spend},
                 [k for k in ranked if k in cheap],
+                replicates,
             )
         )
         remaining = [k for k in kept if not any(k in v for v in tied.values())]
@@ -235,6 +250,7 @@ def halving_screen(
     result = HalvingResult(rounds, [], [], math.prod(r.p_best_kept for r in rounds), margin)
     _confirm(settings, by_key, models, remaining, replicates, result, options)
     result.ranking = _final_ranking(result.confirmed, result.unconfirmed, rounds)
+    result.places = stated_places(result.ranking, rounds, result.confirmed, options.confidence)
     if audit:
         result.audit = _audit(settings, by_key, models, result, options)
     return result
@@ -500,9 +516,12 @@ def _audit(
     winner = max(exact, key=lambda k: exact[k])
     covered = _covered(result.confirmed, result.rounds)
     order = result.ranking
-    places = tied_places(order, {k: v for r in result.rounds for k, v in r.tied.items()})
-    tau = kendall_tau([-p for p in places], [exact[k] for k in order])
-    return Audit(exact, winner, winner in covered, tau)
+    scores = [exact[k] for k in order]
+    tau = kendall_tau([-p for p in result.places], scores)
+    ordered = kendall_tau(
+        [-p for p in tied_places(order, {k: v for r in result.rounds for k, v in r.tied.items()})], scores
+    )
+    return Audit(exact, winner, winner in covered, tau, ordered)
 
 
 def tied_places(ranking: Sequence[str], tied: Mapping[str, Sequence[str]]) -> list[int]:
@@ -520,3 +539,54 @@ def tied_places(ranking: Sequence[str], tied: Mapping[str, Sequence[str]]) -> li
         return model
 
     return [ranking.index(first(m)) for m in ranking]
+
+
+def stated_places(
+    ranking: Sequence[str], rounds: Sequence[ProxyRound], exact: Sequence[str], confidence: float
+) -> list[int]:
+    """Each model's place in the screen's final ``ranking`` (0 first), where the screen states an order only where
+    it has one: models declared tied share a place (:func:`tied_places`), and so do neighbours whose order rests on
+    a proxy that does not show it. Walking down the ranking, a model joins the place of the group above it unless
+    both were run exact (``exact``: their exact scores order them), or they were last scored in different rounds
+    (the halving ordered them), or the ``confidence`` interval of the group's first model's proxy score minus its
+    own, over that round's paired replicates, excludes 0 (:func:`~embedscope.screen.halving.difference_interval`).
+    Kendall's τ-b then counts such a pair as a tie, neither concordant nor discordant, as the screen states it.
+
+    >>> from embedscope.screen.passes import MeanScore
+    >>> noise = np.random.default_rng(0).normal(0, 0.01, 1000)
+    >>> reps = {"a": 0.9 + noise, "b": 0.6 + noise, "c": 0.59 + noise * 2, "d": 0.2 + noise}
+    >>> r = ProxyRound(0.1, {k: MeanScore(float(v.mean()), 0, 1, {}) for k, v in reps.items()}, {}, ["b", "c", "d"],
+    ...                {}, 1.0, replicates=reps)
+    >>> stated_places(["a", "b", "c", "d"], [r], ["a"], 0.95)  # b above c by 0.01 ± more than that: not ordered
+    [0, 1, 1, 3]
+    >>> stated_places(["a", "b", "c", "d"], [r], ["a", "b", "c"], 0.95)  # b and c both exact: their exact scores order them
+    [0, 1, 2, 3]
+    """
+    tied = tied_places(ranking, {k: v for r in rounds for k, v in r.tied.items()})
+    last_round = {m: i for i, r in enumerate(rounds) for m in r.scores}
+    done = set(exact)
+
+    def ordered(above: str, below: str) -> bool:
+        if above in done and below in done:
+            return True
+        i = last_round.get(above)
+        if i is None or i != last_round.get(below):
+            return True
+        reps = rounds[i].replicates
+        if above not in reps or below not in reps:
+            return True
+        low, high = halving.difference_interval(reps[above], reps[below], confidence)
+        return not low <= 0 <= high
+
+    out: list[int] = []
+    head = 0  # where the group above starts
+    for i, model in enumerate(ranking):
+        if i and tied[i] != i:  # tied with one above it: its place, wherever that one went
+            out.append(out[tied[i]])
+            continue
+        if i and not ordered(ranking[head], model):
+            out.append(out[head])
+            continue
+        head = i
+        out.append(i)
+    return out
