@@ -37,7 +37,7 @@ from scipy.stats import kendalltau
 
 import embedscope
 from embedscope.screen.report import ranking_line
-from embedscope.screen.rounds import tied_places
+from embedscope.screen.rounds import round_ties, tied_places
 
 SHIPPED = ["minilm", "minilm-int8", "paraphrase-minilm-l3", "static-64"]
 SUITES = {
@@ -119,7 +119,7 @@ def bench(name: str, proxy: list[float], more: list[str]) -> None:
     assert halving is not None
     winner = max(exact, key=lambda m: exact[m])
     named = halving.confirmed[0]
-    ties = {k: v for r in halving.rounds for k, v in r.tied.items()}
+    ties = round_ties(halving.rounds)
     all_seconds = sum(exact_seconds.values())
     others = all_seconds - exact_seconds[winner]
     overhead = (screen_seconds - exact_seconds[winner]) / others

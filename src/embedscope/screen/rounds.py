@@ -478,7 +478,7 @@ def _final_ranking(confirmed: list[str], unconfirmed: list[str], rounds: Sequenc
     ['d', 'b', 'c', 'a']
     """
     ranking: list[str] = []
-    tied_with = {k: v for r in rounds for k, v in r.tied.items()}
+    tied_with = round_ties(rounds)
     ties = {m for v in tied_with.values() for m in v}
     exact_order = iter(confirmed)
     chosen = set(confirmed)
@@ -518,10 +518,13 @@ def _audit(
     order = result.ranking
     scores = [exact[k] for k in order]
     tau = kendall_tau([-p for p in result.places], scores)
-    ordered = kendall_tau(
-        [-p for p in tied_places(order, {k: v for r in result.rounds for k, v in r.tied.items()})], scores
-    )
+    ordered = kendall_tau([-p for p in tied_places(order, round_ties(result.rounds))], scores)
     return Audit(exact, winner, winner in covered, tau, ordered)
+
+
+def round_ties(rounds: Sequence[ProxyRound]) -> dict[str, list[str]]:
+    """Every round's ties: the model that went on → the models it stands for."""
+    return {k: v for r in rounds for k, v in r.tied.items()}
 
 
 def tied_places(ranking: Sequence[str], tied: Mapping[str, Sequence[str]]) -> list[int]:
@@ -562,7 +565,7 @@ def stated_places(
     >>> stated_places(["a", "b", "c", "d"], [r], ["a", "b", "c"], 0.95)  # b and c both exact: their exact scores order them
     [0, 1, 2, 3]
     """
-    tied = tied_places(ranking, {k: v for r in rounds for k, v in r.tied.items()})
+    tied = tied_places(ranking, round_ties(rounds))
     last_round = {m: i for i, r in enumerate(rounds) for m in r.scores}
     done = set(exact)
 
