@@ -37,12 +37,13 @@ from scipy.stats import kendalltau, ttest_rel
 
 import embedscope
 from embedscope.compare.core import CompareOptions
-from embedscope.compare.stats import bootstrap_index_blocks, permutation_test
+from embedscope.compare.items import TaskItems
+from embedscope.compare.stats import permutation_test
 from embedscope.data.builtin import bbc_news_retrieval
 from embedscope.models.specs import load_encoder
 from embedscope.retrieval.bm25 import BM25Retriever
 from embedscope.retrieval.dense import top_k_search
-from embedscope.screen.passes import MeanScore
+from embedscope.screen.passes import MeanScore, score_replicates
 from embedscope.screen.rounds import ProxyRound, stated_places
 from embedscope.settings import RunSettings
 from embedscope.tasks.proxy import ProxySpec, retrieval_proxy
@@ -129,12 +130,12 @@ def as_stated(values: dict[str, dict[str, float]], size: float) -> tuple[list[st
     (:func:`~embedscope.screen.rounds.stated_places`): neighbours whose paired bootstrap interval of their difference
     holds 0 share a place. The replicates are the screen's: its resamples of the queries (its seed and rounds)."""
     options = CompareOptions()
-    queries = sorted(next(iter(values.values())))
+    queries = tuple(sorted(next(iter(values.values()))))
     reps = {}
     for m, v in values.items():
         column = np.array([v[q] for q in queries])
-        blocks = bootstrap_index_blocks(len(queries), options.rounds, options.seed)
-        reps[m] = np.concatenate([column[idx].mean(axis=1) for idx in blocks])
+        items = TaskItems("BBCNewsRetrieval", "Retrieval", "ndcg_at_10", float(column.mean()), "mean", queries, column)
+        reps[m] = score_replicates(items, options, options.seed)  # a one-task screen's: mean_replicates' seed
     scores = {m: MeanScore(float(np.mean(list(v.values()))), 0.0, 1.0, {}) for m, v in values.items()}
     ranking = sorted(scores, key=lambda m: -scores[m].mean)
     one = ProxyRound(size, scores, {}, [], {}, 1.0, replicates=reps)
