@@ -19,7 +19,21 @@ times the others together that drift alone moves the overhead past the bound. So
 uncached, the first 400 documents of BBC News) is timed after the anchor and after the screen, and the overhead is
 printed a second time with the winner's exact time scaled by the probes' ratio. The bound is judged on the raw figure.
 
+The raw overhead splits into two terms that add up to it:
+
+* **the screen's own**: (screen − the winner's seconds inside the screen) ÷ (the others' exact time), where the
+  winner's seconds inside the screen are its proxy rounds plus its confirming run (which is served the documents
+  its proxy encoded): what the screen spent on everything but the winner, its proxies' building and its other
+  candidates;
+* **the winner's two runs**: (the winner's seconds inside the screen − its exact time in the anchor) ÷ (the others'
+  exact time), the difference between two runs of the same texts, which on a shared CPU is the machine's spread.
+
     .venv/bin/python bench/bench_screen_proxy.py [--proxy 0.1 0.3] [--suite builtin|retrieval|both] [--model DIR]
+        [--keep DIR]
+
+``--keep DIR`` (one suite) leaves the anchor's results and embedding cache in ``DIR`` with ``anchor.json`` (each
+candidate's exact score and seconds, and what the screen measured), for ``bench_screen_seeds.py`` to replay the
+screen over many seeds on the same vectors.
 
 ``--model`` adds candidates: a real model that installs from PyPI here, all-mpnet-base-v2 (see ``--help``).
 """
@@ -27,12 +41,15 @@ printed a second time with the winner's exact time scaled by the probes' ratio. 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import resource
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
+from bench_screen_seeds import round_share
 from scipy.stats import kendalltau
 
 import embedscope
@@ -101,7 +118,7 @@ def probe() -> float:
     return time.perf_counter() - started
 
 
-def bench(name: str, proxy: list[float], more: list[str]) -> None:
+def bench(name: str, proxy: list[float], more: list[str], keep: Path | None = None) -> None:
     models, tasks = SUITES[name]
     models = [*models, *more]
     with tempfile.TemporaryDirectory() as exact_dir, tempfile.TemporaryDirectory() as screen_dir:
@@ -115,6 +132,8 @@ def bench(name: str, proxy: list[float], more: list[str]) -> None:
         )  # fmt: skip
         screen_seconds = time.perf_counter() - started
         probe_screen = probe()
+        if keep is not None:
+            shutil.copytree(exact_dir, keep)
     halving = report.halving
     assert halving is not None
     winner = max(exact, key=lambda m: exact[m])
@@ -126,6 +145,9 @@ def bench(name: str, proxy: list[float], more: list[str]) -> None:
     order = halving.ranking
     tau = float(kendalltau([-p for p in halving.places], [exact[m] for m in order]).statistic)
     strict = float(kendalltau([-p for p in tied_places(order, ties)], [exact[m] for m in order]).statistic)
+    inside = {m: sum(r.seconds.get(m, 0.0) for r in halving.rounds) + report.model(m).exact_seconds for m in models}
+    own = (screen_seconds - inside[winner]) / others
+    spread = (inside[winner] - exact_seconds[winner]) / others
     drift = probe_screen / probe_anchor
     adjusted = (screen_seconds - exact_seconds[winner] * drift) / others
     print(f"\n== {name}: {len(models)} candidates on {tasks or 'the built-in suite'}, proxy rounds {proxy}")
@@ -136,6 +158,31 @@ def bench(name: str, proxy: list[float], more: list[str]) -> None:
     encoded, hits = (sum(getattr(c.stats, f) for c in caches) for f in ("encoded", "hits"))
     print(f"  texts encoded: all exact {ENCODED['all exact']:,}; screen {encoded:,}, {hits:,} served by the cache")
     print(f"  overhead (screen − winner's exact) / (others' exact): {overhead:.3f} (bound 0.35)")
+    print(
+        f"  = the screen's own {own:.3f} (screen − the winner's {inside[winner]:.1f} s inside it: its rounds and its "
+        f"confirming run) + the winner's two runs {spread:+.3f} (inside the screen against the anchor's "
+        f"{exact_seconds[winner]:.1f} s)"
+    )
+    spent = sum(inside.values())
+    if keep is not None:
+        anchor = {
+            "models": models,
+            "tasks": tasks,
+            "proxy": proxy,
+            "exact": {m: {"score": exact[m], "seconds": exact_seconds[m]} for m in models},
+            "cold_screen": {
+                "seconds": screen_seconds,
+                "proxy_seconds": [dict(r.seconds) for r in halving.rounds],
+                "shares": [round_share(halving, i) for i in range(len(halving.rounds))],
+                "besides_candidates": screen_seconds - spent,
+            },
+        }
+        (keep / "anchor.json").write_text(json.dumps(anchor, indent=1) + "\n", encoding="utf-8")
+    print(
+        "  inside the screen: "
+        + ", ".join(f"{m} {inside[m]:.1f} s" for m in models)
+        + f"; besides the candidates' runs (proxies built, BM25 hard negatives, bootstrap) {screen_seconds - spent:.1f} s"
+    )
     print(
         f"  machine speed: probe {probe_anchor:.1f} s after the anchor, {probe_screen:.1f} s after the screen "
         f"(×{drift:.3f}); overhead with the winner's exact time scaled by it: {adjusted:.3f}"
@@ -171,10 +218,13 @@ def main() -> None:
     parser.add_argument("--proxy", nargs="+", type=float, default=[0.1, 0.3])
     parser.add_argument("--suite", choices=["builtin", "retrieval", "both"], default="both")
     parser.add_argument("--model", nargs="*", default=[], help="more candidates (folders), e.g. all-mpnet-base-v2")
+    parser.add_argument("--keep", type=Path, help="leave the anchor here for bench_screen_seeds.py (one suite)")
     parser.epilog = MPNET
     args = parser.parse_args()
+    if args.keep is not None and (args.suite == "both" or args.keep.exists()):
+        parser.error("--keep: name a folder that does not exist yet, with one --suite")
     for name in ("builtin", "retrieval") if args.suite == "both" else (args.suite,):
-        bench(name, args.proxy, args.model)
+        bench(name, args.proxy, args.model, args.keep)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ retrieval task checked against running every candidate exact (the audit, and eva
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -163,6 +164,49 @@ def test_a_second_halving_screen_evaluates_nothing_again(synthetic_task, tmp_pat
     assert one == two
 
 
+@pytest.mark.slow
+def test_replays_at_other_seeds_are_the_screens_run_at_those_seeds(synthetic_task, tmp_path, monkeypatch) -> None:
+    costs = {"fts5": 1.0, "bm25": 2.0, "bm25:method=robertson": 3.0, "fts5:match=all": 4.0}
+
+    def fixed_costs(seconds, tokens, keys, spend=None):  # measured seconds would make the cheapest of a tie vary
+        return {k: costs[k] for k in keys}, "seconds"
+
+    monkeypatch.setattr(rounds, "confirm_costs", fixed_costs)
+    kwargs = {"proxy": [30, 90], "audit": True, "show_progress": False}
+    report = embedscope.screen(
+        CANDIDATES, [synthetic_task], audit_seeds=2, output_folder=tmp_path / "replayed", compare_options=OPTIONS,
+        **kwargs,
+    )  # fmt: skip
+    result = report.halving
+    assert result is not None and result.audit is not None
+    seeds = result.audit.seeds
+    assert [s.seed for s in seeds] == [OPTIONS.seed + 1, OPTIONS.seed + 2]
+    for replay in seeds:  # each replay is the screen run on its own at that seed
+        alone = embedscope.screen(
+            CANDIDATES, [synthetic_task], output_folder=tmp_path / f"seed-{replay.seed}",
+            compare_options=dataclasses.replace(OPTIONS, seed=replay.seed), **kwargs,
+        ).halving  # fmt: skip
+        assert alone is not None and alone.audit is not None
+        assert replay.held == alone.audit.held and replay.confirmed == alone.confirmed
+        assert replay.p_winner_kept == alone.p_winner_kept
+        assert replay.kendall_tau == pytest.approx(alone.audit.kendall_tau, nan_ok=True)
+        assert replay.kendall_tau_order == pytest.approx(alone.audit.kendall_tau_order, nan_ok=True)
+    drawn = [
+        json.loads((tmp_path / "replayed" / "proxies" / f"Synthetic.proxy-n30-s{s}-b32.json").read_text())
+        for s in (OPTIONS.seed, *(r.seed for r in seeds))
+    ]
+    queries = [tuple(d["compositions"]["test"]["queries"]) for d in drawn]
+    assert len(set(queries)) == 3  # each seed drew its own proxy
+    summary = report.to_dict()["halving"]["audit_seeds"]
+    held = [result.audit.held, *(s.held for s in seeds)]
+    assert summary["seeds"] == 3 and summary["held"] == pytest.approx(sum(held) / 3)
+    stated = [result.p_winner_kept, *(s.p_winner_kept for s in seeds)]
+    assert summary["p_winner_kept"] == pytest.approx(sum(stated) / 3)
+    taus = [result.audit.kendall_tau, *(s.kendall_tau for s in seeds)]
+    assert summary["tau_min"] == pytest.approx(min(taus)) and summary["tau_max"] == pytest.approx(max(taus))
+    assert f"the claim held at {sum(held)} of 3 seeds" in report.table()
+
+
 def test_options_a_halving_screen_cannot_use_are_refused(synthetic_task, tmp_path) -> None:
     kwargs = {"output_folder": tmp_path, "show_progress": False}
     with pytest.raises(ConfigError, match="--confirm: with --proxy"):
@@ -171,6 +215,10 @@ def test_options_a_halving_screen_cannot_use_are_refused(synthetic_task, tmp_pat
         embedscope.screen(CANDIDATES[:2], [synthetic_task], audit=True, fast="bf16", **kwargs)
     with pytest.raises(ConfigError, match="--proxy and --limits"):
         embedscope.screen(CANDIDATES[:2], [synthetic_task], proxy=[10], limits=5, **kwargs)
+    with pytest.raises(ConfigError, match="--audit-seeds 3: give --audit too"):
+        embedscope.screen(CANDIDATES[:2], [synthetic_task], proxy=[10], audit_seeds=3, **kwargs)
+    with pytest.raises(ConfigError, match="--audit-seeds 1.5: give a number of seeds"):
+        embedscope.screen(CANDIDATES[:2], [synthetic_task], proxy=[10], audit=True, audit_seeds=1.5, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -183,6 +231,10 @@ def test_options_a_halving_screen_cannot_use_are_refused(synthetic_task, tmp_pat
         (["--proxy", "10", "--no-fidelity"], "--no-fidelity: a screen with --proxy measures no fidelity"),
         (["--proxy", "10", "--confidence", "1.5"], "--confidence must lie strictly between 0 and 1"),
         (["--proxy", "10", "--confidence", "nan"], "--confidence nan: give a finite number ≥ 0"),
+        (["--proxy", "10", "--audit-seeds", "2"], "--audit-seeds 2: give --audit too"),
+        (["--audit-seeds", "2"], "--audit-seeds 2 replays a screen with --proxy and --audit"),
+        (["--proxy", "10", "--audit", "--audit-seeds", "-1"], "--audit-seeds -1: give a number of seeds"),
+        (["--proxy", "10", "--audit", "--audit-seeds", "two"], "--audit-seeds two: give an integer"),
     ],
 )
 def test_the_cli_refuses_what_a_halving_screen_cannot_do_in_one_line(tmp_path, capsys, extra, message) -> None:
@@ -372,7 +424,8 @@ def test_a_halving_screen_of_local_models_encodes_each_text_once(synthetic_task,
     """Local models: a vector depends on its batch (``bench/bench_row_invariance.py``), so a proxy's documents are
     whole batches of the full task's corpus call and its queries are encoded in the batches of the full query call
     that hold them, as those calls batch them; the confirming run is served them: no text is encoded twice by one
-    model; the confirmed exact scores equal an uncached evaluate's, to the bit."""
+    model, nor by the audit's replays at other seeds (their proxies are whole batches of the same calls); the
+    confirmed exact scores equal an uncached evaluate's, to the bit."""
     from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
     from support.tiny_models import build_tiny_sentence_transformer
 
@@ -386,11 +439,11 @@ def test_a_halving_screen_of_local_models_encodes_each_text_once(synthetic_task,
 
     monkeypatch.setattr(SentenceTransformerEncoder, "_encode", counted)
     report = embedscope.screen(
-        [*models, "bm25"], [synthetic_task], proxy=[60], audit=True, output_folder=tmp_path / "screen",
+        [*models, "bm25"], [synthetic_task], proxy=[60], audit=True, audit_seeds=2, output_folder=tmp_path / "screen",
         show_progress=False, compare_options=OPTIONS,
     )  # fmt: skip
     result = report.halving
-    assert result is not None and result.audit is not None
+    assert result is not None and result.audit is not None and len(result.audit.seeds) == 2  # replays included
     composition = next(iter(result.rounds[0].proxies.values()))["compositions"]["test"]
     data = synthetic_task.load_split("test")
     assert composition["batches"] >= 1 and 0 < len(composition["documents"]) < len(data.corpus)
@@ -407,6 +460,22 @@ def test_a_halving_screen_of_local_models_encodes_each_text_once(synthetic_task,
             show_progress=False,
         )  # fmt: skip
         assert result.audit.exact[model] == alone.outcomes[0].result.main_score()
+
+
+def test_the_confirmed_take_the_places_of_the_confirmed_in_their_exact_order_and_no_one_else_moves() -> None:
+    rng = np.random.default_rng(0)
+    keys = list("abcdefg")
+    for _ in range(200):
+        proxy = dict(zip(keys, rng.permutation(len(keys)).tolist()))
+        r = ProxyRound(0.1, {k: MeanScore(float(v), 0, 1, {}) for k, v in proxy.items()}, {}, [], {}, 1.0)
+        confirmed = [str(k) for k in rng.choice(keys, size=int(rng.integers(1, len(keys) + 1)), replace=False)]
+        unconfirmed = [k for k in keys if k not in confirmed]
+        ranking = rounds._final_ranking(confirmed, unconfirmed, [r])
+        by_proxy = sorted(keys, key=lambda k: -proxy[k])
+        assert sorted(ranking) == keys  # every candidate once
+        slots = [i for i, k in enumerate(by_proxy) if k in confirmed]
+        assert [ranking[i] for i in slots] == confirmed  # the confirmed's places, in exact order
+        assert all(ranking[i] == k for i, k in enumerate(by_proxy) if k not in confirmed)  # the others stay
 
 
 def test_models_declared_tied_share_a_place_and_tau_b_counts_them_as_a_tie() -> None:

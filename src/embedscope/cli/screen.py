@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --proxy: also run every candidate exact and say whether the screen's claim held",
     )
+    p.add_argument(
+        "--audit-seeds",
+        metavar="N",
+        help="with --audit: replay the screen at N more seeds (their own proxies, the same exact runs) and say how "
+        "often its claim held beside the probability it stated, and how tau spreads (default 0)",
+    )
     p.add_argument("--config", "-c", help="YAML/JSON config of run's schema (the base settings); flags override it")
     p.add_argument("--rounds", help="bootstrap / randomisation rounds of the intervals and tests (default 10,000)")
     p.add_argument("--seed", help="random seed of the intervals and tests (default 42)")
@@ -157,6 +163,7 @@ def _cmd_screen(args: argparse.Namespace) -> int:
         proxy,
         margin,
         getattr(args, "audit", False),
+        _integer(args, "audit_seeds", 0, "--audit-seeds"),
     )
     print(report.text(digits))
     if getattr(args, "json_file", None):

@@ -188,6 +188,16 @@ def halving_lines(halving: HalvingResult, digits: int = 4, confidence: float = 0
             f"{audit.kendall_tau:.3f} as stated ({audit.kendall_tau_order:.3f} with each pair it leaves unordered in "
             f"its proxy order)"
         )
+    if audit is not None and audit.seeds:
+        from embedscope.screen.rounds import seeds_summary
+
+        over = seeds_summary(audit, halving.p_winner_kept)
+        held, n = round(over["held"] * over["seeds"]), int(over["seeds"])
+        lines.append(
+            f"replayed at {len(audit.seeds)} more seeds (each on its own proxies, against the same exact runs): the "
+            f"claim held at {held} of {n} seeds, where they stated {over['p_winner_kept']:.3f} on average; τ-b as "
+            f"stated {over['tau_mean']:.3f} on average ({over['tau_min']:.3f} to {over['tau_max']:.3f})"
+        )
     return lines
 
 

@@ -21,7 +21,9 @@
    screen's confidence, the survivors left stay unconfirmed, ranked by their proxy score, and the stated
    probability is that one. The confirmed models' exact ranking decides. ``audit``
    also runs every other candidate exact and says whether the claim held: the exact winner among the confirmed
-   (or tied with one of them), and Kendall's τ between the screen's final ranking and the all-exact one.
+   (or tied with one of them), and Kendall's τ between the screen's final ranking and the all-exact one;
+   ``audit_seeds`` then replays the screen at that many more seeds against the same exact runs
+   (:func:`replayed`), to say how often its claim holds on these data.
 
 The screen's final ranking: the last round's candidates by their proxy score, the confirmed among them permuted
 into their exact order (they take the places the confirmed hold), then each earlier round's dropped candidates by
@@ -33,6 +35,7 @@ interval of their difference holds 0, share a place; ``audit``'s τ-b counts the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -118,6 +121,7 @@ class Audit:
     held: bool
     kendall_tau: float  # τ-b over the places the screen states (:func:`stated_places`)
     kendall_tau_order: float = math.nan  # τ-b of the ranking's order alone: only declared ties share a place
+    seeds: list[SeedAudit] = field(default_factory=list)  # the screen replayed at other seeds (``audit_seeds``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,7 +130,46 @@ class Audit:
             "held": self.held,
             "kendall_tau": self.kendall_tau,
             "kendall_tau_order": self.kendall_tau_order,
+            "seeds": [s.to_dict() for s in self.seeds],
         }
+
+
+@dataclass(frozen=True)
+class SeedAudit:
+    """The screen replayed at another seed (its own proxies and bootstrap) against the same exact runs: what it
+    claimed and whether that held."""
+
+    seed: int
+    held: bool
+    p_winner_kept: float
+    kendall_tau: float
+    kendall_tau_order: float
+    confirmed: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def seeds_summary(audit: Audit, p_winner_kept: float) -> dict[str, float]:
+    """The audited screen and its replays together (``p_winner_kept``: the screen's own stated probability): the
+    share of seeds at which the claim held beside the mean stated probability (a calibrated screen has the two
+    close), and τ-b as stated, mean and range.
+
+    >>> a = Audit({}, "m", True, 1.0, 1.0, [SeedAudit(1, False, 0.9, 0.5, 0.5, ["m"])])
+    >>> seeds_summary(a, 0.95)
+    {'seeds': 2, 'held': 0.5, 'p_winner_kept': 0.925, 'tau_mean': 0.75, 'tau_min': 0.5, 'tau_max': 1.0}
+    """
+    held = [audit.held, *(s.held for s in audit.seeds)]
+    p = [p_winner_kept, *(s.p_winner_kept for s in audit.seeds)]
+    tau = [audit.kendall_tau, *(s.kendall_tau for s in audit.seeds)]
+    return {
+        "seeds": len(held),
+        "held": float(np.mean(held)),
+        "p_winner_kept": float(np.mean(p)),
+        "tau_mean": float(np.nanmean(tau)),
+        "tau_min": float(np.nanmin(tau)),
+        "tau_max": float(np.nanmax(tau)),
+    }
 
 
 @dataclass
@@ -154,6 +197,7 @@ class HalvingResult:
             "p_winner_kept": self.p_winner_kept,
             "margin": self.margin,
             "audit": self.audit.to_dict() if self.audit else None,
+            "audit_seeds": seeds_summary(self.audit, self.p_winner_kept) if self.audit and self.audit.seeds else None,
         }
 
 
@@ -177,11 +221,14 @@ def halving_screen(
     options: CompareOptions,
     margin: float = DEFAULT_MARGIN,
     audit: bool = False,
+    audit_seeds: int = 0,
 ) -> HalvingResult:
     """Successive halving over ``runs`` on proxies of sizes ``sizes``, then the survivors exact (see the module
-    docstring); fills each model's ``fast`` (round 1's score), ``exact``, folders and times."""
+    docstring); fills each model's ``fast`` (round 1's score), ``exact``, folders and times. ``audit`` runs every
+    candidate exact too; ``audit_seeds`` then replays the screen at that many more seeds (:func:`replayed`)."""
     if margin < 0 or not math.isfinite(margin):
         raise ConfigError(f"--tie-margin {margin}: give a number ≥ 0")
+    check_audit_seeds(audit_seeds, audit)
     specs = check_proxy_sizes(sizes)
     if settings.limits is not None:
         raise ConfigError("--proxy and --limits both shrink the tasks: give one")
@@ -253,7 +300,47 @@ def halving_screen(
     result.places = stated_places(result.ranking, rounds, result.confirmed, options.confidence)
     if audit:
         result.audit = _audit(settings, by_key, models, result, options)
+        result.audit.seeds = replayed(settings, runs, overrides, sizes, options, margin, audit_seeds)
     return result
+
+
+def check_audit_seeds(seeds: int, audit: bool) -> None:
+    """``--audit-seeds``: a count ≥ 0, with ``--audit`` (a replay is judged against every candidate's exact run)."""
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 0:
+        raise ConfigError(f"--audit-seeds {seeds}: give a number of seeds (an integer ≥ 0)")
+    if seeds and not audit:
+        raise ConfigError(f"--audit-seeds {seeds}: give --audit too (each replay is judged against the exact runs)")
+
+
+def replayed(
+    settings: RunSettings,
+    runs: Sequence[ModelRun],
+    overrides: Mapping[str, Any],
+    sizes: Sequence[int | float],
+    options: CompareOptions,
+    margin: float,
+    seeds: int,
+) -> list[SeedAudit]:
+    """The screen again at seeds ``options.seed + 1`` … ``+ seeds``, each audited: its own proxies and bootstrap,
+    the same exact runs (stored by the audit, so reused). What one seed's screen claims is partly the luck of its
+    proxies; over the replays, how often the claim held says how far its stated probability can be trusted on
+    these data. A retrieval proxy is whole batches of the full run's calls, so its vectors are served by the cache;
+    the rows of other task types' proxies are encoded (a model behind an API is served them: its full run cached
+    every text)."""
+    out: list[SeedAudit] = []
+    for seed in range(options.seed + 1, options.seed + 1 + seeds):
+        models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
+        again = halving_screen(
+            settings, runs, models, overrides, sizes, dataclasses.replace(options, seed=seed), margin, audit=True
+        )
+        assert again.audit is not None
+        claim = again.audit
+        out.append(
+            SeedAudit(
+                seed, claim.held, again.p_winner_kept, claim.kendall_tau, claim.kendall_tau_order, again.confirmed
+            )
+        )
+    return out
 
 
 def confirm_costs(
@@ -476,12 +563,15 @@ def _final_ranking(confirmed: list[str], unconfirmed: list[str], rounds: Sequenc
     ...                {}, ["c"], {}, 1.0, {}, {})
     >>> _final_ranking(["d", "a"], ["b"], [r])  # d and a confirmed, d better exact: d takes a's place
     ['d', 'b', 'c', 'a']
+    >>> _final_ranking(["b", "a"], [], [r])  # b placed in a's place first; b's own place then goes to a
+    ['b', 'a', 'c', 'd']
     """
     ranking: list[str] = []
     tied_with = round_ties(rounds)
     ties = {m for v in tied_with.values() for m in v}
     exact_order = iter(confirmed)
     chosen = set(confirmed)
+    slots: set[str] = set()  # the confirmed whose place (their last round's) has been given to one of them
 
     def place(key: str) -> None:
         ranking.append(key)
@@ -490,9 +580,14 @@ def _final_ranking(confirmed: list[str], unconfirmed: list[str], rounds: Sequenc
 
     for r in reversed(rounds):
         for key in sorted(r.scores, key=lambda k: -r.scores[k].mean):
-            if key in ties or key in ranking:
+            if key in ties:
                 continue
-            place(next(exact_order) if key in chosen else key)
+            if key in chosen:  # its place goes to the next confirmed in exact order, whoever was placed before
+                if key not in slots:
+                    slots.add(key)
+                    place(next(exact_order))
+            elif key not in ranking:
+                place(key)
     for key in [*confirmed, *unconfirmed]:  # any not scored by a round (none in a screen's own result)
         if key not in ranking:
             place(key)

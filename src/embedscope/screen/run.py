@@ -46,7 +46,13 @@ from embedscope.screen.passes import (
     one_model,
     run_one,
 )
-from embedscope.screen.rounds import DEFAULT_MARGIN, HalvingResult, check_proxy_sizes, halving_screen
+from embedscope.screen.rounds import (
+    DEFAULT_MARGIN,
+    HalvingResult,
+    check_audit_seeds,
+    check_proxy_sizes,
+    halving_screen,
+)
 from embedscope.settings import Layer, RunSettings, build_settings
 from embedscope.settings.run import ModelOptions, ModelRun
 
@@ -329,6 +335,7 @@ def screen_settings(
     proxy: Sequence[int | float] | None = None,
     margin: float = DEFAULT_MARGIN,
     audit: bool = False,
+    audit_seeds: int = 0,
 ) -> ScreenReport:
     """Screen the models of ``settings`` on fast path ``fast`` (default: :func:`default_fast_path`) and confirm the
     best ``confirm`` (default 2; and those whose interval overlaps theirs) exact; see the module docstring.
@@ -337,13 +344,16 @@ def screen_settings(
     checked with everything else before the first model runs.
 
     ``proxy``: the sizes of successive-halving rounds on proxy tasks (:mod:`embedscope.screen.rounds`; ties within
-    ``margin``, ``audit`` runs every candidate exact too); their fast path is ``fast`` when given, else none (the
-    proxies' vectors on the exact path serve the confirming run from the cache)."""
+    ``margin``, ``audit`` runs every candidate exact too and ``audit_seeds`` replays the screen at that many more
+    seeds); their fast path is ``fast`` when given, else none (the proxies' vectors on the exact path serve the
+    confirming run from the cache)."""
     check_options(options)
     if proxy is not None:
-        return _halving_report(settings, fast, confirm, options, fidelity, outputs, proxy, margin, audit)
+        return _halving_report(settings, fast, confirm, options, fidelity, outputs, proxy, margin, audit, audit_seeds)
     if audit:
         raise ConfigError("--audit checks a screen with --proxy: give --proxy too")
+    if audit_seeds:
+        raise ConfigError(f"--audit-seeds {audit_seeds} replays a screen with --proxy and --audit: give them too")
     confirm = DEFAULT_CONFIRM if confirm is None else confirm
     fidelity = True if fidelity is None else fidelity
     chain = fast_path_chain(fast)
@@ -409,6 +419,7 @@ def _halving_report(
     proxy: Sequence[int | float],
     margin: float,
     audit: bool,
+    audit_seeds: int = 0,
 ) -> ScreenReport:
     """``screen --proxy``: the rounds of :func:`~embedscope.screen.rounds.halving_screen` as a :class:`ScreenReport`
     (``fast`` is round 1's score on the proxies)."""
@@ -417,11 +428,12 @@ def _halving_report(
     if fidelity:
         raise ConfigError("fidelity: with --proxy no model runs the full tasks on a fast path to compare; drop it")
     check_proxy_sizes(proxy)
+    check_audit_seeds(audit_seeds, audit)
     overrides = fast_path_overrides(fast) if fast is not None else {}
     runs = _check(settings, DEFAULT_CONFIRM, list(overrides))
     _preflight(settings, runs, options, outputs or {})
     models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
-    result = halving_screen(settings, runs, models, overrides, proxy, options, margin, audit)
+    result = halving_screen(settings, runs, models, overrides, proxy, options, margin, audit, audit_seeds)
     confirmed = result.confirmed
     tau = kendall_tau([mean_of(models[k].fast) for k in confirmed], [mean_of(models[k].exact) for k in confirmed])
     versus = None
@@ -526,12 +538,14 @@ def screen(
     proxy: Sequence[int | float] | None = None,
     margin: float = DEFAULT_MARGIN,
     audit: bool = False,
+    audit_seeds: int = 0,
     **settings: Any,
 ) -> ScreenReport:
     """Screen ``models`` (names, paths or ``{model: …, options}`` mappings) on ``tasks`` (default: the built-in
     suite) on fast path ``fast`` and confirm the best ``confirm`` (default 2) exact, or, with ``proxy`` (the sizes
     of the rounds: counts or fractions), by successive halving on proxy tasks (ties within ``margin``; ``audit``
-    runs every candidate exact too). ``settings``: any :class:`~embedscope.settings.RunSettings` key, as
+    runs every candidate exact too, and ``audit_seeds`` replays the screen at that many more seeds).
+    ``settings``: any :class:`~embedscope.settings.RunSettings` key, as
     :func:`~embedscope.evaluation.runner.evaluate` takes them.
 
     Examples:
@@ -549,4 +563,4 @@ def screen(
     if tasks is not None:
         values["tasks"] = list(tasks)
     built = build_settings([Layer("screen()", values, "api")])
-    return screen_settings(built, fast, confirm, compare_options, fidelity, None, proxy, margin, audit)
+    return screen_settings(built, fast, confirm, compare_options, fidelity, None, proxy, margin, audit, audit_seeds)
