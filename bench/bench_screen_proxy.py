@@ -54,7 +54,7 @@ from scipy.stats import kendalltau
 
 import embedscope
 from embedscope.screen.report import ranking_line
-from embedscope.screen.rounds import round_ties, tied_places
+from embedscope.screen.rounds import HalvingResult, round_ties, tied_places
 
 SHIPPED = ["minilm", "minilm-int8", "paraphrase-minilm-l3", "static-64"]
 SUITES = {
@@ -118,6 +118,33 @@ def probe() -> float:
     return time.perf_counter() - started
 
 
+def write_anchor(
+    keep: Path,
+    models: list[str],
+    tasks: list[str] | None,
+    proxy: list[float],
+    exact: dict[str, float],
+    exact_seconds: dict[str, float],
+    halving: HalvingResult,
+    cold: dict[str, float],
+) -> None:
+    """``keep/anchor.json`` for ``bench_screen_seeds.py``: each candidate's exact score and seconds, and what the
+    cold screen measured (``cold``: its seconds and those besides the candidates' runs; each round's proxy seconds
+    and share of the texts)."""
+    anchor = {
+        "models": models,
+        "tasks": tasks,
+        "proxy": proxy,
+        "exact": {m: {"score": exact[m], "seconds": exact_seconds[m]} for m in models},
+        "cold_screen": {
+            **cold,
+            "proxy_seconds": [dict(r.seconds) for r in halving.rounds],
+            "shares": [round_share(halving, i) for i in range(len(halving.rounds))],
+        },
+    }
+    (keep / "anchor.json").write_text(json.dumps(anchor, indent=1) + "\n", encoding="utf-8")
+
+
 def bench(name: str, proxy: list[float], more: list[str], keep: Path | None = None) -> None:
     models, tasks = SUITES[name]
     models = [*models, *more]
@@ -164,20 +191,6 @@ def bench(name: str, proxy: list[float], more: list[str], keep: Path | None = No
         f"{exact_seconds[winner]:.1f} s)"
     )
     spent = sum(inside.values())
-    if keep is not None:
-        anchor = {
-            "models": models,
-            "tasks": tasks,
-            "proxy": proxy,
-            "exact": {m: {"score": exact[m], "seconds": exact_seconds[m]} for m in models},
-            "cold_screen": {
-                "seconds": screen_seconds,
-                "proxy_seconds": [dict(r.seconds) for r in halving.rounds],
-                "shares": [round_share(halving, i) for i in range(len(halving.rounds))],
-                "besides_candidates": screen_seconds - spent,
-            },
-        }
-        (keep / "anchor.json").write_text(json.dumps(anchor, indent=1) + "\n", encoding="utf-8")
     print(
         "  inside the screen: "
         + ", ".join(f"{m} {inside[m]:.1f} s" for m in models)
@@ -205,6 +218,9 @@ def bench(name: str, proxy: list[float], more: list[str], keep: Path | None = No
         f"  Kendall's tau, screen's final ranking (as stated: places shared where unresolved) vs all-exact: {tau:.3f}"
     )
     print(f"  the same with every unresolved pair ordered by its proxy score (ties only): {strict:.3f}")
+    if keep is not None:
+        cold = {"seconds": screen_seconds, "besides_candidates": screen_seconds - spent}
+        write_anchor(keep, models, tasks, proxy, exact, exact_seconds, halving, cold)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  peak resident memory of this process so far: {peak:.0f} MB")
     if math.isnan(tau):
