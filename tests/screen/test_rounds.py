@@ -313,6 +313,18 @@ def test_a_candidate_next_to_free_is_confirmed_whatever_the_odds(monkeypatch) ->
     assert any("kept and confirmed whatever their proxy scores, their exact runs next to free: b" in x for x in lines)
 
 
+def test_the_report_names_each_proxy_drawn_plainly_and_why() -> None:
+    why = "drawn plainly: covering 61 rows within the full run's batches would encode 576 texts, more than 2× …"
+    proxies = {
+        "Lee.proxy-f0.05-s42-b32": {"compositions": {"test": {"rows": [1, 2], "of_rows": 9, "plainly": why}}},
+        "BBC.proxy-f0.05-s42-b32": {"compositions": {"test": {"rows": [1], "of_rows": 9, "batches": 1}}},
+    }
+    r = ProxyRound(0.05, {"a": MeanScore(0.5, 0.4, 0.6, {})}, {}, [], {}, 1.0, proxies=proxies)
+    lines = halving_lines(HalvingResult([r], ["a"], ["a"], 1.0, 0.005))
+    assert f"  Lee.proxy-f0.05-s42-b32 (test): {why}" in lines
+    assert not [x for x in lines if "BBC.proxy" in x]
+
+
 def test_a_costly_leader_is_confirmed_before_a_cheaper_candidate_few_replicates_favour(monkeypatch) -> None:
     reps = _replicates()  # a leads; c within 0.001 of it; b clearly below (it wins no replicate)
     survivors = {k: reps[k] for k in "abc"}
@@ -419,13 +431,8 @@ def test_a_halving_screen_of_api_models_sends_no_text_twice_to_one_model(synthet
     assert written and not [p for p in written if b"sk-test-0123" in p.read_bytes()]  # the key is in no file
 
 
-@pytest.mark.slow
-def test_a_halving_screen_of_local_models_encodes_each_text_once(synthetic_task, tmp_path, monkeypatch):
-    """Local models: a vector depends on its batch (``bench/bench_row_invariance.py``), so a proxy's documents are
-    whole batches of the full task's corpus call and its queries are encoded in the batches of the full query call
-    that hold them, as those calls batch them; the confirming run is served them: no text is encoded twice by one
-    model, nor by the audit's replays at other seeds (their proxies are whole batches of the same calls); the
-    confirmed exact scores equal an uncached evaluate's, to the bit."""
+def _counted_tiny_models(tmp_path: Path, monkeypatch) -> tuple[list[str], Counter]:
+    """Two tiny real sentence-transformers, and a counter of every ``(model, role, text)`` their backend encodes."""
     from embedscope.models.sentence_transformers_backend import SentenceTransformerEncoder
     from support.tiny_models import build_tiny_sentence_transformer
 
@@ -438,6 +445,17 @@ def test_a_halving_screen_of_local_models_encodes_each_text_once(synthetic_task,
         return original(self, texts, role, batch_size, show_progress)
 
     monkeypatch.setattr(SentenceTransformerEncoder, "_encode", counted)
+    return models, encoded
+
+
+@pytest.mark.slow
+def test_a_halving_screen_of_local_models_encodes_each_text_once(synthetic_task, tmp_path, monkeypatch):
+    """Local models: a vector depends on its batch (``bench/bench_row_invariance.py``), so a proxy's documents are
+    whole batches of the full task's corpus call and its queries are encoded in the batches of the full query call
+    that hold them, as those calls batch them; the confirming run is served them: no text is encoded twice by one
+    model, nor by the audit's replays at other seeds (their proxies are whole batches of the same calls); the
+    confirmed exact scores equal an uncached evaluate's, to the bit."""
+    models, encoded = _counted_tiny_models(tmp_path, monkeypatch)
     report = embedscope.screen(
         [*models, "bm25"], [synthetic_task], proxy=[60], audit=True, audit_seeds=2, output_folder=tmp_path / "screen",
         show_progress=False, compare_options=OPTIONS,
@@ -460,6 +478,46 @@ def test_a_halving_screen_of_local_models_encodes_each_text_once(synthetic_task,
             show_progress=False,
         )  # fmt: skip
         assert result.audit.exact[model] == alone.outcomes[0].result.main_score()
+
+
+@pytest.mark.slow
+def test_a_halving_screen_of_local_models_on_row_tasks_encodes_each_text_as_often_as_the_full_tasks(
+    tmp_path, monkeypatch
+):
+    """Row tasks (STS, pair classification, classification, clustering): each proxy is drawn as whole batches of the
+    full run's calls and encoded within them, so a model that also runs the full task (here every one: the audit)
+    encodes each text as often as the full tasks alone encode it, replays at other seeds included; the exact scores
+    equal an uncached evaluate's."""
+    from embedscope.models.recorder import CallRecorder
+    from embedscope.settings import RunSettings
+    from embedscope.testing.tiny import tiny_tasks_of_every_type
+
+    kinds = ("STS", "PairClassification", "Classification", "Clustering")
+    tasks = [t for t in tiny_tasks_of_every_type(n=200) if t.type in kinds and getattr(t, "protocol", "v2") == "v2"]
+    models, encoded = _counted_tiny_models(tmp_path, monkeypatch)
+    report = embedscope.screen(
+        models, tasks, proxy=[0.2], audit=True, audit_seeds=1, output_folder=tmp_path / "screen", batch_size=16,
+        show_progress=False, compare_options=OPTIONS,
+    )  # fmt: skip
+    result = report.halving
+    assert result is not None and result.audit is not None and len(result.audit.seeds) == 1
+    for recipe in result.rounds[0].proxies.values():  # drawn within the full calls, a fraction of their texts
+        composition = recipe["compositions"]["test"]
+        assert composition["batches"] >= 1 and composition["texts"] < composition["of_texts"], recipe
+    in_screen = Counter(encoded)
+    encoded.clear()
+    for model in models:  # the full tasks alone, with a cache of their own: what the screen may encode, and scores
+        alone = embedscope.evaluate(
+            model, tasks, output_folder=tmp_path / "alone", cache_dir=tmp_path / "fresh", batch_size=16,
+            show_progress=False,
+        )  # fmt: skip
+        mean = float(np.mean([outcome.result.main_score() for outcome in alone.outcomes]))
+        assert result.audit.exact[model] == pytest.approx(mean, abs=1e-12)
+    assert in_screen == encoded and sum(encoded.values()) > 0  # every text as often as the full tasks encode it
+    recorder = CallRecorder()  # which is every text of their calls
+    for task in tasks:
+        task.evaluate_split("test", recorder, RunSettings(batch_size=16).search_options(show_progress=False))
+    assert {t for (_, r, t) in encoded} == {t for (r, t) in recorder.texts}
 
 
 def test_the_confirmed_take_the_places_of_the_confirmed_in_their_exact_order_and_no_one_else_moves() -> None:

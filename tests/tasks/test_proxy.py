@@ -4,24 +4,32 @@ in proportion, and every task type's protocol run unchanged on the reduced data.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 
 import numpy as np
 import pytest
 
 from embedscope.errors import ConfigError
+from embedscope.models.base import batches, length_order
+from embedscope.models.cache import CachedEncoder, EmbeddingCache
+from embedscope.results.settings import task_settings
 from embedscope.settings import RunSettings
 from embedscope.tasks.proxy import (
+    EncodedWithinCalls,
+    FullCalls,
     ProxySpec,
     corpus_batches,
     kept_share,
+    pair_score_quintiles,
     proxy_task,
     retrieval_proxy,
+    rows_proxy,
     stratified_rows,
 )
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.tasks.sts import STSData, STSTask
-from embedscope.testing.fakes import KeywordEncoder
+from embedscope.testing.fakes import HashEncoder, KeywordEncoder
 from embedscope.testing.tiny import TINY_WORDS, tiny_tasks_of_every_type
 from embedscope.types import Corpus, EncodedWithin, Queries, RetrievalData
 
@@ -302,3 +310,116 @@ def test_texts_encoded_within_others_hold_those_rows_texts(kind) -> None:
     with pytest.raises(ValueError, match="those rows' texts"):
         kind(("a",), ("x",), within=EncodedWithin(("y", "x"), (0,)))
     assert kind(("a",), ("x",), within=EncodedWithin(("y", "x"), (1,))).select([0]).within is None
+
+
+# -- rows drawn within the full run's calls ------------------------------------------------------------------------
+
+
+class _CountingHash(HashEncoder):
+    """A hash encoder that counts every text it encodes (by role)."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=8, name="fake/counting-hash")
+        self.encoded: Counter = Counter()
+
+    def _encode(self, texts, role, batch_size, show_progress):
+        self.encoded.update((role, t) for t in texts)
+        return super()._encode(texts, role, batch_size, show_progress)
+
+
+def _row_tasks(n: int = 160) -> list:
+    return [t for t in tiny_tasks_of_every_type(n=n) if t.type in ROW_TYPES]
+
+
+ROW_TYPES = ("STS", "PairClassification", "Classification", "MultilabelClassification", "Clustering")
+
+
+@pytest.mark.parametrize("task", _row_tasks(), ids=lambda t: t.name)
+def test_a_row_proxy_drawn_within_the_full_calls_leaves_the_full_run_nothing_to_encode_twice(task, tmp_path) -> None:
+    """The proxy's rows are drawn as whole batches of the full run's calls and encoded within them: the proxy and
+    then the full task, through one embedding cache, encode each text as often as the full task alone; the full
+    scores equal an uncached run's to the bit."""
+    options = RunSettings().search_options(show_progress=False, batch_size=8)
+    spec = ProxySpec(size=0.2, seed=3, batch_size=8)
+    proxy = proxy_task(task, spec)
+    counting = _CountingHash()
+    cached = CachedEncoder(counting, EmbeddingCache(tmp_path / "cache"))
+    proxy_encoder = proxy.task.encoder_within(cached, options)
+    assert "encoder_within" not in task_settings(proxy.task) and task_settings(task) == {
+        k: v for k, v in task_settings(proxy.task).items() if k != "dataset_revision"
+    } | {"dataset_revision": task.dataset_revision}  # the hook is never recorded
+    proxy_scores = [proxy.task.evaluate_split(s, proxy_encoder, options).scores for s in task.eval_splits]
+    compositions = [c for c in proxy.compositions.values() for c in c.get("sets", [c])]
+    for composition in compositions:
+        assert "batches" in composition  # drawn within, not the plain draw
+        assert composition["rows"] and composition["texts"] <= composition["of_texts"]
+    test = proxy.compositions["test"].get("sets", [proxy.compositions["test"]])
+    assert sum(c["texts"] for c in test) < sum(c["of_texts"] for c in test)  # a fraction of what the split encodes
+    full = [task.evaluate_split(s, cached, options).scores for s in task.eval_splits]
+    alone = _CountingHash()
+    uncached = [task.evaluate_split(s, alone, options).scores for s in task.eval_splits]
+    assert json.dumps(full) == json.dumps(uncached)  # to the bit (NaN included)
+    assert counting.encoded == alone.encoded  # nothing the proxy encoded is encoded again
+    assert proxy_scores and all(proxy_scores)
+
+
+def _sts_data(n: int = 300, seed: int = 0) -> STSData:
+    rng = np.random.default_rng(seed)
+    first = tuple(" ".join(rng.choice(VOCAB, size=int(rng.integers(2, 40)))) for _ in range(n))
+    second = tuple(
+        t + " " + " ".join(rng.choice(VOCAB, size=int(rng.integers(0, 6)))) for t in first
+    )  # lengths go together
+    return STSData(first, second, tuple(float(x) for x in rng.random(n) * 5))
+
+
+def test_rows_drawn_within_are_whole_batches_of_the_calls_that_encode_their_columns_seeded_and_stratified() -> None:
+    data = _sts_data()
+    calls = FullCalls([("document", data.sentence1), ("document", data.sentence2)], batch_size=32)
+    reduce = rows_proxy(pair_score_quintiles)
+    spec = ProxySpec(size=0.1, seed=5, batch_size=32)
+    reduced, composition = reduce.within(data, spec, calls)
+    rows = composition["rows"]
+    assert len(rows) == 30 and rows == sorted(rows) and reduced.sentence1 == tuple(data.sentence1[r] for r in rows)
+    plans = [batches(length_order(texts), 32) for texts in (data.sentence1, data.sentence2)]  # a model's batches
+    taken = {(c, n) for c, plan in enumerate(plans) for n, b in enumerate(plan) if set(b) & set(rows)}
+    assert taken == calls.allowed and composition["batches"] == len(taken)
+    assert composition["texts"] == sum(len(plans[c][n]) for c, n in taken) < composition["of_texts"] == 600
+    strata = Counter(pair_score_quintiles(data)[r] for r in rows)
+    assert set(strata) == set(range(5))  # every quintile holds rows
+    again = reduce.within(data, spec, FullCalls(calls.calls, 32))
+    other = reduce.within(data, dataclasses.replace(spec, seed=6), FullCalls(calls.calls, 32))
+    assert again[1]["rows"] == rows and other[1]["rows"] != rows
+
+
+def test_rows_no_call_encodes_are_never_drawn_and_a_split_no_call_encodes_is_drawn_plainly() -> None:
+    data = _sts_data(n=100)
+    union = tuple(data.sentence1[i] for i in range(0, 100, 3))  # a call of some rows only (a classifier's union)
+    calls = FullCalls([("document", union)], batch_size=4)
+    _, composition = rows_proxy(lambda d: None).within(data, ProxySpec(size=0.2, seed=0, batch_size=4), calls)
+    assert composition["rows"] and all(r % 3 == 0 for r in composition["rows"])
+    assert rows_proxy(lambda d: None).within(data, ProxySpec(size=0.2, batch_size=4), FullCalls([], 4)) is None
+
+
+def test_a_sample_whose_batches_would_cost_too_much_is_drawn_plainly_and_says_why() -> None:
+    data = _sts_data(n=400, seed=1)
+    shuffled = tuple(np.random.default_rng(0).permutation(data.sentence2).tolist())  # second texts' lengths unrelated
+    calls = FullCalls([("document", data.sentence1), ("document", shuffled)], batch_size=32)
+    why = rows_proxy(lambda d: None).within(data, ProxySpec(size=0.1, seed=0, batch_size=32), calls)
+    assert isinstance(why, str) and why.startswith("drawn plainly") and "encodes its rows again" in why
+    assert not calls.allowed
+
+
+def test_a_proxy_call_is_encoded_within_a_full_call_only_where_a_draw_took_its_batches() -> None:
+    texts = tuple(f"text {'x' * i}" for i in range(12))
+    calls = FullCalls([("document", texts)], batch_size=4)  # batches: rows 11-8, 7-4, 3-0
+    calls.allow([(0, 1)])
+    encoder = KeywordEncoder(["x", "text"])
+    seen: list = []
+    encoder.encode_rows = lambda full, rows, **kw: seen.append((tuple(full), list(rows))) or np.zeros((len(rows), 2))
+    within = EncodedWithinCalls(encoder, calls)
+    within.encode([texts[5], texts[4]], role="document")
+    assert seen == [(texts, [5, 4])]  # the full call's rows
+    direct = within.encode([texts[5], texts[0]], role="document")  # row 0's batch was not taken: its own call
+    assert seen == [(texts, [5, 4])] and direct.shape == (2, 2) and encoder.calls[-1][1] == [texts[5], texts[0]]
+    assert within.encode([texts[5]], role="query").shape == (1, 2) and len(seen) == 1  # another role: its own
+    assert within.similarity == encoder.similarity  # everything else is the encoder's

@@ -16,32 +16,14 @@ import numpy as np
 
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
+from embedscope.models.recorder import CallRecorder
 from embedscope.tasks.base import SearchOptions, Task
-from embedscope.testing.fakes import HashEncoder
 from embedscope.types import Role
 
 
-class TextRecorder(HashEncoder):
-    """A hash encoder that records each call it is given (role, texts in order, batch size) and each distinct
-    ``(role, text)``, in first-seen order."""
-
-    def __init__(self) -> None:
-        super().__init__(dim=32, name="embedscope/text-recorder")
-        self.texts: dict[tuple[Role, str], None] = {}
-        self.calls: list[tuple[Role, tuple[str, ...], int | None]] = []
-
-    def encode(
-        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
-    ) -> np.ndarray:
-        self.calls.append((role, tuple(texts), batch_size))
-        for t in texts:
-            self.texts.setdefault((role, t))
-        return super().encode(texts, role=role)
-
-
-def _record(task: Task, options: SearchOptions) -> TextRecorder:
+def _record(task: Task, options: SearchOptions) -> CallRecorder:
     """A recorder run through the task's protocol on its eval splits."""
-    recorder = TextRecorder()
+    recorder = CallRecorder()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for split in task.eval_splits:

@@ -160,6 +160,8 @@ def _run_task(
         assert stored_all is not None  # stored is a part of it
         logger.info("%s: reusing stored result %s", task.name, store.path(task.name))
         return TaskOutcome(task, stored_all, store.path(task.name), reused=True)
+    within = getattr(task, "encoder_within", None)  # a screen's row proxy: its calls encoded within the full task's
+    task_encoder = within(encoder, options) if within is not None else encoder  # (its calls learned untimed)
     started = time.perf_counter()
     used_before = api_usage(encoder)  # a model served by an API: what this task uses goes into its result
     scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and not fresh else {}
@@ -173,7 +175,7 @@ def _run_task(
     stage_items: dict[str, list[dict[str, Any]]] = {}
     for split in splits:
         with task_progress(task.name, get_task_type(task.type).document_label):
-            outcome = task.evaluate_split(split, encoder, options)
+            outcome = task.evaluate_split(split, task_encoder, options)
         split_timings.append((split, outcome.timings))
         if outcome.latency is not None:
             latency[split] = dict(outcome.latency)

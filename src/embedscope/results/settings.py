@@ -86,7 +86,7 @@ def task_settings(task: Any) -> dict[str, Any]:
 
 
 # task fields added after results were stored: unset (None) is not recorded, so those results still match
-_RECORDED_WHEN_SET = ("chunking",)
+_RECORDED_WHEN_SET = ("chunking", "encoder_within")  # encoder_within: a callable when set, never recorded
 
 
 def data_fingerprint(task: Any, index_dir: str | Path | None = None) -> dict[str, Any]:

@@ -166,6 +166,12 @@ def halving_lines(halving: HalvingResult, digits: int = 4, confidence: float = 0
         ]
         parts.append(f"P(the best is still in) = {r.p_best_kept:.3f}")
         lines.append("; ".join(parts))
+        lines += [
+            f"  {name} ({split}): {composition['plainly']}"
+            for name, recipe in r.proxies.items()
+            for split, composition in recipe.get("compositions", {}).items()
+            if composition.get("plainly")
+        ]
     if halving.unconfirmed:
         last = halving.rounds[-1]
         left = ", ".join(f"{k} ({_estimate(last, k)})" for k in halving.unconfirmed)

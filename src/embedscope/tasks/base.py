@@ -3,13 +3,14 @@
 A task is declarative data (its :class:`TaskInfo`: name, languages, revision, subset, description, where
 its data comes from; its type's protocol parameters, splits and main score) plus one method,
 ``evaluate_split(split, encoder, options) -> SplitOutcome``, that runs the task type's MTEB protocol on
-one split. The runner needs nothing else.
+one split. The runner needs nothing else, but one optional hook: a task whose ``encoder_within`` is set (a
+screen's row proxy, :mod:`embedscope.tasks.proxy`) is given the encoder that hook makes of the run's.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -64,6 +65,10 @@ class TaskInfo:
     hf_subset: str = "default"
     description: str = ""
     source: str = ""
+    encoder_within: Callable[[Any, SearchOptions], Any] | None = field(default=None, compare=False, repr=False)
+    """Set on a screen's row proxy only (:func:`~embedscope.tasks.proxy.proxy_task`): the encoder its protocol is
+    given, made from the run's, which encodes each call within the full task's call that holds its texts (so a full
+    run of the model is served those vectors). Not a protocol parameter: never recorded."""
     type: ClassVar[str]
 
 

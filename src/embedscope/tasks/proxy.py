@@ -10,6 +10,13 @@
   reranking samples queries with their candidates. Strata get their proportional share (largest remainder),
   at least one row each when the sample has room; rows keep their order.
 
+A screen (``ProxySpec.batch_size`` set) draws a row proxy as whole batches of the full run's own encode calls, as it
+does a retrieval proxy's corpus: the calls are learned by running the full task's protocol on a
+:class:`~embedscope.models.recorder.CallRecorder` (:func:`recorded_calls`), the rows are drawn among those whose
+texts lie in the batches taken (:meth:`RowsReducer.within`), and the proxy's protocol is given an encoder that
+encodes each of its calls within the full call that holds its texts (:class:`EncodedWithinCalls`, the task's
+``encoder_within``), so a full run of the same model is served those vectors by the embedding cache.
+
 Each task type declares its reduction in its registry record (``TaskType.proxy``, built from the reducers here);
 a type without one has no proxy. The proxy of a task is the task with another ``load_split`` (so every task type's protocol runs unchanged on
 the reduced data), a name that says so (``SciFact.proxy-q50-s0``) and a ``dataset_revision`` that records the
@@ -27,6 +34,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +42,10 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError
-from embedscope.types import EncodedWithin, RetrievalData
+from embedscope.models.base import Encoder, batches, encode_rows, length_order
+from embedscope.models.recorder import CallRecorder
+from embedscope.retrieval.base import SearchOptions
+from embedscope.types import EncodedWithin, RetrievalData, Role
 
 Reducer = Callable[[Any, "ProxySpec"], tuple[Any, dict[str, Any]]]
 """A task type's reduction of one split's data (its ``TaskType.proxy``)."""
@@ -102,6 +113,8 @@ class Proxy:
     task: Any
     spec: ProxySpec
     compositions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: FullCalls | None = None
+    """The full task's encode calls (row proxies of a screen), recorded when the proxy is first evaluated."""
 
 
 def kept_share(compositions: Mapping[str, Mapping[str, Any]]) -> float | None:
@@ -110,12 +123,16 @@ def kept_share(compositions: Mapping[str, Mapping[str, Any]]) -> float | None:
 
     >>> kept_share({"test": {"queries": ["q1"], "documents": ["d1", "d2"], "of_queries": 10, "of_documents": 20}})
     0.1
+    >>> kept_share({"test": {"rows": [3], "of_rows": 10, "texts": 64, "of_texts": 320}})  # drawn within calls
+    0.2
     """
     kept = full = 0
     for composition in compositions.values():
         parts = composition.get("sets", [composition])
         for part in parts:
-            if "rows" in part:
+            if "texts" in part:  # a row proxy drawn within the full run's calls: the texts it encodes
+                kept, full = kept + int(part["texts"]), full + int(part["of_texts"])
+            elif "rows" in part:
                 kept, full = kept + len(part["rows"]), full + int(part["of_rows"])
             elif "queries" in part:
                 kept += len(part["queries"]) + len(part["documents"])
@@ -135,20 +152,38 @@ def proxy_task(task: Any, spec: ProxySpec) -> Proxy:
     proxy = Proxy(task, spec)
     name, revision, load = task.name, task.dataset_revision, task.load_split
     cached: dict[str, Any] = {}
+    within = getattr(reduce, "within", None)
+    aligned = within is not None and spec.batch_size is not None and _has_field(task, "encoder_within")
 
     def load_proxy(split: str) -> Any:
         if split not in cached:
-            cached[split], proxy.compositions[split] = reduce(load(split), spec)
+            data = load(split)
+            drawn = within(data, spec, proxy.calls) if within and aligned and proxy.calls is not None else None
+            if drawn is None or isinstance(drawn, str):
+                reduced, composition = reduce(data, spec)
+                drawn = reduced, {**composition, "plainly": drawn} if drawn else composition
+            cached[split], proxy.compositions[split] = drawn
         return cached[split]
 
-    proxy.task = dataclasses.replace(
-        task, name=f"{name}.{spec.tag}", dataset_revision=f"{revision}+{spec.tag}", load_split=load_proxy
-    )
+    def encoder_within(encoder: Encoder, options: SearchOptions) -> EncodedWithinCalls:
+        if proxy.calls is None:  # before any split is drawn: the draw needs the calls
+            proxy.calls = FullCalls(recorded_calls(task, options), spec.batch_size or 1)
+        return EncodedWithinCalls(encoder, proxy.calls)
+
+    changes: dict[str, Any] = {"name": f"{name}.{spec.tag}", "load_split": load_proxy}
+    changes["dataset_revision"] = f"{revision}+{spec.tag}" + ("+calls" if aligned else "")
+    if aligned:
+        changes["encoder_within"] = encoder_within
+    proxy.task = dataclasses.replace(task, **changes)
     return proxy
 
 
 def _loads_splits(task: Any) -> bool:
-    return dataclasses.is_dataclass(task) and "load_split" in {f.name for f in dataclasses.fields(task)}
+    return _has_field(task, "load_split")
+
+
+def _has_field(task: Any, name: str) -> bool:
+    return dataclasses.is_dataclass(task) and name in {f.name for f in dataclasses.fields(task)}
 
 
 # -- retrieval ----------------------------------------------------------------------------------------------------
@@ -236,7 +271,17 @@ def spread_order(m: int, rng: np.random.Generator) -> list[int]:
     >>> sorted(order) == list(range(10)), sorted(order[:3])
     (True, [2, 6, 8])
     """
-    start, step = float(rng.random()), (5**0.5 - 1) / 2
+    return spread_from(m, float(rng.random()))
+
+
+def spread_from(m: int, start: float) -> list[int]:
+    """:func:`spread_order` from the start ``start`` in [0, 1): calls of different sizes spread from one start take
+    the same places of their length orders first.
+
+    >>> spread_from(4, 0.5), spread_from(8, 0.5)[:2]
+    ([2, 0, 1, 3], [4, 0])
+    """
+    step = (5**0.5 - 1) / 2
     order: dict[int, None] = {}
     for j in range(20 * m + 20):
         order.setdefault(int((start + j * step) % 1.0 * m), None)
@@ -404,16 +449,197 @@ def take_rows(data: Any, rows: Sequence[int]) -> Any:
     return type(data)(**values)
 
 
-def rows_proxy(strata: Callable[[Any], Sequence[Any] | None]) -> Reducer:
-    """A reducer that keeps a stratified sample of rows, the stratum of each row given by ``strata`` (None: one)."""
+class RowsReducer:
+    """A reducer that keeps a stratified sample of rows, the stratum of each row given by ``strata`` (None: one);
+    in a screen, drawn within the full run's encode calls (:meth:`within`)."""
 
-    def reduce(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
-        keys = strata(data)
+    def __init__(self, strata: Callable[[Any], Sequence[Any] | None]) -> None:
+        self.strata = strata
+
+    def keys(self, data: Any) -> Sequence[Any]:
+        keys = self.strata(data)
+        return keys if keys is not None else [0] * len(data)
+
+    def __call__(self, data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
         n = len(data)
-        rows = stratified_rows(keys if keys is not None else [0] * n, spec.count(n), np.random.default_rng(spec.seed))
+        rows = stratified_rows(self.keys(data), spec.count(n), np.random.default_rng(spec.seed))
         return take_rows(data, rows), {"rows": rows, "of_rows": n}
 
-    return reduce
+    def within(self, data: Any, spec: ProxySpec, calls: FullCalls) -> tuple[Any, dict[str, Any]] | str | None:
+        """The sample drawn as whole batches of the full run's calls that encode this split's text columns; None
+        when no call encodes them (the split is not encoded: the plain draw costs nothing), or why the plain draw
+        applies: covering the sample takes more than ``ALIGNED_OVERRUN`` times the plain draw's texts (or than that
+        many batches, for a sample under a batch), and its rows are then encoded again by a full run.
+
+        The eligible rows are those whose every text lies in the calls that encode its column. Batches are taken in
+        a seeded order spread over the lengths, one from each such call at a time from one start
+        (:func:`spread_from`: the same places of each call's length order, where a pair's two texts tend to lie),
+        skipping those no eligible row needs, until the rows whose texts all lie in the batches taken number the
+        sample's size (``spec.count`` of the split, at most the eligible rows); the sample is drawn among those,
+        stratified. Its composition records the
+        batches its rows lie in and the texts they hold (``texts`` of ``of_texts``: what the proxy encodes)."""
+        n = len(data)
+        matched = [(c, column) for column in _text_columns(data) for c in calls.encoding(column)]
+        if not matched or n == 0:
+            return None
+        needs: dict[int, frozenset[tuple[int, int]]] = {}
+        for r in range(n):
+            places = [calls.batch_of(c, column[r]) for c, column in matched]
+            if all(b is not None for b in places):
+                needs[r] = frozenset((c, b) for (c, _), b in zip(matched, places) if b is not None)
+        if not needs:
+            return None
+        k = min(spec.count(n), len(needs))
+        rng = np.random.default_rng(spec.seed)
+        start = float(rng.random())
+        useful = {cb for need in needs.values() for cb in need}
+        used_calls = sorted({c for c, _ in matched})
+        orders = {c: [b for b in spread_from(len(calls.plans[c]), start) if (c, b) in useful] for c in used_calls}
+        waiting: dict[tuple[int, int], list[int]] = {}
+        for r, need in needs.items():
+            for cb in need:
+                waiting.setdefault(cb, []).append(r)
+        left = {r: len(need) for r, need in needs.items()}
+        covered: list[int] = []
+        for j in range(max(len(o) for o in orders.values())):
+            if len(covered) >= k:
+                break
+            for c in used_calls:  # the same place of each call: a pair's texts tend to have like lengths
+                for r in waiting.get((c, orders[c][j]), []) if j < len(orders[c]) else []:
+                    left[r] -= 1
+                    if left[r] == 0:
+                        covered.append(r)
+        covered.sort()
+        keys = self.keys(data)
+        rows = [covered[i] for i in stratified_rows([keys[r] for r in covered], k, rng)]
+        used = sorted({cb for r in rows for cb in needs[r]})
+        texts = sum(len(calls.plans[c][b]) for c, b in used)
+        plain = max(k, spec.batch_size or 1) * len(matched)  # at least a batch a call
+        if texts > ALIGNED_OVERRUN * plain:
+            return (
+                f"drawn plainly: covering {k} rows within the full run's batches would encode {texts} texts, more "
+                f"than {ALIGNED_OVERRUN}× the plain draw's {k * len(matched)}; a full run encodes its rows again"
+            )
+        calls.allow(used)
+        composition = {
+            "rows": rows,
+            "of_rows": n,
+            "batches": len(used),
+            "batch_size": spec.batch_size,
+            "texts": texts,
+            "of_texts": sum(len(calls.calls[c][1]) for c in used_calls),
+        }
+        return take_rows(data, rows), composition
+
+
+def rows_proxy(strata: Callable[[Any], Sequence[Any] | None]) -> RowsReducer:
+    """A reducer that keeps a stratified sample of rows, the stratum of each row given by ``strata`` (None: one)."""
+    return RowsReducer(strata)
+
+
+def _text_columns(data: Any) -> list[tuple[str, ...]]:
+    """The data's text columns: its fields that hold one string per row."""
+    n = len(data)
+    if not dataclasses.is_dataclass(data):
+        return []
+    values = [getattr(data, f.name) for f in dataclasses.fields(data)]
+    return [v for v in values if isinstance(v, tuple) and len(v) == n and all(isinstance(t, str) for t in v)]
+
+
+Call = tuple[Role, tuple[str, ...]]
+
+
+def recorded_calls(task: Any, options: SearchOptions) -> list[Call]:
+    """The encode calls (role, texts in order) the task's protocol makes on its eval splits, learned by running it
+    on a :class:`~embedscope.models.recorder.CallRecorder` (no model; its scores are discarded).
+
+    >>> from embedscope.testing.tiny import tiny_tasks_of_every_type
+    >>> sts = next(t for t in tiny_tasks_of_every_type() if t.type == "STS")
+    >>> from embedscope.settings import RunSettings
+    >>> [(role, len(texts)) for role, texts in recorded_calls(sts, RunSettings().search_options())]
+    [('document', 24), ('document', 24)]
+    """
+    recorder = CallRecorder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for split in task.eval_splits:
+            task.evaluate_split(split, recorder, options)
+    return [(role, texts) for role, texts, _ in recorder.calls]
+
+
+class FullCalls:
+    """A full task's encode calls, each planned as a model batches it (longest first, ``batch_size`` a batch), and
+    the batches a proxy's draws took (:meth:`allow`): the only ones its calls are encoded within."""
+
+    def __init__(self, calls: Sequence[Call], batch_size: int) -> None:
+        self.calls = list(calls)
+        self.plans = [batches(length_order(texts), batch_size) for _, texts in self.calls]
+        self.first = [_first_positions(texts) for _, texts in self.calls]
+        self.batch_at = [{i: n for n, b in enumerate(plan) for i in b} for plan in self.plans]
+        self.allowed: set[tuple[int, int]] = set()
+
+    def encoding(self, column: Sequence[str]) -> list[int]:
+        """The calls whose texts all come from ``column`` (a call that encodes it whole is preferred alone)."""
+        whole = [c for c, (_, texts) in enumerate(self.calls) if texts == tuple(column)]
+        if whole:
+            return whole[:1]
+        values = set(column)
+        return [c for c, (_, texts) in enumerate(self.calls) if texts and values.issuperset(texts)]
+
+    def batch_of(self, c: int, text: str) -> int | None:
+        """The batch of call ``c`` that holds ``text`` at its first place in the call (None: not in it)."""
+        i = self.first[c].get(text)
+        return None if i is None else self.batch_at[c][i]
+
+    def allow(self, batches_taken: Sequence[tuple[int, int]]) -> None:
+        self.allowed.update(batches_taken)
+
+    def rows_within(self, role: Role, texts: Sequence[str], start: int) -> tuple[int, list[int]] | None:
+        """The first call of ``role`` from ``start`` on (then from the beginning) whose allowed batches hold every
+        one of ``texts`` (at its first place), and those places; None when no call does."""
+        for c in [*range(start, len(self.calls)), *range(min(start, len(self.calls)))]:
+            if self.calls[c][0] != role:
+                continue
+            rows = [self.first[c].get(t) for t in texts]
+            if all(i is not None and (c, self.batch_at[c][i]) in self.allowed for i in rows):
+                return c, [i for i in rows if i is not None]
+        return None
+
+
+def _first_positions(texts: Sequence[str]) -> dict[str, int]:
+    first: dict[str, int] = {}
+    for i, t in enumerate(texts):
+        first.setdefault(t, i)
+    return first
+
+
+class EncodedWithinCalls:
+    """The encoder a row proxy's protocol is given: a call whose texts all lie in batches a draw took of one of the
+    full task's calls is that call's rows (:func:`~embedscope.models.base.encode_rows`: only the batches holding
+    them are encoded, under that call's keys, so the full run is served them by the cache); any other call is the
+    encoder's own. Everything else is the encoder's."""
+
+    def __init__(self, encoder: Encoder, calls: FullCalls) -> None:
+        self.encoder = encoder
+        self.full = calls
+        self._next = 0
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.encoder, item)
+
+    def encode(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> np.ndarray:
+        own_rows = getattr(self.encoder, "encode_rows", None) is not None  # else encode_rows would encode whole calls
+        found = self.full.rows_within(role, texts, self._next) if texts and own_rows else None
+        if found is None:
+            return self.encoder.encode(texts, role=role, batch_size=batch_size, show_progress=show_progress)
+        c, rows = found
+        self._next = c + 1  # the proxy's calls come in the full run's order
+        full_texts = self.full.calls[c][1]
+        return encode_rows(
+            self.encoder, full_texts, rows, role=role, batch_size=batch_size, show_progress=show_progress
+        )
 
 
 def score_quintiles(scores: Sequence[float]) -> list[int]:
@@ -449,17 +675,37 @@ def bitext_proxy(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
     return rows_proxy(lambda d: None)(data, spec)
 
 
-def sets_proxy(reduce: Reducer) -> Reducer:
+class SetsReducer:
     """``reduce`` applied to each set of a list of sets (legacy clustering), set ``i`` with seed ``seed + i``; plain
-    data is reduced as it is."""
+    data is reduced as it is (and drawn within the full run's calls as ``reduce`` draws it)."""
 
-    def each(data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
+    def __init__(self, reduce: RowsReducer) -> None:
+        self.reduce = reduce
+
+    def __call__(self, data: Any, spec: ProxySpec) -> tuple[Any, dict[str, Any]]:
         if not isinstance(data, (list, tuple)):
-            return reduce(data, spec)
-        parts = [reduce(d, dataclasses.replace(spec, seed=spec.seed + i)) for i, d in enumerate(data)]
+            return self.reduce(data, spec)
+        parts = [self.reduce(d, dataclasses.replace(spec, seed=spec.seed + i)) for i, d in enumerate(data)]
         return [p[0] for p in parts], {"sets": [p[1] for p in parts]}
 
-    return each
+    def within(self, data: Any, spec: ProxySpec, calls: FullCalls) -> tuple[Any, dict[str, Any]] | str | None:
+        """Each set drawn within the call that encodes it (a set no call encodes, plainly), or why one that is
+        encoded cannot be (:meth:`RowsReducer.within`)."""
+        if not isinstance(data, (list, tuple)):
+            return self.reduce.within(data, spec, calls)
+        parts = []
+        for i, d in enumerate(data):
+            one = dataclasses.replace(spec, seed=spec.seed + i)
+            drawn = self.reduce.within(d, one, calls)
+            if isinstance(drawn, str):
+                return f"set {i + 1}: {drawn}"
+            parts.append(drawn if drawn is not None else self.reduce(d, one))
+        return [p[0] for p in parts], {"sets": [p[1] for p in parts]}
+
+
+def sets_proxy(reduce: RowsReducer) -> SetsReducer:
+    """``reduce`` for each set of a list of sets (:class:`SetsReducer`)."""
+    return SetsReducer(reduce)
 
 
 def first_labels_of_rows(data: Any) -> list[Any]:
