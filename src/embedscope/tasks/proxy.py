@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -312,24 +312,10 @@ def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[Retri
     plan = corpus_batches(data.corpus.texts, spec.batch_size, spec.chunk_size)
     batch_of = {r: n for n, b in enumerate(plan) for r in b}
     needs = {q: {batch_of[row[d]] for d in data.qrels[data.queries.ids[q]] if d in row} for q in judged}
-    waiting: dict[int, list[int]] = {}
-    for q, need in needs.items():
-        for n in need:
-            waiting.setdefault(n, []).append(q)
-    left = {q: len(need) for q, need in needs.items()}
-    covered = [q for q, n in left.items() if n == 0]
     k = spec.count(len(judged))
     order = spread_order(len(plan), rng)
-    chosen: list[int] = []
-    for n in order:
-        if len(covered) >= k:
-            break
-        chosen.append(n)
-        for q in waiting.get(n, []):
-            left[q] -= 1
-            if left[q] == 0:
-                covered.append(q)
-    order = order[len(chosen) :]
+    steps, covered = covered_by(([n] for n in order), needs, k)
+    chosen, order = order[:steps], order[steps:]
     kept = sorted(rng.choice(sorted(covered), size=k, replace=False).tolist())
     searched = {q: n for n, q in enumerate(judged)}  # the full run's query call: its judged queries, in order
     within = EncodedWithin(tuple(data.queries.texts[q] for q in judged), tuple(searched[q] for q in kept))
@@ -376,6 +362,34 @@ def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[Retri
         "of_documents": len(data.corpus),
     }
     return reduced, composition
+
+
+def covered_by(
+    steps: Iterable[Sequence[Hashable]], needs: Mapping[Any, Collection[Hashable]], k: int
+) -> tuple[int, list]:
+    """Take ``steps`` (each some batches) in order until at least ``k`` items have every batch they need taken: the
+    steps taken, and the items covered in the order they were (those that need none first).
+
+    >>> covered_by([["a"], ["b"], ["c"]], {"x": {"a", "b"}, "y": {"c"}, "z": set()}, 2)
+    (2, ['z', 'x'])
+    """
+    waiting: dict[Hashable, list[Any]] = {}
+    for item, need in needs.items():
+        for batch in need:
+            waiting.setdefault(batch, []).append(item)
+    left = {item: len(need) for item, need in needs.items()}
+    covered = [item for item, n in left.items() if n == 0]
+    taken = 0
+    for step in steps:
+        if len(covered) >= k:
+            break
+        taken += 1
+        for batch in step:
+            for item in waiting.get(batch, []):
+                left[item] -= 1
+                if left[item] == 0:
+                    covered.append(item)
+    return taken, covered
 
 
 def bm25_ranks(data: RetrievalData, texts: Sequence[str], k: int, retriever: Any) -> np.ndarray:
@@ -476,8 +490,8 @@ class RowsReducer:
         (:func:`spread_from`: the same places of each call's length order, where a pair's two texts tend to lie),
         skipping those no eligible row needs, until the rows whose texts all lie in the batches taken number the
         sample's size (``spec.count`` of the split, at most the eligible rows); the sample is drawn among those,
-        stratified. Its composition records the
-        batches its rows lie in and the texts they hold (``texts`` of ``of_texts``: what the proxy encodes)."""
+        stratified. Its composition records the batches its rows lie in and the texts they hold (``texts`` of
+        ``of_texts``: what the proxy encodes)."""
         n = len(data)
         matched = [(c, column) for column in _text_columns(data) for c in calls.encoding(column)]
         if not matched or n == 0:
@@ -495,21 +509,11 @@ class RowsReducer:
         useful = {cb for need in needs.values() for cb in need}
         used_calls = sorted({c for c, _ in matched})
         orders = {c: [b for b in spread_from(len(calls.plans[c]), start) if (c, b) in useful] for c in used_calls}
-        waiting: dict[tuple[int, int], list[int]] = {}
-        for r, need in needs.items():
-            for cb in need:
-                waiting.setdefault(cb, []).append(r)
-        left = {r: len(need) for r, need in needs.items()}
-        covered: list[int] = []
-        for j in range(max(len(o) for o in orders.values())):
-            if len(covered) >= k:
-                break
-            for c in used_calls:  # the same place of each call: a pair's texts tend to have like lengths
-                for r in waiting.get((c, orders[c][j]), []) if j < len(orders[c]) else []:
-                    left[r] -= 1
-                    if left[r] == 0:
-                        covered.append(r)
-        covered.sort()
+        steps = (  # the same place of each call at a time: a pair's texts tend to have like lengths
+            [(c, orders[c][j]) for c in used_calls if j < len(orders[c])]
+            for j in range(max(len(o) for o in orders.values()))
+        )
+        covered = sorted(covered_by(steps, needs, k)[1])
         keys = self.keys(data)
         rows = [covered[i] for i in stratified_rows([keys[r] for r in covered], k, rng)]
         used = sorted({cb for r in rows for cb in needs[r]})
