@@ -8,7 +8,6 @@ vector when the models were evaluated before), and the agreement of a text is th
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,24 +15,13 @@ import numpy as np
 
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder
-from embedscope.models.recorder import CallRecorder
-from embedscope.tasks.base import SearchOptions, Task
+from embedscope.tasks.base import SearchOptions, Task, recorded_protocol
 from embedscope.types import Role
-
-
-def _record(task: Task, options: SearchOptions) -> CallRecorder:
-    """A recorder run through the task's protocol on its eval splits."""
-    recorder = CallRecorder()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for split in task.eval_splits:
-            task.evaluate_split(split, recorder, options)
-    return recorder
 
 
 def task_texts(task: Task, options: SearchOptions) -> list[tuple[Role, str]]:
     """Every distinct ``(role, text)`` the task's protocol encodes on its eval splits."""
-    return list(_record(task, options).texts)
+    return list(recorded_protocol(task, options).texts)
 
 
 def replayed_vectors(
@@ -83,7 +71,7 @@ def embedding_agreement(
     (:func:`replayed_vectors`): vectors a run of the task cached are served, none encoded again."""
     out = {}
     for task in tasks:
-        recorded = _record(task, options)
+        recorded = recorded_protocol(task, options)
         texts = list(recorded.texts)
         a, b = (replayed_vectors(reference, recorded.calls, texts), replayed_vectors(candidate, recorded.calls, texts))
         if a.shape != b.shape:

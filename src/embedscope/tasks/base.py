@@ -10,11 +10,13 @@ screen's row proxy, :mod:`embedscope.tasks.proxy`) is given the encoder that hoo
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from embedscope.models.base import Encoder, Similarity
+from embedscope.models.recorder import CallRecorder
 from embedscope.retrieval.base import SearchOptions
 from embedscope.types import RankedRun
 
@@ -120,6 +122,24 @@ class Task(Protocol):
         """Score one split. ``encoder`` is the model: an :class:`Encoder`, or a model that plays the roles this
         task type evaluates (``TaskType.model_roles``; see :mod:`embedscope.retrieval.roles`)."""
         ...
+
+
+def recorded_protocol(task: Task, options: SearchOptions) -> CallRecorder:
+    """A :class:`~embedscope.models.recorder.CallRecorder` run through the task's protocol on its eval splits (its
+    scores discarded, warnings silenced): the calls the task makes and the texts it encodes, without a model.
+
+    >>> from embedscope.testing.tiny import tiny_tasks_of_every_type
+    >>> from embedscope.settings import RunSettings
+    >>> sts = next(t for t in tiny_tasks_of_every_type() if t.type == "STS")
+    >>> [(role, len(texts)) for role, texts, _ in recorded_protocol(sts, RunSettings().search_options()).calls]
+    [('document', 24), ('document', 24)]
+    """
+    recorder = CallRecorder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for split in task.eval_splits:
+            task.evaluate_split(split, recorder, options)
+    return recorder
 
 
 def encode_columns(

@@ -12,10 +12,11 @@
 
 A screen (``ProxySpec.batch_size`` set) draws a row proxy as whole batches of the full run's own encode calls, as it
 does a retrieval proxy's corpus: the calls are learned by running the full task's protocol on a
-:class:`~embedscope.models.recorder.CallRecorder` (:func:`recorded_calls`), the rows are drawn among those whose
-texts lie in the batches taken (:meth:`RowsReducer.within`), and the proxy's protocol is given an encoder that
-encodes each of its calls within the full call that holds its texts (:class:`EncodedWithinCalls`, the task's
-``encoder_within``), so a full run of the same model is served those vectors by the embedding cache.
+:class:`~embedscope.models.recorder.CallRecorder` (:func:`~embedscope.tasks.base.recorded_protocol`), the rows are
+drawn among those whose texts lie in the batches taken (:meth:`RowsReducer.within`), and the proxy's protocol is
+given an encoder that encodes each of its calls within the full call that holds its texts
+(:class:`EncodedWithinCalls`, the task's ``encoder_within``), so a full run of the same model is served those vectors
+by the embedding cache.
 
 Each task type declares its reduction in its registry record (``TaskType.proxy``, built from the reducers here);
 a type without one has no proxy. The proxy of a task is the task with another ``load_split`` (so every task type's protocol runs unchanged on
@@ -34,7 +35,6 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,8 +43,8 @@ import numpy as np
 
 from embedscope.errors import ConfigError
 from embedscope.models.base import Encoder, batches, encode_rows, length_order
-from embedscope.models.recorder import CallRecorder
 from embedscope.retrieval.base import SearchOptions
+from embedscope.tasks.base import recorded_protocol
 from embedscope.types import EncodedWithin, RetrievalData, Role
 
 Reducer = Callable[[Any, "ProxySpec"], tuple[Any, dict[str, Any]]]
@@ -554,21 +554,9 @@ Call = tuple[Role, tuple[str, ...]]
 
 
 def recorded_calls(task: Any, options: SearchOptions) -> list[Call]:
-    """The encode calls (role, texts in order) the task's protocol makes on its eval splits, learned by running it
-    on a :class:`~embedscope.models.recorder.CallRecorder` (no model; its scores are discarded).
-
-    >>> from embedscope.testing.tiny import tiny_tasks_of_every_type
-    >>> sts = next(t for t in tiny_tasks_of_every_type() if t.type == "STS")
-    >>> from embedscope.settings import RunSettings
-    >>> [(role, len(texts)) for role, texts in recorded_calls(sts, RunSettings().search_options())]
-    [('document', 24), ('document', 24)]
-    """
-    recorder = CallRecorder()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for split in task.eval_splits:
-            task.evaluate_split(split, recorder, options)
-    return [(role, texts) for role, texts, _ in recorder.calls]
+    """The encode calls (role, texts in order) the task's protocol makes on its eval splits
+    (:func:`~embedscope.tasks.base.recorded_protocol`)."""
+    return [(role, texts) for role, texts, _ in recorded_protocol(task, options).calls]
 
 
 class FullCalls:
