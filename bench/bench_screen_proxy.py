@@ -54,7 +54,7 @@ from scipy.stats import kendalltau
 
 import embedscope
 from embedscope.screen.report import ranking_line
-from embedscope.screen.rounds import HalvingResult, round_ties, tied_places
+from embedscope.screen.rounds import HalvingResult, exact_estimates, round_ties, tied_places
 
 SHIPPED = ["minilm", "minilm-int8", "paraphrase-minilm-l3", "static-64"]
 SUITES = {
@@ -130,7 +130,7 @@ def write_anchor(
 ) -> None:
     """``keep/anchor.json`` for ``bench_screen_seeds.py``: each candidate's exact score and seconds, and what the
     cold screen measured (``cold``: its seconds and those besides the candidates' runs; each round's proxy seconds
-    and share of the texts)."""
+    and share of the texts; the exact seconds it estimated for each candidate, which its decisions weighed)."""
     anchor = {
         "models": models,
         "tasks": tasks,
@@ -140,6 +140,7 @@ def write_anchor(
             **cold,
             "proxy_seconds": [dict(r.seconds) for r in halving.rounds],
             "shares": [round_share(halving, i) for i in range(len(halving.rounds))],
+            "exact_estimate": exact_estimates(halving.rounds),
         },
     }
     (keep / "anchor.json").write_text(json.dumps(anchor, indent=1) + "\n", encoding="utf-8")

@@ -8,9 +8,11 @@ partly luck. This bench replays the same screen for ``--draws`` seeds on the vec
   of the full runs) in ``DIR`` with ``anchor.json``: each candidate's exact score and wall time, and what one cold
   screen measured: each candidate's proxy seconds, the proxies' share of the full task's texts, and the screen's
   seconds besides the candidates' runs;
-* for each seed, the real ``embedscope.screen(..., proxy=..., audit=True)`` on ``DIR``: a retrieval proxy is drawn
-  as whole batches of the full run's corpus call, so every vector it needs is served by the cache, and ``--audit``'s
-  exact runs are the stored ones. Its decisions are the screen's own; only its seconds are not measured;
+* for each seed, the real screen with ``--audit`` (``screen.rounds.halving_screen``) on ``DIR``: a retrieval proxy is
+  drawn as whole batches of the full run's corpus call, so every vector it needs is served by the cache, and
+  ``--audit``'s exact runs are the stored ones. Its decisions are the screen's own, those that weigh cost taken on
+  the cold screen's estimates of each candidate's exact seconds (``costs``, as ``--audit-seeds`` replays are: the
+  cache makes a replay's own proxy times next to nothing); only its seconds are not measured;
 * its cost is modelled from the anchor's measured seconds: a confirmed candidate costs its exact run (its proxy's
   texts are served back to its confirming run, so the two together encode its texts once: measured for minilm,
   proxy 19.3 s + confirming run 82.5 s against 102.9 s exact), any other candidate what its proxy cost in the cold
@@ -35,10 +37,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import embedscope
 from embedscope.compare.core import CompareOptions
+from embedscope.screen.passes import ScreenedModel
 from embedscope.screen.report import ranking_line
-from embedscope.screen.rounds import HalvingResult
+from embedscope.screen.rounds import HalvingResult, halving_screen
+from embedscope.settings.sources import Layer, build_settings
 from embedscope.tasks.proxy import kept_share
 
 TAU_BOUND, OVERHEAD_BOUND = 0.8, 0.35
@@ -70,13 +73,16 @@ def modelled_seconds(result: HalvingResult, anchor: dict[str, Any]) -> float:
 def one_seed(seed: int, folder: Path, anchor: dict[str, Any]) -> dict[str, Any]:
     """The screen at ``seed`` on the anchor's folder, audited, with its modelled cost."""
     started = time.perf_counter()
-    report = embedscope.screen(
-        anchor["models"], anchor["tasks"], proxy=anchor["proxy"], audit=True,
-        compare_options=CompareOptions(seed=seed), output_folder=folder, cache_dir=folder / "cache",
-        show_progress=False,
+    values = {"models": anchor["models"], "output_folder": folder, "cache_dir": folder / "cache"}
+    if anchor["tasks"] is not None:  # else the built-in suite
+        values["tasks"] = anchor["tasks"]
+    settings = build_settings([Layer("bench_screen_seeds", {**values, "show_progress": False}, "api")])
+    runs = settings.model_runs()
+    halving = halving_screen(
+        settings, runs, {str(r.model): ScreenedModel(str(r.model)) for r in runs}, {}, anchor["proxy"],
+        CompareOptions(seed=seed), audit=True, costs=anchor["cold_screen"]["exact_estimate"],
     )  # fmt: skip
-    halving = report.halving
-    assert halving is not None and halving.audit is not None
+    assert halving.audit is not None
     exact = {m: v["seconds"] for m, v in anchor["exact"].items()}
     winner = halving.audit.winner
     others = sum(exact.values()) - exact[winner]
@@ -131,6 +137,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     anchor = json.loads((args.folder / "anchor.json").read_text(encoding="utf-8"))
+    if "exact_estimate" not in anchor["cold_screen"]:
+        parser.error(f"{args.folder / 'anchor.json'}: no cold_screen.exact_estimate (an older anchor): keep a new one")
     if args.proxy:
         anchor["proxy"] = args.proxy
     print(f"== {len(anchor['models'])} candidates on {anchor['tasks']}, proxy rounds {anchor['proxy']}")

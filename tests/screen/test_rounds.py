@@ -20,7 +20,7 @@ from embedscope.cli.main import main
 from embedscope.compare.core import CompareOptions
 from embedscope.errors import ConfigError
 from embedscope.screen import halving, rounds
-from embedscope.screen.passes import MeanScore
+from embedscope.screen.passes import MeanScore, mean_of
 from embedscope.screen.report import halving_lines, screen_csv
 from embedscope.screen.rounds import HalvingResult, ProxyRound, check_proxy_sizes
 from embedscope.tasks.retrieval import RetrievalTask
@@ -108,14 +108,20 @@ def synthetic_task() -> RetrievalTask:
     return RetrievalTask("Synthetic", lambda split: data)
 
 
+def _audited(task: RetrievalTask, folder: Path, **extra):
+    """The screen of ``CANDIDATES`` on ``task`` in rounds of 30 and 90 queries, audited: the report and its rounds."""
+    report = embedscope.screen(
+        CANDIDATES, [task], proxy=[30, 90], audit=True, output_folder=folder, show_progress=False,
+        compare_options=OPTIONS, **extra,
+    )  # fmt: skip
+    assert report.halving is not None and report.halving.audit is not None
+    return report, report.halving
+
+
 @pytest.mark.slow
 def test_a_halving_screen_names_the_exact_winner_and_its_audit_agrees_with_evaluate(synthetic_task, tmp_path) -> None:
-    report = embedscope.screen(
-        CANDIDATES, [synthetic_task], proxy=[30, 90], audit=True, output_folder=tmp_path, show_progress=False,
-        compare_options=OPTIONS,
-    )  # fmt: skip
-    halving_result = report.halving
-    assert halving_result is not None and halving_result.audit is not None
+    report, halving_result = _audited(synthetic_task, tmp_path)
+    assert halving_result.audit is not None
     exact = {m: embedscope.evaluate(m, [synthetic_task], output_folder=tmp_path / "alone", show_progress=False)
              for m in CANDIDATES}  # fmt: skip
     exact_means = {m: r.outcomes[0].result.main_score() for m, r in exact.items()}
@@ -205,6 +211,49 @@ def test_replays_at_other_seeds_are_the_screens_run_at_those_seeds(synthetic_tas
     taus = [result.audit.kendall_tau, *(s.kendall_tau for s in seeds)]
     assert summary["tau_min"] == pytest.approx(min(taus)) and summary["tau_max"] == pytest.approx(max(taus))
     assert f"the claim held at {sum(held)} of 3 seeds" in report.table()
+
+
+@pytest.mark.slow
+def test_a_replay_weighs_cost_by_its_screens_estimates_not_by_its_cached_proxies(synthetic_task, tmp_path, monkeypatch):
+    calls: list[tuple[dict[str, float] | None, HalvingResult]] = []
+    halving_screen = rounds.halving_screen
+
+    def recorded(*args, **kwargs):  # each replay (and the screen itself where its module looks it up now)
+        result = halving_screen(*args, **kwargs)
+        calls.append((kwargs.get("costs"), result))
+        return result
+
+    monkeypatch.setattr(rounds, "halving_screen", recorded)
+    _, result = _audited(synthetic_task, tmp_path, audit_seeds=2)
+    replays = [(costs, replay) for costs, replay in calls if replay is not result]
+    assert len(replays) == 2
+    estimated = {k: v for r in result.rounds for k, v in r.exact_estimate.items()}  # each from its last round
+    assert sorted(estimated) == sorted(CANDIDATES) and all(v > 0 for v in estimated.values())
+    for costs, replay in replays:
+        assert costs == estimated
+        for r in replay.rounds:  # the decisions that weigh cost saw the screen's estimates, not the replay's times
+            assert r.exact_estimate == {k: estimated[k] for k in r.scores}
+            assert r.cheap == rounds.cheap_candidates(r.exact_estimate, "seconds")
+
+
+@pytest.mark.slow
+def test_a_candidate_next_to_free_that_a_round_shows_below_the_leader_leaves_the_rounds_and_is_confirmed(
+    synthetic_task, tmp_path, monkeypatch
+) -> None:
+    free = "fts5:match=all"  # clearly below the leader on a proxy of 30 (see the first test)
+    monkeypatch.setattr(rounds, "cheap_candidates", lambda costs, unit, share=0.01: [k for k in costs if k == free])
+    report, result = _audited(synthetic_task, tmp_path)
+    assert result.audit is not None
+    first, second = result.rounds
+    assert first.spared == [free] and free in first.cheap and free not in first.dropped
+    assert free not in second.scores  # not kept on to be ranked above the candidates round 1 dropped
+    assert free in result.confirmed and free not in result.unconfirmed
+    assert result.audit.exact[free] == pytest.approx(mean_of(next(m for m in report.models if m.model == free).exact))
+    later = [k for k in result.ranking if k in second.scores]
+    assert result.ranking[: len(later)] == later  # round 2's candidates first, then round 1's: free, last
+    assert result.ranking[-1] == free and result.places[-1] == len(CANDIDATES) - 1
+    assert result.to_dict()["rounds"][0]["spared"] == [free]
+    assert f"ranked with the dropped but confirmed, their exact runs next to free: {free}" in report.table()
 
 
 def test_options_a_halving_screen_cannot_use_are_refused(synthetic_task, tmp_path) -> None:
@@ -565,19 +614,31 @@ def test_the_final_ranking_states_an_order_only_where_the_proxy_or_the_exact_run
         return bool(low <= 0 <= high)
 
     assert holds_zero("a", "c") and holds_zero("a", "d") and not holds_zero("a", "b")
-    assert holds_zero("c", "d") and not holds_zero("c", "b")
+    assert holds_zero("c", "d") and not holds_zero("c", "b") and holds_zero("d", "b")
     one = [_proxy_round(reps)]
-    assert rounds.stated_places(ranking, one, ["a"], 0.95) == [0, 0, 0, 3]
-    assert rounds.stated_places(ranking, one, ["a", "c"], 0.95) == [0, 1, 1, 3]  # a and c ordered by their exact runs
+    # b lies clearly below a and c, but not below the noisy d of their group: a place below the group would state
+    # b below d too, so b joins it
+    assert rounds.stated_places(ranking, one, ["a"], 0.95) == [0, 0, 0, 0]
+    assert rounds.stated_places(ranking, one, ["a", "c"], 0.95) == [0, 1, 1, 1]  # a and c ordered by their exact runs
+    assert rounds.stated_places(ranking, one, ["a", "c", "d"], 0.95) == [0, 1, 2, 2]  # c, d exact; b not below d
     assert rounds.stated_places(ranking, one, ["a", "c", "d", "b"], 0.95) == [0, 1, 2, 3]  # every one exact
+    apart = [_proxy_round({k: v for k, v in reps.items() if k != "d"})]
+    assert rounds.stated_places(["a", "c", "b"], apart, ["a"], 0.95) == [0, 0, 2]  # below every one of a's group
     dropped_earlier = [_proxy_round(reps), _proxy_round({k: reps[k] for k in "acb"})]  # d last scored in round 1
     assert rounds.stated_places(["a", "c", "b", "d"], dropped_earlier, ["a"], 0.95) == [0, 0, 2, 3]
-    tied = [_proxy_round({k: reps[k] for k in "ab"} | {"c": reps["a"] - 0.05}, tied={"a": ["c"]})]
+    tied = [_proxy_round({k: reps[k] for k in "ab"} | {"c": reps["a"] - 0.001}, tied={"a": ["c"]})]
     assert rounds.stated_places(["a", "c", "b"], tied, ["a"], 0.95) == [0, 0, 2]  # declared tied: a's place
+
+
+def test_an_order_the_proxy_contradicts_is_not_stated() -> None:
+    reps = _replicates()  # b clearly below a
+    # a confirmed model placed by its exact run above one its proxy score lies clearly below: no order stated
+    assert rounds.stated_places(["b", "a"], [_proxy_round(reps)], ["b"], 0.95) == [0, 0]
 
 
 def test_tau_b_counts_models_the_screen_does_not_order_as_ties() -> None:
     reps = _replicates()
+    reps["b"] = reps["b"] - 0.2  # below the noisy d too
     result = HalvingResult([_proxy_round(reps)], ["a"], ["a", "c", "d", "b"], 1.0, 0.005)
     result.places = rounds.stated_places(result.ranking, result.rounds, result.confirmed, 0.95)
     exact = {"a": 0.9, "c": 0.7, "d": 0.8, "b": 0.1}  # d above c exact: the proxy's order of them was wrong

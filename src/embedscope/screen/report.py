@@ -156,9 +156,16 @@ def halving_lines(halving: HalvingResult, digits: int = 4, confidence: float = 0
         leader = next(iter(r.scores))
         parts = [f"round {i} on proxies of size {r.size}: {len(r.scores)} candidates, leader {leader}"]
         parts.append(f"dropped {', '.join(r.dropped)}" if r.dropped else "none dropped")
-        if r.cheap:
+        kept_cheap = [k for k in r.cheap if k not in r.spared]
+        if kept_cheap:
             parts.append(
-                f"kept and confirmed whatever their proxy scores, their exact runs next to free: {', '.join(r.cheap)}"
+                "kept and confirmed whatever their proxy scores, their exact runs next to free: "
+                + ", ".join(kept_cheap)
+            )
+        if r.spared:
+            parts.append(
+                f"below the leader, ranked with the dropped but confirmed, their exact runs next to free: "
+                f"{', '.join(r.spared)}"
             )
         parts += [
             f"{k} goes on for its tie with {', '.join(v)} (the cheapest exact: {_estimate(r, k)})"

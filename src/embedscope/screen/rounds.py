@@ -6,11 +6,13 @@
 2. Each candidate's mean main score over the tasks comes with bootstrap replicates drawn with the same seeds for
    every candidate (paired). Candidates whose difference to the leader lies clearly above 0 are dropped; those
    equivalent within ``margin`` (TOST) to the leader, or to the best of the rest, are tied with it, and only the
-   cheapest of each tie goes on (:mod:`embedscope.screen.halving`). A candidate whose exact run is estimated to cost at most ``CHEAP_SHARE``
-   (1%) of all of theirs together is never dropped and is always confirmed (:func:`cheap_candidates`: a proxy
-   could only save that little, and can be biased against it). The share of replicates whose best candidate is
-   still in, multiplied over the rounds, is the stated probability that the exact winner survived. Every proxy of
-   a round is built once (its data loaded and reduced once), whichever candidates run it.
+   cheapest of each tie goes on (:mod:`embedscope.screen.halving`). A candidate whose exact run is estimated to
+   cost at most ``CHEAP_SHARE`` (1%) of all of theirs together is never dropped and is always confirmed
+   (:func:`cheap_candidates`: a proxy could only save that little, and can be biased against it); where the round
+   shows it below the leader, it leaves the rounds there all the same (``ProxyRound.spared``), ranked with that
+   round's dropped, so that no later round ranks it above candidates it scored below. The share of replicates
+   whose best candidate is still in, multiplied over the rounds, is the stated probability that the exact winner
+   survived. Every proxy of a round is built once (its data loaded and reduced once), whichever candidates run it.
 3. The survivors run exact on the full tasks, the most replicates won per estimated cost first
    (:func:`~embedscope.screen.halving.confirm_order`): each one's exact cost is estimated from its last round (each
    proxy task's time less loading its data, divided by the share of the full task's texts the proxy holds:
@@ -28,9 +30,10 @@
 The screen's final ranking: the last round's candidates by their proxy score, the confirmed among them permuted
 into their exact order (they take the places the confirmed hold), then each earlier round's dropped candidates by
 their proxy score in that round; a tied model sits right after the one it tied with. A candidate confirmed only
-because its exact run is next to free keeps the place its proxy score gives it. The ranking states an order only
-where the evidence shows one (:func:`stated_places`): tied models, and neighbours whose order rests on a proxy whose
-interval of their difference holds 0, share a place; ``audit``'s τ-b counts them as ties.
+because its exact run is next to free is one of the confirmed: its proxy place is one of theirs. The ranking states
+an order only where the evidence shows one (:func:`stated_places`): tied models share a place, and a model shares
+the place of the group above it unless it is shown below each of its models (both exact, or the interval of their
+proxy difference above 0); ``audit``'s τ-b counts such pairs as ties.
 """
 
 from __future__ import annotations
@@ -87,10 +90,13 @@ class ProxyRound:
     exact_estimate: dict[str, float] = field(default_factory=dict)  # seconds each would take exact (estimated)
     exact_tokens: dict[str, float] = field(default_factory=dict)  # tokens each behind an API would cost exact
     exact_spend: dict[str, float] = field(default_factory=dict)  # what those tokens cost, where it has a price
-    # kept and confirmed whatever the proxy says: their exact runs cost next to nothing (:func:`cheap_candidates`)
+    # never dropped, always confirmed: their exact runs cost next to nothing (:func:`cheap_candidates`)
     cheap: list[str] = field(default_factory=list)
     # each candidate's bootstrap replicates of its mean score on this round's proxies (paired; not written out)
     replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    # the cheap that this round shows below the leader: they leave the rounds here, as the dropped do, ranked among
+    # them by this round's scores, and are confirmed (not kept on for later rounds to rank above the dropped)
+    spared: list[str] = field(default_factory=list)
 
     def confirm_costs(self, keys: Sequence[str]) -> tuple[dict[str, float], str]:
         """What confirming each of ``keys`` would cost, and in what (:func:`confirm_costs`)."""
@@ -105,6 +111,7 @@ class ProxyRound:
             "exact_tokens": self.exact_tokens,
             "exact_spend": self.exact_spend,
             "cheap": self.cheap,
+            "spared": self.spared,
             "dropped": self.dropped,
             "tied": self.tied,
             "p_best_kept": self.p_best_kept,
@@ -222,10 +229,13 @@ def halving_screen(
     margin: float = DEFAULT_MARGIN,
     audit: bool = False,
     audit_seeds: int = 0,
+    costs: Mapping[str, float] | None = None,
 ) -> HalvingResult:
     """Successive halving over ``runs`` on proxies of sizes ``sizes``, then the survivors exact (see the module
     docstring); fills each model's ``fast`` (round 1's score), ``exact``, folders and times. ``audit`` runs every
-    candidate exact too; ``audit_seeds`` then replays the screen at that many more seeds (:func:`replayed`)."""
+    candidate exact too; ``audit_seeds`` then replays the screen at that many more seeds (:func:`replayed`).
+    ``costs``: each candidate's exact seconds where known beforehand (a replay's: its screen's estimates), used for
+    the decisions that weigh cost instead of those estimated from this screen's proxy times."""
     if margin < 0 or not math.isfinite(margin):
         raise ConfigError(f"--tie-margin {margin}: give a number ≥ 0")
     check_audit_seeds(audit_seeds, audit)
@@ -252,7 +262,10 @@ def halving_screen(
         _write_proxies(settings, made.values())
         proxies = {p.task.name: _recipe(settings, p) for p in made.values()}
         shares = {name: kept_share(recipe["compositions"]) for name, recipe in proxies.items()}
-        estimate = {k: exact_estimate(passes[k].work, shares) for k in remaining}
+        estimate = {
+            k: costs[k] if costs is not None and k in costs else exact_estimate(passes[k].work, shares)
+            for k in remaining
+        }
         tokens = {k: exact_estimate(t, shares) for k in remaining if (t := _api_tokens(passes[k])) is not None}
         spend = {k: n * price / 1e6 for k, n in tokens.items() if (price := _price(by_key[k])) is not None}
         shared = sorted(set.intersection(*(set(p.items) for p in passes.values())))
@@ -265,10 +278,13 @@ def halving_screen(
             for key in remaining:
                 models[key].fast = scores[key]
         cheap = cheap_candidates(*confirm_costs(estimate, tokens, remaining, spend))
-        out = [k for k in halving.dropped(replicates, options.confidence) if k not in cheap]
-        kept = [k for k in remaining if k not in out]
+        below = halving.dropped(replicates, options.confidence)
+        out = [k for k in below if k not in cheap]
+        spared = [k for k in below if k in cheap]
+        kept = [k for k in remaining if k not in out]  # the spared among them: they are confirmed
         tied: dict[str, list[str]] = {}
-        for group in halving.tie_groups({k: replicates[k] for k in kept}, margin, options.alpha):
+        going_on = {k: replicates[k] for k in kept if k not in spared}
+        for group in halving.tie_groups(going_on, margin, options.alpha):
             if len(group) > 1:
                 cost, _ = confirm_costs(estimate, tokens, group, spend)
                 cheapest = min(group, key=lambda k: (cost[k], estimate[k]))
@@ -289,9 +305,10 @@ def halving_screen(
                 {k: spend[k] for k in ranked if k in spend},
                 [k for k in ranked if k in cheap],
                 replicates,
+                sorted(spared, key=lambda k: -scores[k].mean),
             )
         )
-        remaining = [k for k in kept if not any(k in v for v in tied.values())]
+        remaining = [k for k in going_on if not any(k in v for v in tied.values())]
         if len(remaining) == 1:
             break
     result = HalvingResult(rounds, [], [], math.prod(r.p_best_kept for r in rounds), margin)
@@ -300,7 +317,9 @@ def halving_screen(
     result.places = stated_places(result.ranking, rounds, result.confirmed, options.confidence)
     if audit:
         result.audit = _audit(settings, by_key, models, result, options)
-        result.audit.seeds = replayed(settings, runs, overrides, sizes, options, margin, audit_seeds)
+        result.audit.seeds = replayed(
+            settings, runs, overrides, sizes, options, margin, audit_seeds, exact_estimates(result.rounds)
+        )
     return result
 
 
@@ -320,19 +339,22 @@ def replayed(
     options: CompareOptions,
     margin: float,
     seeds: int,
+    costs: Mapping[str, float] | None = None,
 ) -> list[SeedAudit]:
     """The screen again at seeds ``options.seed + 1`` … ``+ seeds``, each audited: its own proxies and bootstrap,
     the same exact runs (stored by the audit, so reused). What one seed's screen claims is partly the luck of its
     proxies; over the replays, how often the claim held says how far its stated probability can be trusted on
-    these data. A retrieval proxy is whole batches of the full run's calls, so its vectors are served by the cache;
-    the rows of other task types' proxies are encoded (a model behind an API is served them: its full run cached
-    every text)."""
+    these data. A proxy drawn within the full run's calls has its vectors served by the cache (a model behind an
+    API is served every text: its full run cached them), so a replay's proxy times say nothing of what a model
+    costs: its decisions that weigh cost take ``costs``, the screen's own estimates (:func:`exact_estimates`), as a
+    screen at that seed on a cold cache would estimate them."""
     out: list[SeedAudit] = []
     for seed in range(options.seed + 1, options.seed + 1 + seeds):
         models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
         again = halving_screen(
-            settings, runs, models, overrides, sizes, dataclasses.replace(options, seed=seed), margin, audit=True
-        )
+            settings, runs, models, overrides, sizes, dataclasses.replace(options, seed=seed), margin, audit=True,
+            costs=costs,
+        )  # fmt: skip
         assert again.audit is not None
         claim = again.audit
         out.append(
@@ -341,6 +363,17 @@ def replayed(
             )
         )
     return out
+
+
+def exact_estimates(rounds: Sequence[ProxyRound]) -> dict[str, float]:
+    """Each candidate's estimated exact seconds, from the last round it ran (the largest proxy it was timed on).
+
+    >>> one = ProxyRound(0.05, {}, {}, [], {}, 1.0, exact_estimate={"a": 90.0, "b": 8.0})
+    >>> two = ProxyRound(0.2, {}, {}, [], {}, 1.0, exact_estimate={"a": 80.0})
+    >>> exact_estimates([one, two])
+    {'a': 80.0, 'b': 8.0}
+    """
+    return {k: v for r in rounds for k, v in r.exact_estimate.items()}
 
 
 def confirm_costs(
@@ -434,8 +467,10 @@ def _confirm(
         result.exact_items[key] = _exact(settings, by_key[key], models[key], options)
         confirmed.append(key)
 
+    for key in (k for r in result.rounds for k in r.spared):  # next to free: confirmed whatever the odds
+        confirm(key)
     for n, key in enumerate(order):
-        if confirmed:
+        if any(k in survivors for k in confirmed):
             covered = [k for k in _covered(confirmed, result.rounds) if k in replicates]
             p = earlier * halving.p_best_kept(replicates, covered)
             if p >= options.confidence:
@@ -556,7 +591,7 @@ def _final_ranking(confirmed: list[str], unconfirmed: list[str], rounds: Sequenc
     """Every candidate: round by round, the last first, the candidates of each round not placed yet by their score
     on its proxy, except that the confirmed (``confirmed``: by exact score) take the places of the confirmed in their
     exact order; a tied model right after the one confirmed or ranked for it. A candidate confirmed because its exact
-    run is next to free stays where its proxy score puts it.
+    run is next to free is permuted with the other confirmed from the place its proxy score gives it.
 
     >>> from embedscope.screen.passes import MeanScore
     >>> r = ProxyRound(0.1, {k: MeanScore(v, 0, 1, {}) for k, v in {"a": .9, "b": .8, "c": .7, "d": .2}.items()},
@@ -645,10 +680,12 @@ def stated_places(
     """Each model's place in the screen's final ``ranking`` (0 first), where the screen states an order only where
     it has one: models declared tied share a place (:func:`tied_places`), and so do neighbours whose order rests on
     a proxy that does not show it. Walking down the ranking, a model joins the place of the group above it unless
-    both were run exact (``exact``: their exact scores order them), or they were last scored in different rounds
-    (the halving ordered them), or the ``confidence`` interval of the group's first model's proxy score minus its
-    own, over that round's paired replicates, excludes 0 (:func:`~embedscope.screen.halving.difference_interval`).
-    Kendall's τ-b then counts such a pair as a tie, neither concordant nor discordant, as the screen states it.
+    it is ordered below every model of that group: both run exact (``exact``: their exact scores order them), or
+    last scored in different rounds (the halving ordered them), or the ``confidence`` interval of that model's proxy
+    score minus its own, over that round's paired replicates, lies above 0
+    (:func:`~embedscope.screen.halving.difference_interval`). A place below a group states an order against each of
+    its models, so each must be shown, not only the group's first (the easiest to be below). Kendall's τ-b then
+    counts such a pair as a tie, neither concordant nor discordant, as the screen states it.
 
     >>> from embedscope.screen.passes import MeanScore
     >>> noise = np.random.default_rng(0).normal(0, 0.01, 1000)
@@ -659,6 +696,9 @@ def stated_places(
     [0, 1, 1, 3]
     >>> stated_places(["a", "b", "c", "d"], [r], ["a", "b", "c"], 0.95)  # b and c both exact: their exact scores order them
     [0, 1, 2, 3]
+    >>> reps["d"] = 0.575 + noise  # clearly below b, not below the noisy c of b's group
+    >>> stated_places(["a", "b", "c", "d"], [r], ["a"], 0.95)
+    [0, 1, 1, 1]
     """
     tied = tied_places(ranking, round_ties(rounds))
     last_round = {m: i for i, r in enumerate(rounds) for m in r.scores}
@@ -673,8 +713,7 @@ def stated_places(
         reps = rounds[i].replicates
         if above not in reps or below not in reps:
             return True
-        low, high = halving.difference_interval(reps[above], reps[below], confidence)
-        return not low <= 0 <= high
+        return halving.difference_interval(reps[above], reps[below], confidence)[0] > 0
 
     out: list[int] = []
     head = 0  # where the group above starts
@@ -682,7 +721,7 @@ def stated_places(
         if i and tied[i] != i:  # tied with one above it: its place, wherever that one went
             out.append(out[tied[i]])
             continue
-        if i and not ordered(ranking[head], model):
+        if i and not all(ordered(above, model) for above in ranking[head:i]):
             out.append(out[head])
             continue
         head = i
