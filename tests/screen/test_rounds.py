@@ -537,8 +537,8 @@ def test_a_halving_screen_of_local_models_on_row_tasks_encodes_each_text_as_ofte
     full run's calls and encoded within them, so a model that also runs the full task (here every one: the audit)
     encodes each text as often as the full tasks alone encode it, replays at other seeds included; the exact scores
     equal an uncached evaluate's."""
-    from embedscope.models.recorder import CallRecorder
     from embedscope.settings import RunSettings
+    from embedscope.tasks.base import recorded_protocol
     from embedscope.testing.tiny import tiny_tasks_of_every_type
 
     kinds = ("STS", "PairClassification", "Classification", "Clustering")
@@ -563,10 +563,8 @@ def test_a_halving_screen_of_local_models_on_row_tasks_encodes_each_text_as_ofte
         mean = float(np.mean([outcome.result.main_score() for outcome in alone.outcomes]))
         assert result.audit.exact[model] == pytest.approx(mean, abs=1e-12)
     assert in_screen == encoded and sum(encoded.values()) > 0  # every text as often as the full tasks encode it
-    recorder = CallRecorder()  # which is every text of their calls
-    for task in tasks:
-        task.evaluate_split("test", recorder, RunSettings(batch_size=16).search_options(show_progress=False))
-    assert {t for (_, r, t) in encoded} == {t for (r, t) in recorder.texts}
+    options = RunSettings(batch_size=16).search_options(show_progress=False)  # which is every text of their calls
+    assert {t for (_, r, t) in encoded} == {t for task in tasks for (r, t) in recorded_protocol(task, options).texts}
 
 
 def test_the_confirmed_take_the_places_of_the_confirmed_in_their_exact_order_and_no_one_else_moves() -> None:
