@@ -35,6 +35,11 @@ The raw overhead splits into two terms that add up to it:
 candidate's exact score and seconds, and what the screen measured), for ``bench_screen_seeds.py`` to replay the
 screen over many seeds on the same vectors.
 
+``--anchor DIR`` (one suite) takes the exact scores and seconds from such a kept anchor instead of running every
+candidate again, runs the screen alone, cold, and writes what it measured into the anchor's ``anchor.json`` (the
+estimates ``bench_screen_seeds.py`` replays with). The exact runs are then another run's: the machine's drift
+between the two is not measured (the probe after the anchor is taken just before the screen).
+
 ``--model`` adds candidates: a real model that installs from PyPI here, all-mpnet-base-v2 (see ``--help``).
 """
 
@@ -146,11 +151,23 @@ def write_anchor(
     (keep / "anchor.json").write_text(json.dumps(anchor, indent=1) + "\n", encoding="utf-8")
 
 
-def bench(name: str, proxy: list[float], more: list[str], keep: Path | None = None) -> None:
+def anchored(folder: Path, models: list[str], tasks: list[str] | None) -> tuple[dict[str, float], dict[str, float]]:
+    """Every candidate's exact score and seconds as a kept anchor measured them (``folder/anchor.json``)."""
+    anchor = json.loads((folder / "anchor.json").read_text(encoding="utf-8"))
+    if anchor["models"] != models or anchor["tasks"] != tasks:
+        raise SystemExit(f"--anchor {folder}: its candidates or tasks differ from this suite's: {anchor['models']}")
+    return {m: v["score"] for m, v in anchor["exact"].items()}, {m: v["seconds"] for m, v in anchor["exact"].items()}
+
+
+def bench(name: str, proxy: list[float], more: list[str], keep: Path | None = None, anchor: Path | None = None) -> None:
     models, tasks = SUITES[name]
     models = [*models, *more]
     with tempfile.TemporaryDirectory() as exact_dir, tempfile.TemporaryDirectory() as screen_dir:
-        exact, exact_seconds = all_exact(models, tasks, Path(exact_dir))
+        if anchor is not None:  # the exact runs of another run: the machine's drift since is not measured
+            exact, exact_seconds = anchored(anchor, models, tasks)
+            ENCODED["all exact"] = 0
+        else:
+            exact, exact_seconds = all_exact(models, tasks, Path(exact_dir))
         probe_anchor = probe()
         caches = counting_caches()
         started = time.perf_counter()
@@ -219,9 +236,11 @@ def bench(name: str, proxy: list[float], more: list[str], keep: Path | None = No
         f"  Kendall's tau, screen's final ranking (as stated: places shared where unresolved) vs all-exact: {tau:.3f}"
     )
     print(f"  the same with every unresolved pair ordered by its proxy score (ties only): {strict:.3f}")
-    if keep is not None:
+    if keep is not None or anchor is not None:
         cold = {"seconds": screen_seconds, "besides_candidates": screen_seconds - spent}
-        write_anchor(keep, models, tasks, proxy, exact, exact_seconds, halving, cold)
+        write_anchor(keep or anchor, models, tasks, proxy, exact, exact_seconds, halving, cold)  # type: ignore[arg-type]
+        if anchor is not None:
+            print(f"  {anchor / 'anchor.json'}: its cold screen is now this one")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  peak resident memory of this process so far: {peak:.0f} MB")
     if math.isnan(tau):
@@ -236,12 +255,22 @@ def main() -> None:
     parser.add_argument("--suite", choices=["builtin", "retrieval", "both"], default="both")
     parser.add_argument("--model", nargs="*", default=[], help="more candidates (folders), e.g. all-mpnet-base-v2")
     parser.add_argument("--keep", type=Path, help="leave the anchor here for bench_screen_seeds.py (one suite)")
+    parser.add_argument(
+        "--anchor",
+        type=Path,
+        help="take each candidate's exact score and seconds from this kept anchor instead of running them (one "
+        "suite; the machine's drift since is not measured) and write this cold screen into its anchor.json",
+    )
     parser.epilog = MPNET
     args = parser.parse_args()
     if args.keep is not None and (args.suite == "both" or args.keep.exists()):
         parser.error("--keep: name a folder that does not exist yet, with one --suite")
+    if args.anchor is not None and (args.suite == "both" or args.keep is not None):
+        parser.error("--anchor: one --suite, without --keep")
+    if args.anchor is not None and not (args.anchor / "anchor.json").is_file():
+        parser.error(f"--anchor {args.anchor}: no anchor.json (keep one with --keep)")
     for name in ("builtin", "retrieval") if args.suite == "both" else (args.suite,):
-        bench(name, args.proxy, args.model, args.keep)
+        bench(name, args.proxy, args.model, args.keep, args.anchor)
 
 
 if __name__ == "__main__":

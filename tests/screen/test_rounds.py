@@ -545,12 +545,14 @@ def test_a_halving_screen_of_local_models_on_row_tasks_encodes_each_text_as_ofte
     tasks = [t for t in tiny_tasks_of_every_type(n=200) if t.type in kinds and getattr(t, "protocol", "v2") == "v2"]
     models, encoded = _counted_tiny_models(tmp_path, monkeypatch)
     report = embedscope.screen(
-        models, tasks, proxy=[0.2], audit=True, audit_seeds=1, output_folder=tmp_path / "screen", batch_size=16,
+        models, tasks, proxy=[0.3], audit=True, audit_seeds=1, output_folder=tmp_path / "screen", batch_size=16,
         show_progress=False, compare_options=OPTIONS,
     )  # fmt: skip
     result = report.halving
     assert result is not None and result.audit is not None and len(result.audit.seeds) == 1
-    for recipe in result.rounds[0].proxies.values():  # drawn within the full calls, a fraction of their texts
+    recipes = [json.loads(p.read_text()) for p in sorted((tmp_path / "screen" / "proxies").glob("*.json"))]
+    assert len(recipes) == 2 * len(tasks)  # the screen's and its replay's: each drawn within the full calls
+    for recipe in recipes:
         composition = recipe["compositions"]["test"]
         assert composition["batches"] >= 1 and composition["texts"] < composition["of_texts"], recipe
     in_screen = Counter(encoded)

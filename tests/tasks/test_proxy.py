@@ -22,6 +22,7 @@ from embedscope.tasks.proxy import (
     corpus_batches,
     kept_share,
     pair_score_quintiles,
+    phase_shares,
     proxy_task,
     retrieval_proxy,
     rows_proxy,
@@ -290,6 +291,54 @@ def test_the_hard_batches_hold_most_of_a_direct_bm25s_top_k() -> None:
     cut = hits[ranked[h - 1]]
     assert all(set(plan[n]) <= rows for n in ranked if hits[n] > cut)  # the most hits are in …
     assert sum(set(plan[n]) <= rows for n in ranked if hits[n] >= cut) >= h  # … and as many as it says
+
+
+def test_an_aligned_corpus_is_whole_batches_of_sentence_transformers_own_plan_ties_included() -> None:
+    """sentence-transformers visits a call's texts in ``np.argsort`` of their negated lengths (its ``encode``), which
+    does not keep ties in order: the proxy's batches are drawn in that order, so that a model it batches encodes
+    the proxy's batches and no others (drawn in a stable order, a tie split between two batches made it encode
+    both: 11 batches for the 7 of BBCNewsRetrieval's proxy)."""
+    from embedscope.models.sentence_transformers_backend import st_order
+
+    data = _one_judged_each(600, seed=2)
+    lengths = [len(t) for t in data.corpus.texts]
+    sentence_transformers_order = np.argsort([-n for n in lengths]).tolist()  # as its encode sorts
+    assert sorted(range(len(lengths)), key=lambda i: -lengths[i]) != sentence_transformers_order  # ties matter here
+    spec = ProxySpec(size=0.05, seed=1, hard_negatives=10, batch_size=16)
+    reduced, composition = retrieval_proxy(data, spec)
+    rows = set(reduced.corpus.within.rows)
+
+    class Model:  # no flattening
+        pass
+
+    for order in (sentence_transformers_order, st_order(Model(), lengths)):
+        touched = [b for b in batches(order, 16) if rows & set(b)]
+        assert sum(len(b) for b in touched) == len(rows) == len(composition["documents"])
+
+
+def test_the_phase_shares_are_what_a_batching_encoder_encodes_of_the_full_calls(tmp_path) -> None:
+    """``encode_queries``: the texts of the full query call's batches that hold a sampled query (counted by the
+    cache, which encodes only those batches); only the sampled queries for an encoder per text; ``encode_corpus``:
+    the documents kept; the rest: the share of all texts."""
+    data = _one_judged_each(600, seed=2)
+    spec = ProxySpec(size=0.05, seed=1, hard_negatives=10, batch_size=16)
+    reduced, composition = retrieval_proxy(data, spec)
+    within = reduced.queries.within
+    cached = CachedEncoder(KeywordEncoder(VOCAB[:8]), EmbeddingCache(tmp_path / "cache"))
+    cached.encode_rows(within.texts, within.rows, role="query", batch_size=16)
+    assert cached.stats.encoded == composition["query_texts"] > len(within.rows)  # whole batches
+    shares = phase_shares({"test": composition})
+    judged = len(within.texts)
+    assert shares == {
+        "*": pytest.approx(kept_share({"test": composition})),
+        "encode_queries": pytest.approx(cached.stats.encoded / judged),
+        "encode_corpus": pytest.approx(len(reduced.corpus) / len(data.corpus)),
+    }
+    assert phase_shares({"test": composition}, per_text=True)["encode_queries"] == pytest.approx(
+        len(within.rows) / judged
+    )
+    rows = {"test": {"rows": [1, 2], "of_rows": 8}}
+    assert phase_shares(rows) == {"*": 0.25} and phase_shares({}) is None
 
 
 def test_an_aligned_proxy_falls_back_to_documents_when_its_batches_would_cost_too_much() -> None:

@@ -138,12 +138,24 @@ def prompted_texts(texts: Sequence[str], role: str, prompts: dict[str, str]) -> 
 
 
 def length_order(texts: Sequence[str]) -> list[int]:
-    """Indices of ``texts`` sorted by length, longest first; ties keep their order (stable sort).
+    """Indices of ``texts`` sorted by length, longest first, ties as :func:`order_by_length` orders them.
 
     >>> length_order(["a", "ccc", "bb", "dd"])
     [1, 2, 3, 0]
     """
-    return sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    return order_by_length([len(t) for t in texts])
+
+
+def order_by_length(lengths: Sequence[int]) -> list[int]:
+    """Indices longest first, ties in the order of numpy's default ``argsort`` of the negated lengths: the order in
+    which sentence-transformers visits texts, so that every backend forms the same batches of one call (a screen's
+    proxy, drawn as whole batches of that plan, is then whole batches of each model's own). Short inputs keep the
+    order of ties; long ones need not (numpy's introsort).
+
+    >>> order_by_length([1, 3, 2, 2])
+    [1, 2, 3, 0]
+    """
+    return [int(i) for i in np.argsort(-np.asarray(lengths, dtype=np.int64))]
 
 
 def batches(order: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -265,10 +277,10 @@ class BaseEncoder(ModelBase):
         """The batches (indices, in order) that :meth:`encode` forms for texts of these lengths.
 
         Engines encode these batches elsewhere with :meth:`encode_batch`, so their vectors are the
-        in-process vectors bit for bit. Default: longest first, ties in input order (as
-        :func:`length_order`).
+        in-process vectors bit for bit. Default: longest first, ties as sentence-transformers orders them
+        (:func:`order_by_length`).
         """
-        return batches(sorted(range(len(lengths)), key=lambda i: -lengths[i]), batch_size)
+        return batches(order_by_length(lengths), batch_size)
 
     def encode_rows(
         self,

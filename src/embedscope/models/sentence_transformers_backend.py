@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError, MissingDependencyError
-from embedscope.models.base import BaseEncoder, Similarity, batches
+from embedscope.models.base import BaseEncoder, Similarity, batches, order_by_length
 from embedscope.models.fingerprint import hash_folder, hash_tensors, short
 from embedscope.models.folder import quiet_loading, resolve_prompts, similarity_name, snapshot_folder
 from embedscope.models.options import Placement
@@ -38,11 +38,11 @@ BACKEND = "sentence-transformers"
 
 def st_order(model: Any, lengths: Sequence[int]) -> list[int]:
     """The order in which ``model.encode`` visits texts of these (character) lengths:
-    sentence-transformers 6.2's ``np.argsort`` of negative lengths, interleaved when the model
-    flattens inputs."""
-    order = np.argsort([-n for n in lengths])
+    sentence-transformers 6.2's ``np.argsort`` of negative lengths (:func:`~embedscope.models.base.order_by_length`),
+    interleaved when the model flattens inputs."""
+    order = order_by_length(lengths)
     if flattens(model):
-        order = model._interleave_sorted_indices(order)
+        order = model._interleave_sorted_indices(np.asarray(order))
     return [int(i) for i in order]
 
 

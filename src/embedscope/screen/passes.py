@@ -123,18 +123,29 @@ class Pass:
     folder: Path
     name: str
     seconds: float
-    work: dict[str, float] = field(default_factory=dict)  # per task: its measured phases less loading its data
+    # per task: the seconds of each measured phase but loading its data (:func:`work_phases`)
+    work: dict[str, dict[str, float]] = field(default_factory=dict)
     # per task: the tokens its texts cost a model behind an API (None: the model calls no API)
     tokens: dict[str, float | None] = field(default_factory=dict)
 
 
-def work_seconds(result: Any) -> float:
-    """A task result's measured time less loading its data (the phases of ``evaluation_phases`` other than
-    ``load_data``: encoding, search, scoring); its whole ``evaluation_time`` when it has no phases."""
+def work_phases(result: Any) -> dict[str, float]:
+    """A task result's measured seconds per phase (``evaluation_phases`` summed by name over splits) but loading
+    its data: encoding, search, scoring; its whole ``evaluation_time`` as phase ``"*"`` when it has no phases.
+
+    >>> from types import SimpleNamespace
+    >>> phases = [{"name": "encode_queries", "start": 0.0, "end": 2.0}, {"name": "load_data", "start": 2.0, "end": 9.0}]
+    >>> work_phases(SimpleNamespace(evaluation_phases=phases, evaluation_time=9.0))
+    {'encode_queries': 2.0}
+    """
     phases = result.evaluation_phases or []
     if not phases:
-        return float(result.evaluation_time or 0.0)
-    return float(sum(p["end"] - p["start"] for p in phases if p["name"] != "load_data"))
+        return {"*": float(result.evaluation_time or 0.0)}
+    out: dict[str, float] = {}
+    for p in phases:
+        if p["name"] != "load_data":
+            out[p["name"]] = out.get(p["name"], 0.0) + float(p["end"] - p["start"])
+    return out
 
 
 def needed_tokens(result: Any) -> float | None:
@@ -157,7 +168,7 @@ def run_one(settings: RunSettings) -> Pass:
         raise ConfigError(f"screen: none of the tasks applies to {report.model_name}")
     items = {o.task.name: task_items(o.path) for o in report.outcomes}
     tasks = {o.task.name: o.task for o in report.outcomes}
-    work = {o.task.name: work_seconds(o.result) for o in report.outcomes}
+    work = {o.task.name: work_phases(o.result) for o in report.outcomes}
     tokens = {o.task.name: needed_tokens(o.result) for o in report.outcomes}
     return Pass(items, tasks, report.outcomes[0].path.parent, report.model_name, seconds, work, tokens)
 

@@ -15,8 +15,9 @@
    survived. Every proxy of a round is built once (its data loaded and reduced once), whichever candidates run it.
 3. The survivors run exact on the full tasks, the most replicates won per estimated cost first
    (:func:`~embedscope.screen.halving.confirm_order`): each one's exact cost is estimated from its last round (each
-   proxy task's time less loading its data, divided by the share of the full task's texts the proxy holds:
-   :func:`exact_estimate`); when every survivor is a model behind an API, the tokens its texts cost, estimated the
+   phase of each proxy task but loading its data, divided by the share of the full task's work that phase did: a
+   retrieval proxy's queries by the texts of the full query call's batches that hold them, its documents by their
+   share, the rest by the share of all texts: :func:`exact_estimate`); when every survivor is a model behind an API, the tokens its texts cost, estimated the
    same way, instead of the seconds, and their price where every survivor has one (``price_per_mtok``:
    :func:`confirm_costs`; the cheapest of a tie is chosen the same way). Before
    each, the stated probability is recomputed with only the confirmed (and their ties) kept; once it reaches the
@@ -67,7 +68,7 @@ from embedscope.screen.passes import (
 )
 from embedscope.settings import RunSettings
 from embedscope.settings.run import ModelRun
-from embedscope.tasks.proxy import Proxy, ProxySpec, kept_share, proxy_task
+from embedscope.tasks.proxy import Proxy, ProxySpec, phase_shares, proxy_task
 
 DEFAULT_MARGIN = 0.005  # main-score points within which two models count as tied: below what any test here resolves
 # a candidate whose exact run is estimated to cost at most this share of all the round's candidates' together is not
@@ -261,12 +262,16 @@ def halving_screen(
             passes[key] = _proxy_pass(settings, by_key[key], overrides, tasks, models[key], first=i == 0)
         _write_proxies(settings, made.values())
         proxies = {p.task.name: _recipe(settings, p) for p in made.values()}
-        shares = {name: kept_share(recipe["compositions"]) for name, recipe in proxies.items()}
+        api = {k: t for k in remaining if (t := _api_tokens(passes[k])) is not None}
+        shares = {
+            per_text: {name: phase_shares(r["compositions"], per_text=per_text) for name, r in proxies.items()}
+            for per_text in (False, True)
+        }
         estimate = {
-            k: costs[k] if costs is not None and k in costs else exact_estimate(passes[k].work, shares)
+            k: costs[k] if costs is not None and k in costs else exact_estimate(passes[k].work, shares[k in api])
             for k in remaining
         }
-        tokens = {k: exact_estimate(t, shares) for k in remaining if (t := _api_tokens(passes[k])) is not None}
+        tokens = {k: exact_estimate({task: {"*": n} for task, n in t.items()}, shares[True]) for k, t in api.items()}
         spend = {k: n * price / 1e6 for k, n in tokens.items() if (price := _price(by_key[k])) is not None}
         shared = sorted(set.intersection(*(set(p.items) for p in passes.values())))
         if not shared:
@@ -428,15 +433,21 @@ def _api_tokens(done: Pass) -> dict[str, float] | None:
     return tokens if tokens and len(tokens) == len(done.tokens) else None
 
 
-def exact_estimate(work: Mapping[str, float], shares: Mapping[str, float | None]) -> float:
-    """Seconds a candidate would take on the full tasks: each proxy task's work (:func:`~embedscope.screen.passes.
-    work_seconds`) divided by the share of the full task's texts the proxy holds (its work as it is where the share
-    is unknown).
+def exact_estimate(work: Mapping[str, Mapping[str, float]], shares: Mapping[str, Mapping[str, float] | None]) -> float:
+    """Seconds (or tokens) a candidate would take on the full tasks: each proxy task's phases
+    (:func:`~embedscope.screen.passes.work_phases`), each divided by the share of the full task's work that phase
+    of the proxy does (:func:`~embedscope.tasks.proxy.phase_shares`; ``"*"`` for a phase not named there; as
+    measured where the share is unknown).
 
-    >>> exact_estimate({"A.proxy-f0.1-s0": 2.0, "B.proxy-f0.1-s0": 1.0}, {"A.proxy-f0.1-s0": 0.1})
-    21.0
+    >>> work = {"A.proxy-f0.1-s0": {"encode_queries": 4.0, "encode_corpus": 1.0}, "B.proxy-f0.1-s0": {"*": 1.0}}
+    >>> exact_estimate(work, {"A.proxy-f0.1-s0": {"*": 0.1, "encode_queries": 0.8}})
+    16.0
     """
-    return sum(seconds / (shares.get(task) or 1.0) for task, seconds in work.items())
+    total = 0.0
+    for task, phases in work.items():
+        share = shares.get(task) or {}
+        total += sum(seconds / (share.get(phase) or share.get("*") or 1.0) for phase, seconds in phases.items())
+    return total
 
 
 def _confirm(

@@ -54,6 +54,9 @@ STS_STRATA = 5  # score quintiles
 MIN_DISTRACTORS = 1  # a retrieval proxy's corpus holds at least this many unjudged documents per judged one
 DEFAULT_CHUNK_SIZE = 50_000  # documents a retrieval run encodes per call (``corpus_chunk_size``'s default)
 ALIGNED_OVERRUN = 2  # an aligned corpus may hold at most this many times the plain recipe's documents
+# the batch plan a screen's proxy is drawn in (models.base.order_by_length: ties as sentence-transformers orders them),
+# in its data revision: a proxy drawn in an older plan (ties kept in order) is another composition, never reused as this
+BATCH_PLAN = "plan-argsort"
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,39 @@ def kept_share(compositions: Mapping[str, Mapping[str, Any]]) -> float | None:
     return kept / full if full else None
 
 
+def phase_shares(compositions: Mapping[str, Mapping[str, Any]], *, per_text: bool = False) -> dict[str, float] | None:
+    """The share of the full task's work each phase of a proxy's run does, by the phase names a task records, over
+    the splits it loaded; None when none was recorded.
+
+    A retrieval proxy's ``encode_queries`` encodes the batches of the full query call that hold a sampled query
+    (``query_texts`` of its texts, :func:`aligned_retrieval_proxy`), or only the sampled queries for an encoder
+    whose vectors do not depend on their batch (``per_text``: a model behind an API) or a proxy not drawn within
+    the full calls; its ``encode_corpus`` the documents kept. Every other phase (``"*"``) does the share of all the
+    texts (:func:`kept_share`).
+
+    >>> c = {"test": {"queries": ["q1"], "query_texts": 8, "documents": ["d1", "d2"], "of_queries": 10, "of_documents": 20}}
+    >>> phase_shares(c)
+    {'*': 0.1, 'encode_queries': 0.8, 'encode_corpus': 0.1}
+    >>> phase_shares(c, per_text=True)["encode_queries"]
+    0.1
+    """
+    overall = kept_share(compositions)
+    if overall is None:
+        return None
+    parts = [p for c in compositions.values() for p in c.get("sets", [c])]
+    if not parts or not all("queries" in p for p in parts):
+        return {"*": overall}
+    queries = sum(len(p["queries"]) if per_text else int(p.get("query_texts", len(p["queries"]))) for p in parts)
+    documents = sum(len(p["documents"]) for p in parts)
+    of_queries, of_documents = (sum(int(p[k]) for p in parts) for k in ("of_queries", "of_documents"))
+    shares = {"*": overall}
+    if of_queries:
+        shares["encode_queries"] = queries / of_queries
+    if of_documents:
+        shares["encode_corpus"] = documents / of_documents
+    return shares
+
+
 def proxy_task(task: Any, spec: ProxySpec) -> Proxy:
     """The proxy of ``task`` (any task type whose data comes from a ``load_split`` field)."""
     if not _loads_splits(task):
@@ -171,7 +207,9 @@ def proxy_task(task: Any, spec: ProxySpec) -> Proxy:
         return EncodedWithinCalls(encoder, proxy.calls)
 
     changes: dict[str, Any] = {"name": f"{name}.{spec.tag}", "load_split": load_proxy}
-    changes["dataset_revision"] = f"{revision}+{spec.tag}" + ("+calls" if aligned else "")
+    changes["dataset_revision"] = (
+        f"{revision}+{spec.tag}" + ("+calls" if aligned else "") + (f"+{BATCH_PLAN}" if spec.batch_size else "")
+    )
     if aligned:
         changes["encoder_within"] = encoder_within
     proxy.task = dataclasses.replace(task, **changes)
@@ -358,10 +396,22 @@ def aligned_retrieval_proxy(data: RetrievalData, spec: ProxySpec) -> tuple[Retri
         "batches": len(random_batches) + len(hard_batches),
         "hard_batches": len(hard_batches),
         "batch_size": spec.batch_size,
+        "query_texts": texts_in_batches(within, spec.batch_size),
         "of_queries": len(judged),
         "of_documents": len(data.corpus),
     }
     return reduced, composition
+
+
+def texts_in_batches(within: EncodedWithin, batch_size: int) -> int:
+    """How many texts of the full call ``within.texts`` lie in the batches (longest first, ``batch_size`` a batch)
+    that hold one of ``within.rows``: what encoding those rows within that call encodes.
+
+    >>> texts_in_batches(EncodedWithin(("aaa", "b", "cc", "d"), (3,)), 2)
+    2
+    """
+    wanted = set(within.rows)
+    return sum(len(b) for b in batches(length_order(within.texts), batch_size) if wanted.intersection(b))
 
 
 def covered_by(
