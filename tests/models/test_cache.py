@@ -284,6 +284,27 @@ def test_a_warm_cache_from_another_call_changes_no_bit(tmp_path):
     assert again.stats.encoded == 0  # a warm call is served whole
 
 
+def test_a_plan_stored_in_another_batch_order_is_planned_again_and_changes_no_bit(tmp_path, monkeypatch):
+    """A call cached when plans kept ties in input order: its stored plan is not reused (it is keyed by the order
+    plans follow), so the warm call batches, and encodes, as an uncached one does today."""
+    import embedscope.models.base as base
+    import embedscope.models.cache as cache
+    from embedscope.testing.fakes import PaddedHashEncoder
+
+    texts = [f"text {i % 10}" + "!" * (i % 3) for i in range(40)]  # many equal lengths
+    uncached = PaddedHashEncoder().encode(texts, role="document", batch_size=8)
+    stable = lambda lengths: sorted(range(len(lengths)), key=lambda i: -lengths[i])  # noqa: E731
+    assert base.batches(stable([len(t) for t in texts]), 8) != base.batches(base.length_order(texts), 8)
+    with monkeypatch.context() as m:  # the cache as an older embedscope wrote it
+        m.setattr(base, "order_by_length", stable)
+        m.setattr(cache, "BATCH_ORDER", "stable")
+        old = CachedEncoder(PaddedHashEncoder(), EmbeddingCache(tmp_path)).encode(texts, role="document", batch_size=8)
+    assert old.tobytes() != uncached.tobytes()  # other batches: other bits
+    warm = CachedEncoder(PaddedHashEncoder(), EmbeddingCache(tmp_path))
+    assert warm.encode(texts, role="document", batch_size=8).tobytes() == uncached.tobytes()
+    assert warm.stats.encoded > 0  # the batches that differ are encoded as today's plan forms them
+
+
 def test_a_batch_size_change_shares_only_identical_batches(tmp_path):
     from embedscope.testing.fakes import PaddedHashEncoder
 

@@ -146,6 +146,11 @@ def length_order(texts: Sequence[str]) -> list[int]:
     return order_by_length([len(t) for t in texts])
 
 
+# the order every batch plan follows (order_by_length), in the key of each plan the embedding cache stores: plans made
+# before it (ties in input order) are planned again rather than reused
+BATCH_ORDER = "argsort"
+
+
 def order_by_length(lengths: Sequence[int]) -> list[int]:
     """Indices longest first, ties in the order of numpy's default ``argsort`` of the negated lengths: the order in
     which sentence-transformers visits texts, so that every backend forms the same batches of one call (a screen's

@@ -46,7 +46,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 
-from embedscope.models.base import Encoder, Similarity, check_finite
+from embedscope.models.base import BATCH_ORDER, Encoder, Similarity, check_finite
 from embedscope.types import Role
 
 logger = logging.getLogger(__name__)
@@ -98,12 +98,14 @@ def _digest(*parts: str | bytes) -> bytes:
 
 
 def call_key(role: str, prompt: str, batch_size: int, texts: Sequence[str]) -> bytes:
-    """The key of one encode call: what decides its batches (role, prompt, batch size, texts in order).
+    """The key of one encode call: what decides its batches (role, prompt, batch size, texts in order, and the order
+    plans follow, :data:`~embedscope.models.base.BATCH_ORDER`: a plan stored in another is planned again, so a warm
+    call batches as an uncached one).
 
     >>> call_key("query", "", 32, ["a", "b"]) != call_key("query", "", 32, ["b", "a"])
     True
     """
-    return _digest("call", role, prompt, str(batch_size), *texts)
+    return _digest("call", BATCH_ORDER, role, prompt, str(batch_size), *texts)
 
 
 def batch_vector_keys(role: str, prompt: str, texts: Sequence[str]) -> list[bytes]:

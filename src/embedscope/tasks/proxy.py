@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.errors import ConfigError
-from embedscope.models.base import Encoder, batches, encode_rows, length_order
+from embedscope.models.base import BATCH_ORDER, Encoder, batches, encode_rows, length_order
 from embedscope.retrieval.base import SearchOptions
 from embedscope.tasks.base import recorded_protocol
 from embedscope.types import EncodedWithin, RetrievalData, Role
@@ -54,9 +54,6 @@ STS_STRATA = 5  # score quintiles
 MIN_DISTRACTORS = 1  # a retrieval proxy's corpus holds at least this many unjudged documents per judged one
 DEFAULT_CHUNK_SIZE = 50_000  # documents a retrieval run encodes per call (``corpus_chunk_size``'s default)
 ALIGNED_OVERRUN = 2  # an aligned corpus may hold at most this many times the plain recipe's documents
-# the batch plan a screen's proxy is drawn in (models.base.order_by_length: ties as sentence-transformers orders them),
-# in its data revision: a proxy drawn in an older plan (ties kept in order) is another composition, never reused as this
-BATCH_PLAN = "plan-argsort"
 
 
 @dataclass(frozen=True)
@@ -208,7 +205,7 @@ def proxy_task(task: Any, spec: ProxySpec) -> Proxy:
 
     changes: dict[str, Any] = {"name": f"{name}.{spec.tag}", "load_split": load_proxy}
     changes["dataset_revision"] = (
-        f"{revision}+{spec.tag}" + ("+calls" if aligned else "") + (f"+{BATCH_PLAN}" if spec.batch_size else "")
+        f"{revision}+{spec.tag}" + ("+calls" if aligned else "") + (f"+plan-{BATCH_ORDER}" if spec.batch_size else "")
     )
     if aligned:
         changes["encoder_within"] = encoder_within
