@@ -236,9 +236,10 @@ def bench(name: str, proxy: list[float], more: list[str], keep: Path | None = No
         f"  Kendall's tau, screen's final ranking (as stated: places shared where unresolved) vs all-exact: {tau:.3f}"
     )
     print(f"  the same with every unresolved pair ordered by its proxy score (ties only): {strict:.3f}")
-    if keep is not None or anchor is not None:
+    written = keep or anchor  # main() refuses the two together
+    if written is not None:
         cold = {"seconds": screen_seconds, "besides_candidates": screen_seconds - spent}
-        write_anchor(keep or anchor, models, tasks, proxy, exact, exact_seconds, halving, cold)  # type: ignore[arg-type]
+        write_anchor(written, models, tasks, proxy, exact, exact_seconds, halving, cold)
         if anchor is not None:
             print(f"  {anchor / 'anchor.json'}: its cold screen is now this one")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

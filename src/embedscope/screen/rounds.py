@@ -17,9 +17,9 @@
    (:func:`~embedscope.screen.halving.confirm_order`): each one's exact cost is estimated from its last round (each
    phase of each proxy task but loading its data, divided by the share of the full task's work that phase did: a
    retrieval proxy's queries by the texts of the full query call's batches that hold them, its documents by their
-   share, the rest by the share of all texts: :func:`exact_estimate`); when every survivor is a model behind an API, the tokens its texts cost, estimated the
-   same way, instead of the seconds, and their price where every survivor has one (``price_per_mtok``:
-   :func:`confirm_costs`; the cheapest of a tie is chosen the same way). Before
+   share, the rest by the share of all texts: :func:`exact_estimate`); when every survivor is a model behind an
+   API, the tokens its texts cost, estimated the same way, instead of the seconds, and their price where every
+   survivor has one (``price_per_mtok``: :func:`confirm_costs`; the cheapest of a tie is chosen the same way). Before
    each, the stated probability is recomputed with only the confirmed (and their ties) kept; once it reaches the
    screen's confidence, the survivors left stay unconfirmed, ranked by their proxy score, and the stated
    probability is that one. The confirmed models' exact ranking decides. ``audit``
