@@ -36,3 +36,25 @@ def test_string_binary_labels_equal_the_same_labels_as_0_and_1():
 def test_more_than_two_classes_have_no_ap():
     scores = prediction_scores(["a", "b", "c"], ["a", "c", "c"])
     assert scores["ap"] is None and scores["ap_weighted"] is None
+
+
+def test_a_class_never_predicted_counts_zero_as_sklearns_default_does_and_warns_nothing():
+    import warnings
+
+    from sklearn.metrics import f1_score, precision_score, recall_score
+
+    y_test, y_pred = [0, 1, 2, 2, 1], [0, 1, 1, 1, 1]  # class 2 never predicted; 0 and 1 predicted
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scores = prediction_scores(y_test, y_pred)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn's default: "warn", which counts the class 0
+        expected = {
+            "precision": precision_score(y_test, y_pred, average="macro"),
+            "precision_weighted": precision_score(y_test, y_pred, average="weighted"),
+            "recall": recall_score(y_test, y_pred, average="macro"),
+            "f1": f1_score(y_test, y_pred, average="macro"),
+            "f1_weighted": f1_score(y_test, y_pred, average="weighted"),
+        }
+    assert {k: scores[k] for k in expected} == expected  # the same bits
+    assert scores["precision"] == (1 + 2 / 4 + 0) / 3

@@ -36,17 +36,19 @@ Label = Hashable
 
 
 def prediction_scores(y_test: Sequence[Label], y_pred: Sequence[Label] | np.ndarray) -> dict[str, float | None]:
-    """mteb's per-experiment metrics of hard predictions (``ap`` only for binary eval labels)."""
+    """mteb's per-experiment metrics of hard predictions (``ap`` only for binary eval labels). A class never
+    predicted (or never true) counts 0 in the macro means: ``zero_division=0``, the value scikit-learn's default
+    ``"warn"`` gives, without a warning per experiment."""
     from sklearn.metrics import accuracy_score, average_precision_score, f1_score, precision_score, recall_score
 
     scores: dict[str, float | None] = {
         "accuracy": float(accuracy_score(y_test, y_pred)),
-        "f1": float(f1_score(y_test, y_pred, average="macro")),
-        "f1_weighted": float(f1_score(y_test, y_pred, average="weighted")),
-        "precision": float(precision_score(y_test, y_pred, average="macro")),
-        "precision_weighted": float(precision_score(y_test, y_pred, average="weighted")),
-        "recall": float(recall_score(y_test, y_pred, average="macro")),
-        "recall_weighted": float(recall_score(y_test, y_pred, average="weighted")),
+        "f1": float(f1_score(y_test, y_pred, average="macro", zero_division=0)),
+        "f1_weighted": float(f1_score(y_test, y_pred, average="weighted", zero_division=0)),
+        "precision": float(precision_score(y_test, y_pred, average="macro", zero_division=0)),
+        "precision_weighted": float(precision_score(y_test, y_pred, average="weighted", zero_division=0)),
+        "recall": float(recall_score(y_test, y_pred, average="macro", zero_division=0)),
+        "recall_weighted": float(recall_score(y_test, y_pred, average="weighted", zero_division=0)),
         "ap": None,
         "ap_weighted": None,
     }
