@@ -22,7 +22,8 @@ partly luck. This bench replays the same screen for ``--draws`` seeds on the vec
 
 Printed per seed and summed up: whether the exact winner was named (or tied with the one named), the stated
 probability, τ-b as stated and of the order alone, the modelled overhead, what was confirmed; then the share of seeds
-at which each criterion holds (τ ≥ 0.8, overhead ≤ 0.35) and both together.
+at which each criterion holds (τ ≥ 0.8, overhead ≤ 0.35) and both together, beside the all-exact ranking as the full
+task itself shows it (``Audit.full_task_places``: the same rule with every candidate exact) and its τ-b.
 
     .venv/bin/python bench/bench_screen_proxy.py --suite retrieval --proxy 0.05 --model DIR --keep ANCHOR
     .venv/bin/python bench/bench_screen_seeds.py --folder ANCHOR [--draws 50]
@@ -39,7 +40,7 @@ from typing import Any
 
 from embedscope.compare.core import CompareOptions
 from embedscope.screen.passes import ScreenedModel
-from embedscope.screen.report import ranking_line
+from embedscope.screen.report import places_line, ranking_line
 from embedscope.screen.rounds import HalvingResult, halving_screen
 from embedscope.settings.sources import Layer, build_settings
 from embedscope.tasks.proxy import kept_share
@@ -96,6 +97,8 @@ def one_seed(seed: int, folder: Path, anchor: dict[str, Any]) -> dict[str, Any]:
         "overhead": (modelled_seconds(halving, anchor) - exact[winner]) / others,
         "confirmed": halving.confirmed,
         "ranking": ranking_line(halving),
+        "full_task": places_line(halving.audit.full_task_ranking, halving.audit.full_task_places),
+        "tau_full_task": halving.audit.kendall_tau_full_task,
         "replay_seconds": time.perf_counter() - started,
     }
 
@@ -113,6 +116,8 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 
     return [
         f"seeds: {n}",
+        f"the full task itself shows {rows[0]['full_task']} (the screen's confidence): tau-b "
+        f"{rows[0]['tau_full_task']:.3f} against the exact order, with every candidate exact",
         f"exact winner named (or tied with the one named): {sum(held)}/{n}; mean stated probability "
         f"{statistics.fmean(r['p'] for r in rows):.3f}",
         f"tau-b as stated: mean {statistics.fmean(r['tau'] for r in rows):.3f}, {spread('tau')}; "

@@ -53,6 +53,10 @@ def test_equivalence_is_tost_with_the_bootstrap_interval() -> None:
     for other, margin in [("c", 0.005), ("c", 0.001), ("d", 0.005), ("d", 0.2)]:
         low, high = np.quantile(reps["a"] - reps[other], [0.05, 0.95])  # 1 − 2·0.05
         assert halving.equivalent(reps["a"], reps[other], margin, 0.05) == (-margin < low and high < margin)
+        needed = max(abs(low), abs(high))  # the margin beyond which TOST ties them
+        assert halving.equivalence_margin(reps["a"], reps[other], 0.05) == pytest.approx(needed)
+        assert halving.equivalent(reps["a"], reps[other], needed * 1.001, 0.05)
+        assert not halving.equivalent(reps["a"], reps[other], needed * 0.999, 0.05)
     assert halving.tie_groups(reps, 0.005, 0.05)[0] == ["a", "c"]
     assert halving.tie_groups({"a": reps["a"], "b": reps["b"]}, 0.005, 0.05) == [["a"], ["b"]]
 
@@ -137,6 +141,16 @@ def test_a_halving_screen_names_the_exact_winner_and_its_audit_agrees_with_evalu
     order = [-p for p in rounds.tied_places(halving_result.ranking, ties)]
     in_order = kendalltau(order, [exact_means[m] for m in halving_result.ranking]).statistic
     assert halving_result.audit.kendall_tau_order == pytest.approx(in_order)
+    for r in halving_result.rounds:  # each survivor neither dropped nor tied: the margin TOST would need, above ours
+        lead = max(r.replicates, key=lambda k: float(np.mean(r.replicates[k])))
+        for k, needed in r.undecided.items():
+            low, high = np.quantile(r.replicates[lead] - r.replicates[k], [0.05, 0.95])
+            assert needed == pytest.approx(max(-low, high)) and needed >= halving_result.margin
+    audit = halving_result.audit
+    assert audit.full_task_ranking == sorted(CANDIDATES, key=lambda m: -exact_means[m])
+    full = kendalltau([-p for p in audit.full_task_places], [exact_means[m] for m in audit.full_task_ranking])
+    assert audit.kendall_tau_full_task == pytest.approx(full.statistic)
+    assert any("the full tasks themselves show" in line for line in halving_lines(halving_result))
     rows = list(csv.DictReader(io.StringIO(screen_csv(report))))
     assert [int(r["screen_rank"]) for r in rows] == [p + 1 for p in places]
     assert [r["model"] for r in rows] == halving_result.ranking
@@ -650,3 +664,42 @@ def test_tau_b_counts_models_the_screen_does_not_order_as_ties() -> None:
     assert strict == pytest.approx((5 - 1) / 6)  # the proxy's own order: c above d, 1 discordant
     assert strict < expected
     assert "the screen's final ranking: 1. a ~ c ~ d, 4. b" in "\n".join(halving_lines(result))
+
+
+def _items(values: dict[str, np.ndarray], task: str = "t", keys: tuple | None = None) -> dict:
+    from embedscope.compare.items import TaskItems
+
+    return {
+        m: TaskItems(task, "Retrieval", "ndcg_at_10", float(v.mean()), "mean", keys or tuple(range(len(v))), v)
+        for m, v in values.items()
+    }
+
+
+def test_the_full_tasks_own_places_join_only_what_their_paired_difference_does_not_show() -> None:
+    from scipy.stats import ttest_rel
+
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.2, 0.8, 600)
+    nudge = np.zeros(600)
+    nudge[:60] = rng.normal(0, 0.01, 60)  # c is b but for 60 queries, by noise: nothing a test can see
+    values = {
+        "a": base + 0.3 + rng.normal(0, 0.02, 600),
+        "b": base + 0.1,
+        "c": base + 0.1 + nudge,
+        "d": base + rng.normal(0, 0.02, 600),
+    }
+    for other in ("b", "c", "d"):  # an independent paired test agrees on each pair the walk decides
+        assert ttest_rel(values["a"], values[other]).pvalue < 1e-6
+    assert ttest_rel(values["b"], values["c"]).pvalue > 0.05
+    items = {m: {"t": v} for m, v in _items(values).items()}
+    shown = rounds.full_task_places(items, OPTIONS)
+    assert shown is not None
+    ranking, places = shown
+    means = {m: float(v.mean()) for m, v in values.items()}
+    assert ranking == sorted(means, key=lambda m: -means[m])
+    assert places == [0, 1, 1, 3]
+    tau = kendalltau([-p for p in places], [means[m] for m in ranking]).statistic
+    assert tau == pytest.approx(5 / math.sqrt(5 * 6))  # 5 concordant, the b–c pair tied in the places only
+    unaligned = {m: {"t": v} for m, v in _items({"a": values["a"]}).items()}
+    unaligned |= {m: {"t": v} for m, v in _items({"b": values["b"]}, keys=tuple(range(1, 601))).items()}
+    assert rounds.full_task_places(unaligned, OPTIONS) is None  # not the same queries: no paired difference

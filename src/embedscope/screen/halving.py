@@ -60,6 +60,20 @@ def equivalent(a: np.ndarray, b: np.ndarray, margin: float, alpha: float) -> boo
     return -margin < low and high < margin
 
 
+def equivalence_margin(a: np.ndarray, b: np.ndarray, alpha: float) -> float:
+    """The margin beyond which :func:`equivalent` holds: the larger bound, in absolute value, of the ``1 − 2·alpha``
+    interval of ``a − b``; any ``--tie-margin`` above it ties the two.
+
+    >>> rng = np.random.default_rng(0)
+    >>> a, b = 0.8 + rng.normal(0, 0.004, 2000), 0.79 + rng.normal(0, 0.004, 2000)
+    >>> m = equivalence_margin(a, b, 0.05)
+    >>> round(m, 3), equivalent(a, b, m + 1e-9, 0.05), equivalent(a, b, m, 0.05)
+    (0.019, True, False)
+    """
+    low, high = difference_interval(a, b, 1 - 2 * alpha)
+    return max(abs(low), abs(high))
+
+
 def tie_groups(replicates: Mapping[str, np.ndarray], margin: float, alpha: float) -> list[list[str]]:
     """The candidates in groups of equals, from the top: the leader and every candidate equivalent to it, then the
     best of the rest and those equivalent to it, and so on; each group's best first. A group of one means no tie.

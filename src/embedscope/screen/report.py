@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from embedscope.results.table import markdown_table
@@ -171,6 +172,11 @@ def halving_lines(halving: HalvingResult, digits: int = 4, confidence: float = 0
             f"{k} goes on for its tie with {', '.join(v)} (the cheapest exact: {_estimate(r, k)})"
             for k, v in r.tied.items()
         ]
+        if r.undecided:
+            parts.append(
+                f"neither below {leader} nor tied with it within the margin: "
+                + ", ".join(f"{k} (equivalent only within {m:.{digits}f})" for k, m in r.undecided.items())
+            )
         parts.append(f"P(the best is still in) = {r.p_best_kept:.3f}")
         lines.append("; ".join(parts))
         lines += [
@@ -201,6 +207,12 @@ def halving_lines(halving: HalvingResult, digits: int = 4, confidence: float = 0
             f"{audit.kendall_tau:.3f} as stated ({audit.kendall_tau_order:.3f} with each pair it leaves unordered in "
             f"its proxy order)"
         )
+    if audit is not None and audit.full_task_ranking:
+        lines.append(
+            f"the full tasks themselves show {places_line(audit.full_task_ranking, audit.full_task_places)} (~ the "
+            f"{level}% interval of their exact difference holding 0): τ-b {audit.kendall_tau_full_task:.3f} against "
+            f"the exact order, what a ranking stating only what its evidence shows gets with every candidate exact"
+        )
     if audit is not None and audit.seeds:
         from embedscope.screen.rounds import seeds_summary
 
@@ -224,9 +236,18 @@ def ranking_line(halving: HalvingResult) -> str:
     '1. a, 2. b ~ c ~ d, 5. e'
     """
     tied = {m for r in halving.rounds for v in r.tied.values() for m in v}
-    places = halving.places or list(range(len(halving.ranking)))
+    return places_line(halving.ranking, halving.places or list(range(len(halving.ranking))), tied)
+
+
+def places_line(ranking: Sequence[str], places: Sequence[int], tied: Collection[str] = ()) -> str:
+    """``ranking`` by ``places``: models sharing a place joined by ``≈`` (in ``tied``: declared tied with the one
+    before) or ``~`` (not ordered by the evidence).
+
+    >>> places_line(["a", "b", "c"], [0, 1, 1])
+    '1. a, 2. b ~ c'
+    """
     parts: list[str] = []
-    for i, (model, place) in enumerate(zip(halving.ranking, places)):
+    for i, (model, place) in enumerate(zip(ranking, places)):
         if i and place == places[i - 1]:
             parts[-1] += f" {'≈' if model in tied else '~'} {model}"
         else:

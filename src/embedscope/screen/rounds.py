@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from embedscope.compare.core import CompareOptions
+from embedscope.compare.items import TaskItems
 from embedscope.errors import ConfigError
 from embedscope.files import atomic_write_text
 from embedscope.models.device import CPU_BATCH_SIZE
@@ -98,6 +99,9 @@ class ProxyRound:
     # the cheap that this round shows below the leader: they leave the rounds here, as the dropped do, ranked among
     # them by this round's scores, and are confirmed (not kept on for later rounds to rank above the dropped)
     spared: list[str] = field(default_factory=list)
+    # each candidate going on that the round neither tied nor ordered below the leader → the tie margin within which
+    # the round shows it equivalent to the leader (:func:`~embedscope.screen.halving.equivalence_margin`)
+    undecided: dict[str, float] = field(default_factory=dict)
 
     def confirm_costs(self, keys: Sequence[str]) -> tuple[dict[str, float], str]:
         """What confirming each of ``keys`` would cost, and in what (:func:`confirm_costs`)."""
@@ -116,6 +120,7 @@ class ProxyRound:
             "dropped": self.dropped,
             "tied": self.tied,
             "p_best_kept": self.p_best_kept,
+            "undecided": self.undecided,
             "proxies": self.proxies,
         }
 
@@ -130,6 +135,11 @@ class Audit:
     kendall_tau: float  # τ-b over the places the screen states (:func:`stated_places`)
     kendall_tau_order: float = math.nan  # τ-b of the ranking's order alone: only declared ties share a place
     seeds: list[SeedAudit] = field(default_factory=list)  # the screen replayed at other seeds (``audit_seeds``)
+    # the all-exact ranking as the full tasks themselves show it (:func:`full_task_places`), and its τ-b against
+    # the exact order: what stating only what the evidence shows gets with every candidate exact
+    full_task_ranking: list[str] = field(default_factory=list)
+    full_task_places: list[int] = field(default_factory=list)
+    kendall_tau_full_task: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,6 +148,9 @@ class Audit:
             "held": self.held,
             "kendall_tau": self.kendall_tau,
             "kendall_tau_order": self.kendall_tau_order,
+            "full_task_ranking": self.full_task_ranking,
+            "full_task_places": self.full_task_places,
+            "kendall_tau_full_task": self.kendall_tau_full_task,
             "seeds": [s.to_dict() for s in self.seeds],
         }
 
@@ -314,6 +327,12 @@ def halving_screen(
             )
         )
         remaining = [k for k in going_on if not any(k in v for v in tied.values())]
+        best = halving.leader(going_on)
+        rounds[-1].undecided = {
+            k: halving.equivalence_margin(going_on[best], going_on[k], options.alpha)
+            for k in remaining
+            if k != best and best not in tied.get(k, [])
+        }
         if len(remaining) == 1:
             break
     result = HalvingResult(rounds, [], [], math.prod(r.p_best_kept for r in rounds), margin)
@@ -660,7 +679,12 @@ def _audit(
     scores = [exact[k] for k in order]
     tau = kendall_tau([-p for p in result.places], scores)
     ordered = kendall_tau([-p for p in tied_places(order, round_ties(result.rounds))], scores)
-    return Audit(exact, winner, winner in covered, tau, ordered)
+    audit = Audit(exact, winner, winner in covered, tau, ordered)
+    shown = full_task_places({k: result.exact_items[k] for k in by_key if k in result.exact_items}, options)
+    if shown is not None and len(shown[0]) == len(by_key):
+        audit.full_task_ranking, audit.full_task_places = shown
+        audit.kendall_tau_full_task = kendall_tau([-p for p in shown[1]], [exact[k] for k in shown[0]])
+    return audit
 
 
 def round_ties(rounds: Sequence[ProxyRound]) -> dict[str, list[str]]:
@@ -726,6 +750,24 @@ def stated_places(
             return True
         return halving.difference_interval(reps[above], reps[below], confidence)[0] > 0
 
+    return places_shown(ranking, ordered, tied)
+
+
+def places_shown(
+    ranking: Sequence[str], ordered: Callable[[str, str], bool], tied: Sequence[int] | None = None
+) -> list[int]:
+    """Each model's place in ``ranking`` (0 first) where ``ordered(above, below)`` says whether the evidence shows
+    ``above`` better: walking down, a model joins the place of the group above it unless it is shown below each of
+    that group's models; ``tied[i]`` (default ``i``) is the index of the model whose place model ``i`` shares by a
+    declared tie.
+
+    >>> shown = {("a", "b"), ("a", "c"), ("a", "d"), ("c", "d")}
+    >>> places_shown(["a", "b", "c", "d"], lambda x, y: (x, y) in shown)  # b ~ c; d not shown below b: it joins
+    [0, 1, 1, 1]
+    >>> places_shown(["a", "b", "c", "d"], lambda x, y: (x, y) in shown | {("b", "d")})
+    [0, 1, 1, 3]
+    """
+    tied = list(range(len(ranking))) if tied is None else tied
     out: list[int] = []
     head = 0  # where the group above starts
     for i, model in enumerate(ranking):
@@ -738,3 +780,34 @@ def stated_places(
         head = i
         out.append(i)
     return out
+
+
+def full_task_places(
+    exact_items: Mapping[str, Mapping[str, TaskItems]], options: CompareOptions
+) -> tuple[list[str], list[int]] | None:
+    """The all-exact ranking as the full tasks themselves show it: every candidate by its exact mean score over the
+    tasks all of them ran, a model sharing the place of the group above it unless the ``options.confidence`` interval
+    of each of that group's paired bootstrap difference to it (the screen's resamples of the exact items) lies above
+    0 (:func:`places_shown`). τ-b of these places against the exact means is what a ranking that states only what
+    its evidence shows gets with every candidate run exact; ``None`` when the models' items are not the same items.
+
+    >>> from embedscope.compare.items import TaskItems
+    >>> rng = np.random.default_rng(0)
+    >>> values = {m: b + rng.normal(0, 0.05, 400) for m, b in {"a": 0.9, "b": 0.5, "c": 0.499}.items()}
+    >>> items = {m: {"t": TaskItems("t", "Retrieval", "ndcg_at_10", float(v.mean()), "mean", tuple(range(400)), v)}
+    ...          for m, v in values.items()}
+    >>> full_task_places(items, CompareOptions(rounds=2000))  # b and c 0.001 apart, each ± 0.05 a query: one place
+    (['a', 'b', 'c'], [0, 1, 1])
+    """
+    names = sorted(set.intersection(*(set(t) for t in exact_items.values())))
+    first = next(iter(exact_items.values()))
+    if not names or any(items[t].keys != first[t].keys for items in exact_items.values() for t in names):
+        return None
+    replicates = {k: mean_replicates({t: items[t] for t in names}, options) for k, items in exact_items.items()}
+    means = {k: float(np.mean([items[t].score for t in names])) for k, items in exact_items.items()}
+    ranking = sorted(means, key=lambda k: -means[k])
+
+    def shown(above: str, below: str) -> bool:
+        return halving.difference_interval(replicates[above], replicates[below], options.confidence)[0] > 0
+
+    return ranking, places_shown(ranking, shown)
