@@ -208,10 +208,12 @@ def halving_lines(halving: HalvingResult, digits: int = 4, confidence: float = 0
             f"its proxy order)"
         )
     if audit is not None and audit.full_task_ranking:
+        full = audit.kendall_tau_full_task
+        tau_b = "undefined (one place for all)" if math.isnan(full) else f"{full:.3f}"
         lines.append(
             f"the full tasks themselves show {places_line(audit.full_task_ranking, audit.full_task_places)} (~ the "
-            f"{level}% interval of their exact difference holding 0): τ-b {audit.kendall_tau_full_task:.3f} against "
-            f"the exact order, what a ranking stating only what its evidence shows gets with every candidate exact"
+            f"{level}% interval of their exact difference holding 0): τ-b {tau_b} against the exact order, what a "
+            f"ranking stating only what its evidence shows gets with every candidate exact"
         )
     if audit is not None and audit.seeds:
         from embedscope.screen.rounds import seeds_summary
