@@ -99,6 +99,7 @@ def one_seed(seed: int, folder: Path, anchor: dict[str, Any]) -> dict[str, Any]:
         "ranking": ranking_line(halving),
         "full_task": places_line(halving.audit.full_task_ranking, halving.audit.full_task_places),
         "tau_full_task": halving.audit.kendall_tau_full_task,
+        "tau_shown": halving.audit.kendall_tau_shown,
         "replay_seconds": time.perf_counter() - started,
     }
 
@@ -122,6 +123,9 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         f"{statistics.fmean(r['p'] for r in rows):.3f}",
         f"tau-b as stated: mean {statistics.fmean(r['tau'] for r in rows):.3f}, {spread('tau')}; "
         f">= {TAU_BOUND}: {sum(tau_ok)}/{n}",
+        f"tau-b between the places stated and those the full task shows: mean "
+        f"{statistics.fmean(r['tau_shown'] for r in rows):.3f}, {spread('tau_shown')}; equal places (1.0): "
+        f"{sum(r['tau_shown'] > 1 - 1e-9 for r in rows)}/{n}",
         f"tau-b of the order alone: mean {statistics.fmean(r['tau_order'] for r in rows):.3f}, {spread('tau_order')}",
         f"modelled overhead: mean {statistics.fmean(r['overhead'] for r in rows):.3f}, {spread('overhead')}; "
         f"<= {OVERHEAD_BOUND}: {sum(cost_ok)}/{n}",
@@ -153,7 +157,8 @@ def main() -> None:
         rows.append(row)
         print(
             f"  seed {seed:3d}: {'held' if row['held'] else 'MISSED'} (named {row['named']}, P {row['p']:.3f}); "
-            f"tau {row['tau']:.3f} (order {row['tau_order']:.3f}); overhead {row['overhead']:.3f}; "
+            f"tau {row['tau']:.3f} (order {row['tau_order']:.3f}, against the full task's places "
+            f"{row['tau_shown']:.3f}); overhead {row['overhead']:.3f}; "
             f"{row['ranking']} [{row['replay_seconds']:.0f} s]",
             flush=True,
         )

@@ -150,6 +150,9 @@ def test_a_halving_screen_names_the_exact_winner_and_its_audit_agrees_with_evalu
     assert audit.full_task_ranking == sorted(CANDIDATES, key=lambda m: -exact_means[m])
     full = kendalltau([-p for p in audit.full_task_places], [exact_means[m] for m in audit.full_task_ranking])
     assert audit.kendall_tau_full_task == pytest.approx(full.statistic)
+    full_place = dict(zip(audit.full_task_ranking, audit.full_task_places))
+    shown = kendalltau([-p for p in places], [-full_place[m] for m in halving_result.ranking]).statistic
+    assert audit.kendall_tau_shown == pytest.approx(shown, nan_ok=True)
     assert any("the full tasks themselves show" in line for line in halving_lines(halving_result))
     rows = list(csv.DictReader(io.StringIO(screen_csv(report))))
     assert [int(r["screen_rank"]) for r in rows] == [p + 1 for p in places]

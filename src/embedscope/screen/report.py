@@ -208,12 +208,15 @@ def halving_lines(halving: HalvingResult, digits: int = 4, confidence: float = 0
             f"its proxy order)"
         )
     if audit is not None and audit.full_task_ranking:
-        full = audit.kendall_tau_full_task
-        tau_b = "undefined (one place for all)" if math.isnan(full) else f"{full:.3f}"
+        full, shown = (
+            "undefined (one place for all)" if math.isnan(t) else f"{t:.3f}"
+            for t in (audit.kendall_tau_full_task, audit.kendall_tau_shown)
+        )
         lines.append(
             f"the full tasks themselves show {places_line(audit.full_task_ranking, audit.full_task_places)} (~ the "
-            f"{level}% interval of their exact difference holding 0): τ-b {tau_b} against the exact order, what a "
-            f"ranking stating only what its evidence shows gets with every candidate exact"
+            f"{level}% interval of their exact difference holding 0): τ-b {full} against the exact order, what a "
+            f"ranking stating only what its evidence shows gets with every candidate exact; τ-b between the places "
+            f"the screen states and these: {shown}"
         )
     if audit is not None and audit.seeds:
         from embedscope.screen.rounds import seeds_summary

@@ -140,6 +140,9 @@ class Audit:
     full_task_ranking: list[str] = field(default_factory=list)
     full_task_places: list[int] = field(default_factory=list)
     kendall_tau_full_task: float = math.nan
+    # τ-b between the places the screen states and those the full tasks show, model by model: whether the screen
+    # states what running every candidate exact shows (1 when the two are the same places)
+    kendall_tau_shown: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -151,6 +154,7 @@ class Audit:
             "full_task_ranking": self.full_task_ranking,
             "full_task_places": self.full_task_places,
             "kendall_tau_full_task": self.kendall_tau_full_task,
+            "kendall_tau_shown": self.kendall_tau_shown,
             "seeds": [s.to_dict() for s in self.seeds],
         }
 
@@ -684,6 +688,8 @@ def _audit(
     if shown is not None and len(shown[0]) == len(by_key):
         audit.full_task_ranking, audit.full_task_places = shown
         audit.kendall_tau_full_task = kendall_tau([-p for p in shown[1]], [exact[k] for k in shown[0]])
+        full_place = dict(zip(*shown))
+        audit.kendall_tau_shown = kendall_tau([-p for p in result.places], [-full_place[k] for k in order])
     return audit
 
 
