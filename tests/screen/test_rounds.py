@@ -706,3 +706,4 @@ def test_the_full_tasks_own_places_join_only_what_their_paired_difference_does_n
     unaligned = {m: {"t": v} for m, v in _items({"a": values["a"]}).items()}
     unaligned |= {m: {"t": v} for m, v in _items({"b": values["b"]}, keys=tuple(range(1, 601))).items()}
     assert rounds.full_task_places(unaligned, OPTIONS) is None  # not the same queries: no paired difference
+    assert rounds.full_task_places({}, OPTIONS) is None

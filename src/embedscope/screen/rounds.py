@@ -805,6 +805,8 @@ def full_task_places(
     >>> full_task_places(items, CompareOptions(rounds=2000))  # b and c 0.001 apart, each ± 0.05 a query: one place
     (['a', 'b', 'c'], [0, 1, 1])
     """
+    if not exact_items:
+        return None
     names = sorted(set.intersection(*(set(t) for t in exact_items.values())))
     first = next(iter(exact_items.values()))
     if not names or any(items[t].keys != first[t].keys for items in exact_items.values() for t in names):
