@@ -248,12 +248,15 @@ def halving_screen(
     audit: bool = False,
     audit_seeds: int = 0,
     costs: Mapping[str, float] | None = None,
+    full_task: bool = True,
 ) -> HalvingResult:
     """Successive halving over ``runs`` on proxies of sizes ``sizes``, then the survivors exact (see the module
     docstring); fills each model's ``fast`` (round 1's score), ``exact``, folders and times. ``audit`` runs every
     candidate exact too; ``audit_seeds`` then replays the screen at that many more seeds (:func:`replayed`).
     ``costs``: each candidate's exact seconds where known beforehand (a replay's: its screen's estimates), used for
-    the decisions that weigh cost instead of those estimated from this screen's proxy times."""
+    the decisions that weigh cost instead of those estimated from this screen's proxy times. ``full_task``: the audit
+    also states what the full tasks show (:func:`full_task_places`; a replay, which keeps only its own claim, skips
+    it)."""
     if margin < 0 or not math.isfinite(margin):
         raise ConfigError(f"--tie-margin {margin}: give a number ≥ 0")
     check_audit_seeds(audit_seeds, audit)
@@ -344,7 +347,7 @@ def halving_screen(
     result.ranking = _final_ranking(result.confirmed, result.unconfirmed, rounds)
     result.places = stated_places(result.ranking, rounds, result.confirmed, options.confidence)
     if audit:
-        result.audit = _audit(settings, by_key, models, result, options)
+        result.audit = _audit(settings, by_key, models, result, options, full_task)
         result.audit.seeds = replayed(
             settings, runs, overrides, sizes, options, margin, audit_seeds, exact_estimates(result.rounds)
         )
@@ -381,7 +384,7 @@ def replayed(
         models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
         again = halving_screen(
             settings, runs, models, overrides, sizes, dataclasses.replace(options, seed=seed), margin, audit=True,
-            costs=costs,
+            costs=costs, full_task=False,
         )  # fmt: skip
         assert again.audit is not None
         claim = again.audit
@@ -669,8 +672,10 @@ def _audit(
     models: dict[str, ScreenedModel],
     result: HalvingResult,
     options: CompareOptions,
+    full_task: bool = True,
 ) -> Audit:
-    """Every candidate exact (stored results reused): the exact winner, whether the claim held, τ."""
+    """Every candidate exact (stored results reused): the exact winner, whether the claim held, τ; with
+    ``full_task`` also what the full tasks themselves show (:func:`full_task_places`) and τ against it."""
     exact: dict[str, float] = {}
     for key, run in by_key.items():
         m = models[key]
@@ -684,6 +689,8 @@ def _audit(
     tau = kendall_tau([-p for p in result.places], scores)
     ordered = kendall_tau([-p for p in tied_places(order, round_ties(result.rounds))], scores)
     audit = Audit(exact, winner, winner in covered, tau, ordered)
+    if not full_task:
+        return audit
     shown = full_task_places({k: result.exact_items[k] for k in by_key if k in result.exact_items}, options)
     if shown is not None and len(shown[0]) == len(by_key):
         audit.full_task_ranking, audit.full_task_places = shown
