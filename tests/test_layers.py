@@ -1,6 +1,6 @@
 """The packages import in one direction only (docs/architecture.md), function-level imports included.
 
-data → models → engines → retrieval → metrics → tasks → testing → results → compare → settings → evaluation
+data → models → engines → retrieval → metrics → tasks → testing → results → compare → history → settings → evaluation
 → sweep, screen → studies → api → cli, with the foundations (errors, messages, types, registry, hub, progress, profiling) below
 everything. A package may import its own modules and the layers below it; nothing imports upward, and the
 package graph has no cycle. Inside a package, the modules import without a cycle (a function-level import counts:
@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("testing",),  # deterministic fakes and tiny tasks: tests, doctests and the text recorder of compare
     ("results",),
     ("compare",),
+    ("history",),  # the results store, the gate and the leaderboard over it (evaluation records into it)
     ("settings",),
     ("evaluation",),
     ("sweep", "screen"),

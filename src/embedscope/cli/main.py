@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from embedscope.cli import cache, catalog, fastbook, report, run, screen, sweep
+from embedscope.cli import cache, catalog, fastbook, history, report, run, screen, sweep
 from embedscope.errors import EmbedscopeError, SettingError
 from embedscope.version import __version__
 
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="more log output (-vv: debug); give it before the command: embedscope -v run …",
     )
     sub = parser.add_subparsers(dest="command")
-    for group in (run, sweep, screen, catalog, report, fastbook, cache):  # the order of 'embedscope --help'
+    for group in (run, sweep, screen, catalog, report, history, fastbook, cache):  # the order of 'embedscope --help'
         group.register(sub)
     return parser
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from embedscope.cli.settings_flags import add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
@@ -17,6 +18,47 @@ def checked_digits(digits: int) -> int:
     if not 0 <= digits <= MAX_DIGITS:
         raise ConfigError(f"--digits must be a whole number from 0 to {MAX_DIGITS}, not {digits}")
     return digits
+
+
+def add_statistics_flags(p: argparse.ArgumentParser) -> None:
+    """The paired tests' flags (``compare``, ``gate``), their defaults those of :class:`CompareOptions`."""
+    from embedscope.compare.core import CompareOptions
+
+    d = CompareOptions()
+    p.add_argument(
+        "--test",
+        default=d.test,
+        help=f"permutation (Fisher's randomisation) | t-test | bootstrap (default {d.test}); STS and pair "
+        "classification always use a bootstrap over pairs",
+    )
+    p.add_argument(
+        "--rounds", type=int, default=d.rounds, help=f"randomisation / bootstrap rounds (default {d.rounds:,})"
+    )
+    p.add_argument(
+        "--seed", type=int, default=d.seed, help=f"random seed of the tests and intervals (default {d.seed})"
+    )
+    p.add_argument(
+        "--correction",
+        default=d.correction,
+        help=f"multiple-comparison correction: holm | bonferroni | none (default {d.correction})",
+    )
+    p.add_argument("--alpha", type=float, default=d.alpha, help=f"significance level (default {d.alpha})")
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=d.confidence,
+        help=f"confidence level of the intervals (default {d.confidence})",
+    )
+
+
+def statistics_options(args: argparse.Namespace, **more: Any) -> Any:
+    """The :class:`CompareOptions` of :func:`add_statistics_flags`' flags."""
+    from embedscope.compare.core import CompareOptions
+
+    return CompareOptions(
+        test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction, alpha=args.alpha,
+        confidence=args.confidence, **more,
+    )  # fmt: skip
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -100,19 +142,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     # --models: instead of folders, evaluate the models on --tasks (stored results and the embedding cache are
     # reused) and add per-text embedding agreement to the fidelity measures; --tasks alone picks shared tasks
     add_settings_flags(p, paths=("models", "tasks", "output_folder", "cache", "cache_dir", "limits"))
-    p.add_argument(
-        "--test",
-        default="permutation",
-        help="permutation (Fisher's randomisation, default) | t-test | "
-        "bootstrap; STS and pair classification always use a bootstrap over pairs",
-    )
-    p.add_argument("--rounds", type=int, default=10_000, help="randomisation / bootstrap rounds (default 10,000)")
-    p.add_argument("--seed", type=int, default=42, help="random seed of the tests and intervals (default 42)")
-    p.add_argument(
-        "--correction", default="holm", help="multiple-comparison correction: holm (default) | bonferroni | none"
-    )
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level for the markers (default 0.05)")
-    p.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
+    add_statistics_flags(p)
     p.add_argument(
         "--fidelity",
         action="store_true",
@@ -131,13 +161,11 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from embedscope.compare.core import CompareOptions, compare_folders
+    from embedscope.compare.core import compare_folders
     from embedscope.compare.render import comparison_text
 
     digits = checked_digits(args.digits)
-    options = CompareOptions(
-        args.test, args.rounds, args.seed, args.correction, args.alpha, args.confidence, args.allow_mismatch
-    )
+    options = statistics_options(args, allow_mismatch=args.allow_mismatch)
     layer = settings_layer(args)
     if "models" in layer.values:
         from embedscope.evaluation.agreement import compare_model_runs

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 from embedscope.cli.settings_flags import add_settings_flags, settings_layer
@@ -79,7 +80,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(stages)
         for o in report.outcomes:
             print(f"{'reused' if o.reused else 'wrote'} {o.path}")
-    return 0
+    return print_recorded(reports)
+
+
+def print_recorded(reports: Any) -> int:
+    """Say where the results store recorded each report (stderr); 2 when a recording failed (the results stay)."""
+    status = 0
+    for report in reports:
+        recorded = getattr(report, "recorded", None)
+        if recorded is None:
+            continue
+        if recorded.error:
+            print(f"embedscope: error: {recorded.error}", file=sys.stderr)
+            status = 2
+        else:
+            print(recorded.line(), file=sys.stderr)
+    return status
 
 
 def settings_table(settings: Any) -> str:

@@ -189,7 +189,14 @@ def _one_folder(root: Path, folders: list[Path]) -> tuple[Path, str]:
 
 def task_items(path: Path) -> TaskItems:
     """Main score and per-item values of one result file (see the module docstring)."""
-    result = TaskResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    item_file = per_item_path(path)
+    rows = read_per_item(item_file) if item_file.exists() else None
+    return items_of(TaskResult.from_dict(json.loads(path.read_text(encoding="utf-8"))), rows, path, item_file)
+
+
+def items_of(result: TaskResult, rows: list[dict[str, Any]] | None, path: Path, item_file: Path) -> TaskItems:
+    """Main score and per-item values of a result and its per-item ``rows`` (None: no per-item file); ``path`` and
+    ``item_file`` name where they were read (a folder's files, or a store's records)."""
     task_type = infer_task_type(result)
     metric = main_metric(result)
     base = _ResultFields(
@@ -200,9 +207,7 @@ def task_items(path: Path) -> TaskItems:
         path=path,
         settings=compared_settings(result.extra),
     )
-    item_file = per_item_path(path)
-    if item_file.exists():
-        rows = read_per_item(item_file)
+    if rows is not None:
         keys = item_keys(rows, item_file)
         top = tuple(tuple(r["top_10"]) for r in rows) if rows and "top_10" in rows[0] else ()
         items: TaskItems | None = None

@@ -26,6 +26,7 @@ from typing import Any
 from embedscope.errors import ConfigError, SettingError
 from embedscope.evaluation.models import build_model, model_meta, run_placement
 from embedscope.evaluation.plan import model_tasks, resolve_tasks
+from embedscope.evaluation.recording import Recorded, check_recording, record_run
 from embedscope.evaluation.scoring import rank_run
 from embedscope.models.cache import CacheStats, EmbeddingCache, cache_stats
 from embedscope.progress import progress_wanted, task_progress
@@ -89,6 +90,7 @@ class EvaluationReport:
     outcomes: list[TaskOutcome]
     cache: CacheStats | None
     seconds: float
+    recorded: Recorded | None = None  # where the results store recorded them (with a store set)
 
     def table(self) -> str:
         from embedscope.evaluation.summary import summary_table
@@ -308,6 +310,7 @@ def run(settings: RunSettings) -> list[EvaluationReport]:
         logging.getLogger("embedscope").setLevel(_VERBOSITY[settings.verbosity])
     try:
         tasks = resolve_tasks(settings)
+        check_recording(settings, len(settings.model_runs()))
         cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
         return [_evaluate_model(entry, tasks, settings, cache) for entry in settings.model_runs()]
     except SettingError as e:  # the layers below name settings by key: name them as the user gave them
@@ -347,7 +350,9 @@ def _evaluate_model(
         _run_task(t, model, store, settings.overwrite, options, settings.save_predictions, placement, record, index)
         for t in chosen
     ]
-    return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    recorded = record_run(settings, store.folder, [o.task.name for o in outcomes])
+    return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), seconds, recorded)
 
 
 def _check_dense_stage(model: Any, settings: RunSettings, dense: dict[str, Any]) -> None:

@@ -60,12 +60,25 @@ def read_per_item(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a per-item file; a damaged file is named in a :class:`DataFormatError`."""
     path = Path(path)
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-    except (OSError, EOFError, json.JSONDecodeError) as e:
+        content = path.read_bytes()
+    except OSError as e:
         raise DataFormatError(f"{path}: unreadable per-item file ({e}); re-run the task with --overwrite") from e
+    return decode_rows(content, str(path))
+
+
+def decode_rows(content: bytes, where: str) -> list[dict[str, Any]]:
+    """The rows of a per-item file's bytes (``where`` names them in a :class:`DataFormatError`).
+
+    >>> decode_rows(encode_rows([{"split": "test", "hf_subset": "default", "id": "q1", "ndcg_at_10": 0.5}]), "x")
+    [{'split': 'test', 'hf_subset': 'default', 'id': 'q1', 'ndcg_at_10': 0.5}]
+    """
+    try:
+        text = gzip.decompress(content).decode("utf-8")
+        rows = [json.loads(line) for line in text.split("\n") if line.strip()]
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataFormatError(f"{where}: unreadable per-item file ({e}); re-run the task with --overwrite") from e
     if rows and not all(k in rows[0] for k in KEY_COLUMNS):
-        raise DataFormatError(f"{path}: per-item rows need {', '.join(KEY_COLUMNS)}; got {', '.join(rows[0])}")
+        raise DataFormatError(f"{where}: per-item rows need {', '.join(KEY_COLUMNS)}; got {', '.join(rows[0])}")
     return rows
 
 

@@ -23,6 +23,9 @@ RECORDED = "recorded"
 """A :class:`SearchOptions` field's metadata key: how results record it — ``always`` (every result, set or not),
 ``when set`` (only when it is not its default: results stored before it existed still match) or ``never`` (it
 changes no score)."""
+EVALUATION = "evaluation"
+"""A :class:`SearchOptions` field's metadata key: True when the field defines the evaluation (which queries and
+documents are scored, how deep) rather than the system under test, so that a gate refuses results that differ in it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,10 +35,10 @@ class SearchOptions:
     ``RunSettings`` key of the same name. A field that changes a score is recorded in each result and names its
     experiments folder (its ``recorded`` metadata says how)."""
 
-    top_k: int = field(metadata={RECORDED: "always"})
-    limits: int | None = field(metadata={RECORDED: "always"})
+    top_k: int = field(metadata={RECORDED: "always", EVALUATION: True})
+    limits: int | None = field(metadata={RECORDED: "always", EVALUATION: True})
     corpus_chunk_size: int = field(metadata={RECORDED: "always"})
-    filter_field: str | None
+    filter_field: str | None = field(metadata={EVALUATION: True})
     """A metadata field (:class:`~embedscope.types.Texts`): each query searches only the documents whose
     value equals its own (compared as text). BM25 and FTS5 keep the statistics of the whole corpus (one
     index, filtered); dense and late-interaction search rank the matching documents as they would alone."""
@@ -57,6 +60,15 @@ class SearchOptions:
     def recorded(cls, how: str) -> tuple[str, ...]:
         """The fields results record ``how`` (``always``, ``when set`` or ``never``), in their recorded order."""
         return tuple(f.name for f in fields(cls) if f.metadata.get(RECORDED, "when set") == how)
+
+    @classmethod
+    def evaluation_fields(cls) -> tuple[str, ...]:
+        """The fields that define the evaluation rather than the system under test (``EVALUATION`` metadata).
+
+        >>> SearchOptions.evaluation_fields()
+        ('top_k', 'limits', 'filter_field')
+        """
+        return tuple(f.name for f in fields(cls) if f.metadata.get(EVALUATION))
 
     @property
     def post_processes(self) -> bool:

@@ -33,6 +33,7 @@ from pydantic import (
     SerializeAsAny,
     Tag,
     ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -908,6 +909,23 @@ class RunSettings(BaseModel):
         help="embedding cache folder (default $EMBEDSCOPE_CACHE or ~/.cache/embedscope)",
         stored=False,
     )
+    store: str | None = option(
+        None,
+        group="results",
+        metavar="URL",
+        help="also record every result in a results store: sqlite:///FILE (one user) or postgresql://USER@HOST/DB (a "
+        "team's server); default $EMBEDSCOPE_STORE; its password is never printed or written (embedscope results, "
+        "gate, serve read it)",
+        stored=False,
+    )
+    tag: str | None = option(
+        None,
+        group="results",
+        metavar="NAME",
+        help="name the recorded run in the store (baseline, v1.3): a gate or the leaderboard refers to it as tag:NAME; "
+        "a tag names one run, and moves to this one (needs a store and one model)",
+        stored=False,
+    )
     show_progress: bool = option(
         True,
         group="results",
@@ -981,6 +999,30 @@ class RunSettings(BaseModel):
     def _output_folder(cls, value: str) -> str:
         if not str(value).strip():
             raise ValueError("an empty output folder: name a folder (e.g. results)")
+        return value
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, value: str | None) -> str | None:
+        if value is not None:
+            from embedscope.history.kinds import parse_store_url
+
+            parse_store_url(value)  # an unknown scheme or a malformed URL: refused before anything runs
+        return value
+
+    @field_serializer("store")
+    def _masked_store(self, value: str | None) -> str | None:  # every dump (--print-settings, manifests) masks it
+        from embedscope.history.kinds import mask_text
+
+        return mask_text(value) if value is not None else None
+
+    @field_validator("tag")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        if value is not None:
+            from embedscope.history.store import check_tag
+
+            check_tag(value)
         return value
 
     @field_validator("task_params")

@@ -1,0 +1,292 @@
+"""``embedscope gate``: does the candidate drop below the baseline on any task, by more than a tolerance, with
+significance?
+
+Per task the two sides share, the paired test ``compare`` uses on the per-item scores (``CompareOptions``: a
+permutation test by default, the same CI), p-values Holm-adjusted across the tasks. A task **fails** when its
+``Δ = candidate − baseline < −tolerance`` and its adjusted p-value is below ``alpha``; a drop that is not both is a
+**warning**. The two sides must be like-for-like: the same *evaluation* per task (data fingerprint, task revision,
+splits, protocol parameters, ``limits``, ``top_k``; :func:`~embedscope.history.folders.evaluation_record`) and every
+baseline task present in the candidate; the *system under test* (model, options, pipeline, chunking, prompts,
+backend) may differ, and the summary lists what did.
+
+Exit status: 0 (no task fails), 1 (one fails), 3 (not like-for-like: the line names what differs); 2 stays a usage
+error (a folder of two models, an unknown tag, a side without per-item rows).
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from embedscope.compare.core import CompareOptions, check_options, json_safe, paired_test
+from embedscope.compare.stats import adjust
+from embedscope.errors import ConfigError
+from embedscope.history.sides import Side, load_side
+from embedscope.results.settings import settings_difference
+from embedscope.results.table import markdown_table
+
+PASSED, FAILED, NOT_COMPARABLE = 0, 1, 3
+DEFAULT_TOLERANCE = 0.01
+VERDICTS = ("pass", "improved", "warn", "fail", "not comparable")
+
+
+@dataclass
+class TaskGate:
+    """One task's verdict: ``delta = candidate − baseline`` with the paired test's CI and p-values."""
+
+    task: str
+    metric: str
+    baseline: float
+    candidate: float
+    delta: float
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    p_value: float = math.nan
+    p_adjusted: float = math.nan
+    test: str = ""
+    n: int = 0
+    verdict: str = "pass"
+    reason: str = ""
+
+
+@dataclass
+class GateResult:
+    """A gate's verdict: ``exit_status`` (0, 1 or 3), ``table()`` as ``embedscope gate`` prints it, ``markdown()``
+    for a pull-request comment, ``junit()`` for CI, ``to_dict()`` for JSON."""
+
+    baseline: str
+    candidate: str
+    rows: list[TaskGate]
+    tolerance: float
+    options: CompareOptions
+    mismatches: list[str] = field(default_factory=list)
+    system_differences: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_status(self) -> int:
+        if self.mismatches:
+            return NOT_COMPARABLE
+        return FAILED if any(r.verdict == "fail" for r in self.rows) else PASSED
+
+    @property
+    def verdict(self) -> str:
+        return {PASSED: "pass", FAILED: "fail", NOT_COMPARABLE: "not comparable"}[self.exit_status]
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_safe(
+            {
+                "baseline": self.baseline,
+                "candidate": self.candidate,
+                "verdict": self.verdict,
+                "exit_status": self.exit_status,
+                "tolerance": self.tolerance,
+                "options": asdict(self.options),
+                "tasks": [asdict(r) for r in self.rows],
+                "mismatches": self.mismatches,
+                "system_differences": self.system_differences,
+                "notes": self.notes,
+            }
+        )
+
+    def headline(self) -> str:
+        fails = [r.task for r in self.rows if r.verdict == "fail"]
+        warns = [r.task for r in self.rows if r.verdict == "warn"]
+        if self.mismatches:
+            return f"NOT COMPARABLE: {self.mismatches[0]}" + (
+                f" (and {len(self.mismatches) - 1} more)" if len(self.mismatches) > 1 else ""
+            )
+        if fails:
+            return (
+                f"FAIL: {len(fails)} of {len(self.rows)} tasks drop by more than {self.tolerance:g}, significantly: "
+                + ", ".join(fails)
+            )
+        tail = f"; {len(warns)} dip(s) not significant or within the tolerance: {', '.join(warns)}" if warns else ""
+        return f"PASS: no task drops by more than {self.tolerance:g} with significance ({len(self.rows)} tasks){tail}"
+
+    def _cells(self, r: TaskGate, digits: int) -> list[str]:
+        def num(x: float) -> str:
+            return "–" if math.isnan(x) else f"{x:+.{digits}f}" if x is r.delta else f"{x:.{digits}f}"
+
+        ci = "–" if math.isnan(r.ci_low) else f"[{r.ci_low:+.{digits}f}, {r.ci_high:+.{digits}f}]"
+        p = "–" if math.isnan(r.p_adjusted) else f"{r.p_adjusted:.3g}"
+        return [r.task, r.metric, num(r.baseline), num(r.candidate), num(r.delta), ci, p, r.verdict]
+
+    def _table(self, digits: int) -> str:
+        header = [
+            "task",
+            "metric",
+            "baseline",
+            "candidate",
+            "Δ",
+            f"{self.options.confidence:.0%} CI",
+            "p (adj.)",
+            "verdict",
+        ]
+        return markdown_table(header, [self._cells(r, digits) for r in self.rows])
+
+    def table(self, digits: int = 4) -> str:
+        """What ``embedscope gate`` prints: the verdict, the per-task table, what differs and why."""
+        lines = [self.headline(), "", f"baseline: {self.baseline}", f"candidate: {self.candidate}", ""]
+        if self.rows:
+            lines += [self._table(digits), ""]
+        lines += [f"not comparable: {m}" for m in self.mismatches]
+        if self.system_differences:
+            lines.append("system under test differs: " + "; ".join(self.system_differences))
+        lines += [f"warning: {r.task}: {r.reason}" for r in self.rows if r.verdict == "warn"]
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append(
+            f"test: {self.options.test} on per-item scores, p adjusted by {self.options.correction} across tasks; "
+            f"fail = Δ < −{self.tolerance:g} and p < {self.options.alpha:g}"
+        )
+        return "\n".join(lines).rstrip() + "\n"
+
+    def markdown(self, digits: int = 4) -> str:
+        """A summary fit for a pull-request comment."""
+        icon = {PASSED: "✅", FAILED: "❌", NOT_COMPARABLE: "⚠️"}[self.exit_status]
+        lines = [f"### {icon} embedscope gate: {self.headline()}", ""]
+        lines += [f"Baseline `{self.baseline}` → candidate `{self.candidate}`.", ""]
+        if self.rows:
+            lines += [self._table(digits), ""]
+        lines += [f"- **not comparable**: {m}" for m in self.mismatches]
+        if self.system_differences:
+            lines += ["", "<details><summary>What differs in the system under test</summary>", ""]
+            lines += [f"- `{d}`" for d in self.system_differences] + ["", "</details>"]
+        lines += [f"- warning: {r.task}: {r.reason}" for r in self.rows if r.verdict == "warn"]
+        lines += [
+            "",
+            f"<sub>{self.options.test} test on per-item scores, {self.options.correction}-adjusted across tasks; "
+            f"a task fails when Δ < −{self.tolerance:g} and p < {self.options.alpha:g}.</sub>",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def junit(self) -> str:
+        """A JUnit XML report: one test case per task (a failure per failing task, an error per one not
+        comparable)."""
+        suite = ET.Element(
+            "testsuite",
+            name="embedscope gate",
+            tests=str(len(self.rows) + (1 if self.mismatches and not self.rows else 0)),
+            failures=str(sum(r.verdict == "fail" for r in self.rows)),
+            errors=str(sum(r.verdict == "not comparable" for r in self.rows) or (1 if self.mismatches else 0)),
+        )
+        for r in self.rows:
+            case = ET.SubElement(suite, "testcase", classname="embedscope.gate", name=r.task)
+            detail = f"{r.metric}: {r.baseline:.6f} → {r.candidate:.6f} (Δ {r.delta:+.6f}, p adj. {r.p_adjusted:.4g})"
+            if r.verdict == "fail":
+                ET.SubElement(case, "failure", message=f"dropped: {detail}").text = r.reason
+            elif r.verdict == "not comparable":
+                ET.SubElement(case, "error", message="not comparable").text = r.reason
+            else:
+                ET.SubElement(case, "system-out").text = f"{r.verdict}: {detail}" + (
+                    f"; {r.reason}" if r.reason else ""
+                )
+        if self.mismatches and not self.rows:
+            case = ET.SubElement(suite, "testcase", classname="embedscope.gate", name="like-for-like")
+            ET.SubElement(case, "error", message="not comparable").text = "\n".join(self.mismatches)
+        return ET.tostring(ET.ElementTree(suite).getroot(), encoding="unicode", xml_declaration=True) + "\n"
+
+
+def check_tolerance(tolerance: float) -> float:
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not math.isfinite(tolerance):
+        raise ConfigError(f"tolerance: a finite number (a drop in the main score), not {tolerance!r}")
+    if tolerance < 0:
+        raise ConfigError(f"tolerance: a drop of at least 0, not {tolerance}")
+    return float(tolerance)
+
+
+def gate(
+    baseline: str,
+    candidate: str,
+    *,
+    store: Any | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    options: CompareOptions = CompareOptions(),
+) -> GateResult:
+    """Gate ``candidate`` against ``baseline`` (each a result folder, ``tag:NAME`` or ``run:ID`` of ``store``: a
+    :class:`~embedscope.history.store.Store` or its URL); see the module docstring."""
+    check_options(options)
+    tolerance = check_tolerance(tolerance)
+    if isinstance(store, str):
+        from embedscope.history.store import Store
+
+        store = Store(store)
+    base, cand = load_side(baseline, store), load_side(candidate, store)
+    return gate_sides(base, cand, tolerance, options)
+
+
+def gate_sides(base: Side, cand: Side, tolerance: float, options: CompareOptions) -> GateResult:
+    """The gate of two loaded sides (see :func:`gate`)."""
+    result = GateResult(base.label, cand.label, [], tolerance, options, notes=[*base.notes, *cand.notes])
+    missing = [t for t in base.tasks if t not in cand.tasks]
+    if missing:
+        result.mismatches.append(f"the candidate has no result for {', '.join(missing)} (the baseline has)")
+    extra = [t for t in cand.tasks if t not in base.tasks]
+    if extra:
+        result.notes.append(f"not gated (the baseline has no result): {', '.join(extra)}")
+    shared = [t for t in base.tasks if t in cand.tasks]
+    for task in shared:
+        a, b = base.tasks[task], cand.tasks[task]
+        for side, items in ((base, a), (cand, b)):
+            if items.kind == "none":
+                raise ConfigError(
+                    f"{side.label}: {task} has no per-item rows ({items.path}); a gate tests per-item scores: "
+                    "re-run it with embedscope (which writes <Task>.per_item.jsonl.gz)"
+                )
+        row = TaskGate(task, a.metric, a.score, b.score, b.score - a.score)
+        differs = evaluation_difference(base.evaluations[task], cand.evaluations[task])
+        if differs:
+            row.verdict, row.reason = "not comparable", differs
+            result.mismatches.append(f"{task}: the evaluation differs ({differs})")
+        else:
+            outcome = paired_test(a, b, options)
+            if outcome is not None:
+                row.ci_low, row.ci_high, row.p_value = outcome.ci_low, outcome.ci_high, outcome.p_value
+                row.test, row.n = outcome.test, outcome.n
+        result.rows.append(row)
+    tested = [r for r in result.rows if r.verdict != "not comparable"]
+    for row, p in zip(tested, adjust([r.p_value for r in tested], options.correction)):
+        row.p_adjusted = p
+        row.verdict, row.reason = verdict(row, tolerance, options.alpha)
+    result.system_differences = system_differences(base.system, cand.system)
+    return result
+
+
+def verdict(row: TaskGate, tolerance: float, alpha: float) -> tuple[str, str]:
+    """``fail`` (Δ < −tolerance and adjusted p < alpha), ``warn`` (any other drop), ``improved`` (a significant
+    gain), else ``pass``; and why.
+
+    >>> verdict(TaskGate("T", "ndcg_at_10", 0.8, 0.7, -0.1, p_adjusted=0.001), 0.01, 0.05)[0]
+    'fail'
+    >>> verdict(TaskGate("T", "ndcg_at_10", 0.8, 0.7, -0.1, p_adjusted=0.2), 0.01, 0.05)
+    ('warn', 'dropped by 0.1000, not significant (p adj. 0.2)')
+    """
+    significant = not math.isnan(row.p_adjusted) and row.p_adjusted < alpha
+    if row.delta < 0:
+        if row.delta < -tolerance and significant:
+            return "fail", f"dropped by {-row.delta:.4f} (> {tolerance:g}), p adj. {row.p_adjusted:.3g} < {alpha:g}"
+        if not significant:
+            return "warn", f"dropped by {-row.delta:.4f}, not significant (p adj. {row.p_adjusted:.3g})"
+        return "warn", f"dropped by {-row.delta:.4f}, significantly, but within the tolerance {tolerance:g}"
+    if row.delta > 0 and significant:
+        return "improved", ""
+    return "pass", ""
+
+
+def evaluation_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """What differs between two evaluation records ("" when like-for-like); unrecorded settings are a difference,
+    since they cannot be checked."""
+    unrecorded = [n for n, e in (("baseline", a), ("candidate", b)) if not e.get("recorded")]
+    if unrecorded:
+        return f"the {' and '.join(unrecorded)} recorded no settings or data fingerprint, so nothing can be checked"
+    return settings_difference(
+        {k: v for k, v in a.items() if k != "recorded"}, {k: v for k, v in b.items() if k != "recorded"}
+    )
+
+
+def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """What differs in the system under test (model, options, pipeline, search settings, placement)."""
+    text = settings_difference(a, b)
+    return [part for part in text.split("; ") if part]
