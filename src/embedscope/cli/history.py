@@ -194,6 +194,8 @@ def _cmd_gate(args: argparse.Namespace) -> int:
 
     digits = checked_digits(args.digits)
     needs_store = any(side_kind(s) == "store" for s in (args.baseline, args.candidate))
+    if not needs_store and getattr(args, "store", None) is not None:
+        raise ConfigError("--store: both sides are result folders, so no store is read; drop it, or name a side tag:NAME")
     store = _open_store(args, required=False) if needs_store else None
     result = gate(
         args.baseline, args.candidate, store=store, tolerance=args.tolerance, options=statistics_options(args)

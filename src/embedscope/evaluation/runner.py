@@ -304,21 +304,23 @@ def _matching(
 _VERBOSITY = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
 
 
-def run(settings: RunSettings) -> list[EvaluationReport]:
-    """Evaluate every model of ``settings`` on its tasks (tasks are resolved and checked before any model loads)."""
+def run(settings: RunSettings, *, record: bool = True) -> list[EvaluationReport]:
+    """Evaluate every model of ``settings`` on its tasks (tasks are resolved and checked before any model loads);
+    with a results store set, each model's results are recorded in it unless ``record`` is False (a screen's fast
+    and proxy passes, which are not exact results)."""
     if settings.verbosity is not None:
         logging.getLogger("embedscope").setLevel(_VERBOSITY[settings.verbosity])
     try:
         tasks = resolve_tasks(settings)
         check_recording(settings, len(settings.model_runs()))
         cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
-        return [_evaluate_model(entry, tasks, settings, cache) for entry in settings.model_runs()]
+        return [_evaluate_model(entry, tasks, settings, cache, record) for entry in settings.model_runs()]
     except SettingError as e:  # the layers below name settings by key: name them as the user gave them
         raise ConfigError(e.named(getattr(settings, "display_name", str))) from None
 
 
 def _evaluate_model(
-    entry: ModelRun, tasks: list[Task] | None, settings: RunSettings, cache: EmbeddingCache | None
+    entry: ModelRun, tasks: list[Task] | None, settings: RunSettings, cache: EmbeddingCache | None, record: bool = True
 ) -> EvaluationReport:
     started = time.perf_counter()
     model = build_model(entry, settings, cache, tasks)
@@ -351,7 +353,7 @@ def _evaluate_model(
         for t in chosen
     ]
     seconds = time.perf_counter() - started
-    recorded = record_run(settings, store.folder, [o.task.name for o in outcomes])
+    recorded = record_run(settings, store.folder, [o.task.name for o in outcomes]) if record else None
     return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), seconds, recorded)
 
 

@@ -371,10 +371,10 @@ class Store:
             for row in rows
         ]
         if where.latest:
-            newest: dict[tuple[str, str, str | None], RunInfo] = {}
+            newest: dict[tuple[str, str | None], RunInfo] = {}
             for info in infos:
-                newest[(info.model, info.revision, info.experiment)] = info
-            infos = [i for i in infos if newest[(i.model, i.revision, i.experiment)] is i]
+                newest[(info.model, info.experiment)] = info
+            infos = [i for i in infos if newest[(i.model, i.experiment)] is i]
         return infos
 
     def files(self, run_id: str) -> dict[str, bytes]:
@@ -404,7 +404,7 @@ class Store:
                 raise StoreError(
                     f"runs {by_folder[key].id[:12]} and {info.id[:12]} are both {info.model} ({info.revision}"
                     f"{', experiment ' + info.experiment if info.experiment else ''}): one folder holds one; export "
-                    "the newest of each with --latest, or one with --run ID"
+                    "the newest of each model with --latest, or one with --run ID"
                 )
             by_folder[key] = info
         written = []

@@ -3,6 +3,7 @@ what is recorded of each screened model (:mod:`embedscope.screen.run` and :mod:`
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,8 @@ from embedscope.errors import ConfigError
 from embedscope.results.usage import recorded_usage
 from embedscope.settings import RunSettings
 from embedscope.settings.run import ModelEntry, ModelOptions, ModelRun
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -157,12 +160,15 @@ def needed_tokens(result: Any) -> float | None:
     return float(usage.get("tokens") or 0) + float(usage.get("avoided_tokens") or 0)
 
 
-def run_one(settings: RunSettings) -> Pass:
-    """Run the one model of ``settings`` through the runner (stored results and the cache are reused)."""
+def run_one(settings: RunSettings, confirms: bool = False) -> Pass:
+    """Run the one model of ``settings`` through the runner (stored results and the cache are reused); only a
+    confirming run (exact, on the full tasks) is recorded in the results store, when one is set."""
     from embedscope.evaluation.runner import run
 
     started = time.perf_counter()
-    (report,) = run(settings)
+    (report,) = run(settings, record=confirms)
+    if report.recorded is not None and report.recorded.error:
+        logger.warning("%s", report.recorded.error)
     seconds = time.perf_counter() - started
     if not report.outcomes:
         raise ConfigError(f"screen: none of the tasks applies to {report.model_name}")

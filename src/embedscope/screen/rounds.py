@@ -617,7 +617,7 @@ def _write_proxies(settings: RunSettings, proxies: Iterable[Proxy]) -> None:
 
 def _exact(settings: RunSettings, run: ModelRun, m: ScreenedModel, options: CompareOptions) -> dict[str, Any]:
     """The model exact on its full tasks; each task's items."""
-    done = run_one(one_model(settings, run, {}))
+    done = run_one(one_model(settings, run, {}), confirms=True)
     m.exact_folder, m.exact_seconds = done.folder, done.seconds
     m.name = m.name or done.name
     m.exact = mean_score(done.items, options)

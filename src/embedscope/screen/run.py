@@ -371,7 +371,7 @@ def screen_settings(
         key = str(r.model)
         if key in chosen:
             m = models[key]
-            exact_passes[key] = done = run_one(one_model(settings, r, {}))
+            exact_passes[key] = done = run_one(one_model(settings, r, {}), confirms=True)
             m.exact_folder, m.exact_seconds = done.folder, done.seconds
             m.exact = mean_score({t: done.items[t] for t in tasks}, options)
     confirmed = sorted(chosen, key=lambda k: -mean_of(models[k].exact))

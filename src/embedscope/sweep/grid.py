@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import difflib
 import itertools
+import logging
 import re
 import sys
 import time
@@ -46,6 +47,8 @@ from embedscope.settings.files import config_layer, read_config_file
 from embedscope.settings.options import option_at
 from embedscope.settings.run import flag_keys
 from embedscope.settings.sources import merge_layers
+
+logger = logging.getLogger(__name__)
 
 SWEEP_FILE_KEYS = ("base", "axes", "grids")
 _KEY = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])*")
@@ -316,6 +319,8 @@ def run_point(point: SweepPoint) -> PointOutcome:
 
     started = time.perf_counter()
     (report,) = run(point.settings)
+    if report.recorded is not None and report.recorded.error:
+        logger.warning("%s", report.recorded.error)
     paths = {o.task.name: o.path for o in report.outcomes}
     reused = all(o.reused for o in report.outcomes)
     return PointOutcome(point, paths, reused, time.perf_counter() - started, report.model_name)

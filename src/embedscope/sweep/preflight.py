@@ -266,6 +266,12 @@ def check_settings(check: Preflight, where: str, settings: RunSettings, runs: Se
     problem = output_folder_problem(settings.output_folder)
     if problem:
         check.add(where, f"output_folder: {problem}")
+    if settings.tag is not None:
+        check.add(
+            where,
+            f"tag: each {check.unit} of a {check.what} records a run of its own, and a tag names one run: tag the one "
+            "you want afterwards with 'embedscope results tag NAME run:ID'",
+        )
 
 
 def check_seed(check: Preflight, flag: str, seed: int | None) -> None:
