@@ -29,6 +29,7 @@ __all__ = [
     "compare",
     "score_run",
     "report",
+    "gate",
     # the types users hold
     "RunSettings",
     "Pipeline",
@@ -42,6 +43,9 @@ __all__ = [
     "Comparison",
     "ReportTables",
     "Scores",
+    "Store",
+    "RunFilter",
+    "GateResult",
     # the protocols
     "Encoder",
     "Searcher",
@@ -62,6 +66,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from embedscope.data.tables import register_table_format
     from embedscope.engines.base import EngineSettings, register_engine
     from embedscope.evaluation.runner import EvaluationReport, TaskOutcome, evaluate
+    from embedscope.history.gate import GateResult, gate
+    from embedscope.history.store import RunFilter, Store
     from embedscope.models.base import Encoder
     from embedscope.results.report import ReportTables
     from embedscope.results.schema import TaskResult
@@ -81,6 +87,10 @@ _LAZY = {
     "compare": "embedscope.api",
     "score_run": "embedscope.api",
     "report": "embedscope.api",
+    "gate": "embedscope.history.gate",
+    "Store": "embedscope.history.store",
+    "RunFilter": "embedscope.history.store",
+    "GateResult": "embedscope.history.gate",
     "RunSettings": "embedscope.settings",
     "Pipeline": "embedscope.retrieval.pipeline",
     "CompareOptions": "embedscope.compare.core",

@@ -15,7 +15,11 @@ verb               command                      returns
 ``compare``        ``embedscope compare``       :class:`~embedscope.compare.core.Comparison`
 ``score_run``      ``embedscope score``         :class:`Scores`
 ``report``         ``embedscope report``        :class:`~embedscope.results.report.ReportTables`
+``gate``           ``embedscope gate``          :class:`~embedscope.history.gate.GateResult`
 =================  ===========================  ============================================
+
+The results store is :class:`~embedscope.history.store.Store` (``embedscope results``): ``import_folders``,
+``runs(RunFilter(...))``, ``tag``, ``export``; ``evaluate(..., store=URL, tag=NAME)`` records as it runs.
 """
 
 from __future__ import annotations

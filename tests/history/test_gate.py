@@ -164,6 +164,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys) -> None:
     cases = [
         (["gate", str(two), base], "holds results of 2 models"),
         (["gate", "tag:nope", base, "--store", f"sqlite:///{tmp_path}/h.db"], "Unknown tag"),
+        (["gate", "tag:nope", base, "--store", f"sqlite:///{tmp_path}/none.db"], "none.db: no such file"),
         (["gate", "tag:nope", base], "give the store (--store URL or $EMBEDSCOPE_STORE)"),
         (["gate", str(noitems), base], "T1 has no per-item rows"),
         (["gate", base, base, "--tolerance", "nan"], "tolerance: a finite number"),
@@ -172,6 +173,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys) -> None:
         (["results", "list", "--store", "postgresql://u:topsecret@127.0.0.1:9/x"], "cannot be reached"),
         (["results", "list"], "name a results store with --store URL"),
     ]
+    Store(f"sqlite:///{tmp_path}/h.db").dispose()  # an empty store, at this embedscope's schema
     for argv, expected in cases:
         capsys.readouterr()
         assert main(argv) == 2, argv

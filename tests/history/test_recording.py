@@ -136,3 +136,23 @@ def test_the_run_command_exits_2_when_its_recording_fails_and_keeps_the_results(
     assert "wrote " in captured.out and list(out.rglob("BBCNewsRetrieval.json"))
     (line,) = [x for x in captured.err.splitlines() if x.startswith("embedscope: error:")]
     assert "not recorded in the store" in line and "s3cret-unreachable" not in captured.err
+
+
+@pytest.mark.slow
+def test_a_screen_records_its_confirmed_candidates_only(tmp_path) -> None:
+    from embedscope.screen.run import screen
+    from support.tiny_models import build_tiny_sentence_transformer
+
+    models = [str(build_tiny_sentence_transformer(tmp_path / f"m{seed}", seed=seed)) for seed in range(3)]
+    url = f"sqlite:///{tmp_path}/h.db"
+    report = screen(
+        models, [tiny_retrieval_task()], fast="bf16", confirm=1, compare_options=embedscope.CompareOptions(rounds=300),
+        output_folder=str(tmp_path / "out"), cache_dir=str(tmp_path / "cache"), show_progress=False, store=url,
+    )  # fmt: skip
+    runs = Store(url).runs()
+    confirmed = [report.model(k) for k in report.confirmed]
+    assert sorted(r.model for r in runs) == sorted(m.name for m in confirmed) and len(runs) < len(models) + 1
+    for run in runs:
+        meta = Store(url).files(run.id)["model_meta.json"]
+        assert b'"bf16"' not in meta  # the exact pass, never the fast one
+        assert run.scores["TinyRetrieval"] == next(m.exact.mean for m in confirmed if m.name == run.model)

@@ -19,8 +19,9 @@ GATE_EPILOG = (
 )
 
 
-def _open_store(args: argparse.Namespace, required: bool = True) -> Any:
-    """The store of ``--store`` (else ``$EMBEDSCOPE_STORE``); None when neither is given and it is not ``required``."""
+def _open_store(args: argparse.Namespace, required: bool = True, create: bool = False) -> Any:
+    """The store of ``--store`` (else ``$EMBEDSCOPE_STORE``); None when neither is given and it is not ``required``.
+    Only ``results import`` creates a store that does not exist yet."""
     from embedscope.history.kinds import STORE_ENV, store_url_from
 
     url = store_url_from(getattr(args, "store", None))
@@ -30,7 +31,7 @@ def _open_store(args: argparse.Namespace, required: bool = True) -> Any:
         return None
     from embedscope.history.store import Store
 
-    return Store(url)
+    return Store(url, create=create)
 
 
 def _time(text: str | None, flag: str) -> dt.datetime | None:
@@ -111,7 +112,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
         before, after = store.upgrade()
         print(f"{store.url}: schema {before or '(none)'} → {after}" if before != after else f"{store.url}: at {after}")
         return 0
-    store = _open_store(args)
+    store = _open_store(args, create=args.verb == "import")
     if args.verb == "import":
         if args.tag is not None and len(args.paths) > 1:
             raise ConfigError("--tag names one run: import one folder with it")
@@ -160,7 +161,7 @@ def runs_table(runs: list[Any]) -> str:
 
 
 def _add_gate(sub: argparse._SubParsersAction) -> None:
-    from embedscope.history.gate import DEFAULT_TOLERANCE
+    from embedscope.history.gate import DEFAULT_TOLERANCE, GATE_OPTIONS
 
     p = sub.add_parser(
         "gate",
@@ -178,7 +179,7 @@ def _add_gate(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_TOLERANCE,
         help=f"the largest drop of a task's main score that passes, in its units (default {DEFAULT_TOLERANCE})",
     )
-    add_statistics_flags(p)
+    add_statistics_flags(p, GATE_OPTIONS)
     p.add_argument("--markdown", default=None, metavar="FILE", help="also write a summary for a pull-request comment")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report for CI")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
@@ -195,7 +196,9 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     digits = checked_digits(args.digits)
     needs_store = any(side_kind(s) == "store" for s in (args.baseline, args.candidate))
     if not needs_store and getattr(args, "store", None) is not None:
-        raise ConfigError("--store: both sides are result folders, so no store is read; drop it, or name a side tag:NAME")
+        raise ConfigError(
+            "--store: both sides are result folders, so no store is read; drop it, or name a side tag:NAME"
+        )
     store = _open_store(args, required=False) if needs_store else None
     result = gate(
         args.baseline, args.candidate, store=store, tolerance=args.tolerance, options=statistics_options(args)

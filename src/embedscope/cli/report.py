@@ -20,11 +20,12 @@ def checked_digits(digits: int) -> int:
     return digits
 
 
-def add_statistics_flags(p: argparse.ArgumentParser) -> None:
-    """The paired tests' flags (``compare``, ``gate``), their defaults those of :class:`CompareOptions`."""
+def add_statistics_flags(p: argparse.ArgumentParser, defaults: Any = None) -> None:
+    """The paired tests' flags (``compare``, ``gate``), their defaults those of ``defaults`` (a
+    :class:`CompareOptions`; by default its own)."""
     from embedscope.compare.core import CompareOptions
 
-    d = CompareOptions()
+    d = defaults or CompareOptions()
     p.add_argument(
         "--test",
         default=d.test,

@@ -314,13 +314,17 @@ def run(settings: RunSettings, *, record: bool = True) -> list[EvaluationReport]
         tasks = resolve_tasks(settings)
         check_recording(settings, len(settings.model_runs()))
         cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
-        return [_evaluate_model(entry, tasks, settings, cache, record) for entry in settings.model_runs()]
+        return [_evaluate_model(entry, tasks, settings, cache, recording=record) for entry in settings.model_runs()]
     except SettingError as e:  # the layers below name settings by key: name them as the user gave them
         raise ConfigError(e.named(getattr(settings, "display_name", str))) from None
 
 
 def _evaluate_model(
-    entry: ModelRun, tasks: list[Task] | None, settings: RunSettings, cache: EmbeddingCache | None, record: bool = True
+    entry: ModelRun,
+    tasks: list[Task] | None,
+    settings: RunSettings,
+    cache: EmbeddingCache | None,
+    recording: bool = True,
 ) -> EvaluationReport:
     started = time.perf_counter()
     model = build_model(entry, settings, cache, tasks)
@@ -353,7 +357,7 @@ def _evaluate_model(
         for t in chosen
     ]
     seconds = time.perf_counter() - started
-    recorded = record_run(settings, store.folder, [o.task.name for o in outcomes]) if record else None
+    recorded = record_run(settings, store.folder, [o.task.name for o in outcomes]) if recording else None
     return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), seconds, recorded)
 
 

@@ -1,8 +1,9 @@
 """``embedscope gate``: does the candidate drop below the baseline on any task, by more than a tolerance, with
 significance?
 
-Per task the two sides share, the paired test ``compare`` uses on the per-item scores (``CompareOptions``: a
-permutation test by default, the same CI), p-values Holm-adjusted across the tasks. A task **fails** when its
+Per task the two sides share, the paired test ``compare`` uses on the per-item scores (``CompareOptions``: the paired
+t-test by default, :data:`GATE_OPTIONS`; any of compare's tests with its numbers), p-values Holm-adjusted across the
+tasks. STS and pair classification are always tested by a bootstrap over pairs, as in ``compare``. A task **fails** when its
 ``Δ = candidate − baseline < −tolerance`` and its adjusted p-value is below ``alpha``; a drop that is not both is a
 **warning**. The two sides must be like-for-like: the same *evaluation* per task (data fingerprint, task revision,
 splits, protocol parameters, ``limits``, ``top_k``; :func:`~embedscope.history.folders.evaluation_record`) and every
@@ -23,12 +24,16 @@ from typing import Any
 from embedscope.compare.core import CompareOptions, check_options, json_safe, paired_test
 from embedscope.compare.stats import adjust
 from embedscope.errors import ConfigError
-from embedscope.history.sides import Side, load_side
+from embedscope.history.sides import Side, load_side, side_kind
 from embedscope.results.settings import settings_difference
 from embedscope.results.table import markdown_table
 
 PASSED, FAILED, NOT_COMPARABLE = 0, 1, 3
 DEFAULT_TOLERANCE = 0.01
+GATE_OPTIONS = CompareOptions(test="t-test")
+"""The gate's default test: the paired t-test, which a CI can afford on many large tasks (50 tasks × 10,000 queries in
+about 3 s, where 10,000 permutation and bootstrap rounds take about 110 s: ``bench/bench_store.py``); any of
+``compare``'s tests can be asked for, with the same numbers as ``compare``."""
 VERDICTS = ("pass", "improved", "warn", "fail", "not comparable")
 
 
@@ -186,7 +191,7 @@ class GateResult:
         if self.mismatches and not self.rows:
             case = ET.SubElement(suite, "testcase", classname="embedscope.gate", name="like-for-like")
             ET.SubElement(case, "error", message="not comparable").text = "\n".join(self.mismatches)
-        return ET.tostring(ET.ElementTree(suite).getroot(), encoding="unicode", xml_declaration=True) + "\n"
+        return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def check_tolerance(tolerance: float) -> float:
@@ -203,16 +208,35 @@ def gate(
     *,
     store: Any | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
-    options: CompareOptions = CompareOptions(),
+    options: CompareOptions = GATE_OPTIONS,
 ) -> GateResult:
     """Gate ``candidate`` against ``baseline`` (each a result folder, ``tag:NAME`` or ``run:ID`` of ``store``: a
-    :class:`~embedscope.history.store.Store` or its URL); see the module docstring."""
+    :class:`~embedscope.history.store.Store` or its URL, by default ``$EMBEDSCOPE_STORE``); see the module docstring.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import tiny_retrieval_task
+        >>> out = tempfile.mkdtemp()
+        >>> url = f"sqlite:///{out}/history.db"
+        >>> _ = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"], name="kw/base"), [tiny_retrieval_task()],
+        ...                         output_folder=f"{out}/base", store=url, tag="baseline", cache=False, show_progress=False)
+        >>> _ = embedscope.evaluate(KeywordEncoder(["cat", "dog", "fish"], name="kw/new"), [tiny_retrieval_task()],
+        ...                         output_folder=f"{out}/new", cache=False, show_progress=False)
+        >>> result = embedscope.gate("tag:baseline", f"{out}/new", store=url, options=embedscope.CompareOptions(rounds=200))
+        >>> result.exit_status, result.rows[0].verdict, result.to_dict()["verdict"]
+        (0, 'pass', 'pass')
+    """
     check_options(options)
     tolerance = check_tolerance(tolerance)
+    if store is None and any(side_kind(s) == "store" for s in (baseline, candidate)):
+        from embedscope.history.kinds import store_url_from
+
+        store = store_url_from(None)
     if isinstance(store, str):
         from embedscope.history.store import Store
 
-        store = Store(store)
+        store = Store(store, create=False)
     base, cand = load_side(baseline, store), load_side(candidate, store)
     return gate_sides(base, cand, tolerance, options)
 

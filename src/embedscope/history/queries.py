@@ -21,6 +21,7 @@ import datetime as dt
 import difflib
 import json
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,17 +35,16 @@ from embedscope.compare.core import CompareOptions, json_safe, score_interval
 from embedscope.compare.items import TaskItems, items_of, paired_items
 from embedscope.errors import EmbedscopeError
 from embedscope.history import tables
-from embedscope.history.gate import DEFAULT_TOLERANCE, gate_sides
+from embedscope.history.gate import DEFAULT_TOLERANCE, GATE_OPTIONS, gate_sides
 from embedscope.history.sides import Side, store_side
 from embedscope.history.store import ID_PREFIX, Store
-from embedscope.messages import clip
+from embedscope.messages import clip, clip_text
 from embedscope.results.per_item import SUFFIX, decode_rows
 from embedscope.results.schema import TaskResult
 from embedscope.results.usage import total_usage
 
 BINS = 20  # histogram bins of a task's per-item values
 SCATTER_POINTS = 2000  # per-item pairs a scatter draws at most (every k-th beyond)
-SORTS = ("mean", "mean_type", "model", "newest", "runs")
 
 
 class NotFound(EmbedscopeError):
@@ -111,7 +111,7 @@ def _close(kind: str, name: str, known: Iterable[str]) -> NotFound:
     """``NotFound`` for ``name``, suggesting close matches among ``known``."""
     close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return NotFound(f"no {kind} {clip(name)!r} in the store{hint}")
+    return NotFound(f"no {kind} {clip(name)} in the store{hint}")
 
 
 # -- the leaderboard -----------------------------------------------------------------------------------------------
@@ -192,15 +192,15 @@ def _run_filters(where: LeaderFilter) -> list[Any]:
 
 def newest_results(connection: Any, where: LeaderFilter, task: str | None = None) -> list[Any]:
     """Each model's (and experiment's) newest result per task that ``where`` (and ``task``) selects: one query, a
-    window over ``results`` ⋈ ``runs`` partitioned by model, experiment and task."""
+    window over ``results`` ⋈ ``runs`` partitioned by model, experiment and task (over the ids only: the sort stays
+    narrow), then the chosen rows' columns."""
     from sqlalchemy import func, select
 
     r, res = tables.runs, tables.results
+    joined = res.join(r, r.c.id == res.c.run_id)
     order = (r.c.recorded_at.desc(), r.c.id.desc(), res.c.id.desc())
     rank = func.row_number().over(partition_by=(r.c.model, r.c.experiment, res.c.task), order_by=order)
-    columns = (r.c.model, r.c.experiment, r.c.recorded_at, res.c.run_id, res.c.task, res.c.task_type, res.c.metric,
-               res.c.main_score, res.c.seconds, res.c.cost, res.c.path)  # fmt: skip
-    inner = select(*columns, rank.label("rank")).select_from(res.join(r, r.c.id == res.c.run_id))
+    inner = select(res.c.id, rank.label("rank")).select_from(joined)
     for condition in _run_filters(where):
         inner = inner.where(condition)
     if where.task_type:
@@ -208,8 +208,21 @@ def newest_results(connection: Any, where: LeaderFilter, task: str | None = None
     if task is not None:
         inner = inner.where(res.c.task == task)
     ranked = inner.subquery()
-    query = select(*[c for c in ranked.c if c.name != "rank"]).where(ranked.c.rank == 1)
-    return list(connection.execute(query.order_by(ranked.c.model, ranked.c.experiment, ranked.c.task)))
+    columns = (
+        r.c.model,
+        r.c.experiment,
+        r.c.recorded_at,
+        res.c.run_id,
+        res.c.task,
+        res.c.task_type,
+        res.c.metric,
+        res.c.main_score,
+        res.c.seconds,
+        res.c.cost,
+        res.c.path,
+    )
+    query = select(*columns).select_from(joined).where(res.c.id.in_(select(ranked.c.id).where(ranked.c.rank == 1)))
+    return list(connection.execute(query))
 
 
 def _run_counts(connection: Any, where: LeaderFilter) -> dict[tuple[str, str | None], tuple[int, dt.datetime]]:
@@ -224,8 +237,9 @@ def _run_counts(connection: Any, where: LeaderFilter) -> dict[tuple[str, str | N
     return {(m, e): (int(n), _utc(newest)) for m, e, n, newest in rows}
 
 
-def _leader_row(key: tuple[str, str | None], cells: dict[str, Cell], tasks: list[TaskColumn], runs: int,
-                newest: dt.datetime) -> LeaderRow:  # fmt: skip
+def _leader_row(
+    key: tuple[str, str | None], cells: dict[str, Cell], tasks: list[TaskColumn], runs: int, newest: dt.datetime
+) -> LeaderRow:
     """One row's means (per type, over every task, over the type means) and cost totals."""
     types = list(dict.fromkeys(t.task_type for t in tasks))
     score = {t.name: cells[t.name].score if t.name in cells else None for t in tasks}
@@ -263,6 +277,12 @@ def _sort_key(row: LeaderRow, sort: str) -> tuple[Any, ...]:
     return (value is None, -(value or 0.0), -len(row.cells), row.model.lower(), row.experiment or "")
 
 
+def _count(counts: Mapping[Any, tuple[int, dt.datetime]], key: Any, cells: dict[str, Cell]) -> tuple[int, dt.datetime]:
+    """A row's runs and newest time (from its cells when recorded between the two queries, as PostgreSQL allows)."""
+    newest = max(c.recorded_at for c in cells.values())
+    return counts.get(key, (len({c.run_id for c in cells.values()}), newest))
+
+
 def leaderboard(store: Store, where: LeaderFilter = LeaderFilter(), sort: str = "mean") -> Leaderboard:
     """Models × tasks: each model's newest result per task (see the module docstring); rows best first by ``sort``
     (``mean``, ``mean_type``, ``model``, ``newest``, ``runs``, ``task:NAME`` or ``type:NAME``)."""
@@ -276,7 +296,7 @@ def leaderboard(store: Store, where: LeaderFilter = LeaderFilter(), sort: str = 
         cell = Cell(row.main_score, row.run_id, _utc(row.recorded_at), row.seconds, _usage(row.cost), row.path)
         cells.setdefault((row.model, row.experiment), {})[row.task] = cell
     columns = sorted(tasks.values(), key=lambda t: (t.task_type, t.name))
-    rows = [_leader_row(key, by_task, columns, *counts[key]) for key, by_task in cells.items()]
+    rows = [_leader_row(key, by_task, columns, *_count(counts, key, by_task)) for key, by_task in cells.items()]
     rows.sort(key=lambda r: _sort_key(r, sort))
     return Leaderboard(where, sort, columns, list(dict.fromkeys(t.task_type for t in columns)), rows)
 
@@ -297,6 +317,7 @@ class Items:
     """What a task page shows of one recorded result: its per-item values and the score's interval."""
 
     kind: str
+    n: int
     values: np.ndarray
     ci_low: float
     ci_high: float
@@ -337,17 +358,23 @@ class TaskView:
         return out
 
 
-class Memo(OrderedDict[Any, Any]):
-    """A bounded cache (least recently used first out) of what a recorded run gives: runs never change."""
+class Memo:
+    """What recorded results gave (runs never change), the ``size`` newest kept; safe to share between threads."""
 
     def __init__(self, size: int = 512) -> None:
-        super().__init__()
         self.size = size
+        self._values: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            return self._values.get(key)
 
     def remember(self, key: Any, value: Any) -> Any:
-        self[key] = value
-        while len(self) > self.size:
-            self.popitem(last=False)
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
         return value
 
 
@@ -367,17 +394,19 @@ def _items(run_id: str, path: str, files: Mapping[tuple[str, str], bytes], optio
     """One recorded result's per-item values and score interval (a damaged record is a note, not an error)."""
     where = Path(f"run:{run_id[:12]}") / path
     item_path = path.removesuffix(".json") + SUFFIX
+    if (run_id, path) not in files:
+        return Items("none", 0, np.zeros(0), math.nan, math.nan, f"{path} is not among the run's recorded files")
     try:
         result = TaskResult.from_dict(json.loads(files[(run_id, path)]))
         content = files.get((run_id, item_path))
         rows = decode_rows(content, str(where.with_name(item_path))) if content is not None else None
         items = items_of(result, rows, where, where.with_name(item_path))
     except (EmbedscopeError, KeyError, TypeError, ValueError) as e:
-        return Items("none", np.zeros(0), math.nan, math.nan, f"unreadable record: {clip(str(e), 200)}")
+        return Items("none", 0, np.zeros(0), math.nan, math.nan, f"unreadable record: {clip_text(str(e), 200)}")
     low, high = score_interval(items, options)
     values = items.values if items.kind == "mean" else np.zeros(0)
     note = {"pairs": "a statistic of all pairs: no per-item values", "none": "no per-item rows recorded"}
-    return Items(items.kind, values, low, high, note.get(items.kind, ""))
+    return Items(items.kind, len(items.keys), values, low, high, note.get(items.kind, ""))
 
 
 def _edges(entries: Sequence[Items]) -> np.ndarray:
@@ -397,8 +426,13 @@ def _finite(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
-def task_view(store: Store, task: str, where: LeaderFilter = LeaderFilter(), options: CompareOptions = CompareOptions(),
-              memo: Memo | None = None) -> TaskView:  # fmt: skip
+def task_view(
+    store: Store,
+    task: str,
+    where: LeaderFilter = LeaderFilter(),
+    options: CompareOptions = CompareOptions(),
+    memo: Memo | None = None,
+) -> TaskView:
     """``task`` across models: each one's newest score, its bootstrap interval (``options``) and its per-item values'
     histogram; best first. ``memo`` keeps what each recorded result gave (runs never change)."""
     with reading(store, "reading a task's results") as connection:
@@ -407,25 +441,43 @@ def task_view(store: Store, task: str, where: LeaderFilter = LeaderFilter(), opt
         raise _close("task", task, known_tasks(store))
     memo = memo if memo is not None else Memo()
     key = (options.rounds, options.seed, options.confidence)
-    missing = [(r.run_id, r.path) for r in found if (r.run_id, r.path, key) not in memo]
+    known = {(r.run_id, r.path): memo.get((r.run_id, r.path, key)) for r in found}
+    missing = [k for k, v in known.items() if v is None]
     wanted = [p for run_id, path in missing for p in ((run_id, path), (run_id, path.removesuffix(".json") + SUFFIX))]
     files = _result_files(store, wanted) if wanted else {}
     for run_id, path in missing:
-        memo.remember((run_id, path, key), _items(run_id, path, files, options))
-    items = [memo[(r.run_id, r.path, key)] for r in found]
+        known[(run_id, path)] = memo.remember((run_id, path, key), _items(run_id, path, files, options))
+    items = [known[(r.run_id, r.path)] for r in found]
     edges = _edges(items)
     entries = [_entry(r, i, edges) for r, i in zip(found, items)]
     entries.sort(key=lambda e: (e.score is None, -(e.score or 0.0), e.model.lower()))
     first = found[0]
-    return TaskView(task, first.task_type or "Unknown", first.metric or "main_score", options.confidence,
-                    [float(e) for e in edges], entries)  # fmt: skip
+    return TaskView(
+        task,
+        first.task_type or "Unknown",
+        first.metric or "main_score",
+        options.confidence,
+        [float(e) for e in edges],
+        entries,
+    )
 
 
 def _entry(row: Any, items: Items, edges: np.ndarray) -> TaskEntry:
     counts = np.histogram(items.values, edges)[0] if len(items.values) else np.zeros(0, dtype=np.int64)
-    return TaskEntry(row.model, row.experiment, row.run_id, _utc(row.recorded_at), row.main_score,
-                     _finite(items.ci_low), _finite(items.ci_high), len(items.values), items.kind,
-                     [int(c) for c in counts], items.note, items.values)  # fmt: skip
+    return TaskEntry(
+        row.model,
+        row.experiment,
+        row.run_id,
+        _utc(row.recorded_at),
+        row.main_score,
+        _finite(items.ci_low),
+        _finite(items.ci_high),
+        items.n,
+        items.kind,
+        [int(c) for c in counts],
+        items.note,
+        items.values,
+    )
 
 
 def known_tasks(store: Store) -> list[str]:
@@ -477,32 +529,58 @@ class ModelHistory:
 
 
 def model_history(store: Store, model: str) -> ModelHistory:
-    """Every run of ``model`` (oldest first) with its tags, and per task its score in each run (two queries)."""
+    """Every run of ``model`` (oldest first) with its tags, and per task its score in each run (three queries)."""
     from sqlalchemy import func, select
 
     r, res, t = tables.runs, tables.results, tables.tags
     with reading(store, "reading a model's runs") as connection:
-        runs = list(connection.execute(
-            select(r.c.id, r.c.recorded_at, r.c.evaluated_at, r.c.revision, r.c.experiment, r.c.source,
-                   func.count(res.c.id).label("tasks"))
-            .select_from(r.outerjoin(res, res.c.run_id == r.c.id)).where(r.c.model == model)
-            .group_by(r.c.id, r.c.recorded_at, r.c.evaluated_at, r.c.revision, r.c.experiment, r.c.source)
-            .order_by(r.c.recorded_at, r.c.id)
-        ))  # fmt: skip
+        runs = list(
+            connection.execute(
+                select(
+                    r.c.id,
+                    r.c.recorded_at,
+                    r.c.evaluated_at,
+                    r.c.revision,
+                    r.c.experiment,
+                    r.c.source,
+                    func.count(res.c.id).label("tasks"),
+                )
+                .select_from(r.outerjoin(res, res.c.run_id == r.c.id))
+                .where(r.c.model == model)
+                .group_by(r.c.id, r.c.recorded_at, r.c.evaluated_at, r.c.revision, r.c.experiment, r.c.source)
+                .order_by(r.c.recorded_at, r.c.id)
+            )
+        )
         if not runs:
             raise _close("model", model, connection.execute(select(r.c.model).distinct()).scalars())
-        scores = list(connection.execute(
-            select(res.c.run_id, res.c.task, res.c.metric, res.c.main_score).select_from(res.join(r, r.c.id == res.c.run_id))
-            .where(r.c.model == model).order_by(r.c.recorded_at, r.c.id, res.c.task)
-        ))  # fmt: skip
+        scores = list(
+            connection.execute(
+                select(res.c.run_id, res.c.task, res.c.metric, res.c.main_score)
+                .select_from(res.join(r, r.c.id == res.c.run_id))
+                .where(r.c.model == model)
+                .order_by(r.c.recorded_at, r.c.id, res.c.task)
+            )
+        )
         tagged = connection.execute(
             select(t.c.run_id, t.c.name).join(r, r.c.id == t.c.run_id).where(r.c.model == model).order_by(t.c.name)
         )
         tags: dict[str, list[str]] = {}
         for run_id, name in tagged:
             tags.setdefault(run_id, []).append(name)
-    rows = [RunRow(x.id, model, _utc(x.recorded_at), x.evaluated_at, x.revision, x.experiment, x.source,
-                   tuple(tags.get(x.id, ())), int(x.tasks)) for x in runs]  # fmt: skip
+    rows = [
+        RunRow(
+            x.id,
+            model,
+            _utc(x.recorded_at),
+            x.evaluated_at,
+            x.revision,
+            x.experiment,
+            x.source,
+            tuple(tags.get(x.id, ())),
+            int(x.tasks),
+        )
+        for x in runs
+    ]
     by_id = {x.id: x for x in rows}
     series: dict[str, list[Point]] = {}
     metrics: dict[str, str] = {}
@@ -572,7 +650,7 @@ def resolve(store: Store, spec: str) -> str:
             return str(found)
         prefix = spec.removeprefix("run:").lower()
         if len(prefix) < ID_PREFIX or any(c not in "0123456789abcdef" for c in prefix):
-            raise NotFound(f"{clip(spec)!r}: name a run by tag:NAME or run:ID (at least {ID_PREFIX} hex digits)")
+            raise NotFound(f"{clip(spec)}: name a run by tag:NAME or run:ID (at least {ID_PREFIX} hex digits)")
         ids = list(connection.execute(select(r.c.id).where(r.c.id.startswith(prefix, autoescape=True)).limit(2)))
     if len(ids) != 1:
         raise NotFound(f"run {prefix!r}: " + ("no run has that id" if not ids else "several runs share that prefix"))
@@ -581,13 +659,15 @@ def resolve(store: Store, spec: str) -> str:
 
 def run_row(store: Store, run_id: str) -> RunRow:
     """One run as :class:`RunRow` (its id in full)."""
-    from sqlalchemy import select
+    from sqlalchemy import func, select
 
-    r, t = tables.runs, tables.tags
+    r, res, t = tables.runs, tables.results, tables.tags
     with reading(store, "reading runs") as connection:
         x = connection.execute(select(r).where(r.c.id == run_id)).one()
         tags = tuple(connection.execute(select(t.c.name).where(t.c.run_id == run_id).order_by(t.c.name)).scalars())
-        tasks = len(list(connection.execute(select(tables.results.c.id).where(tables.results.c.run_id == run_id))))
+        tasks = int(
+            connection.execute(select(func.count()).select_from(res).where(res.c.run_id == run_id)).scalar() or 0
+        )
     return RunRow(x.id, x.model, _utc(x.recorded_at), x.evaluated_at, x.revision, x.experiment, x.source, tags, tasks)
 
 
@@ -606,8 +686,9 @@ def _paired(a: TaskItems, b: TaskItems) -> tuple[np.ndarray, np.ndarray]:
     return a.values[ia][::step], b.values[ib][::step]
 
 
-def compare_runs(store: Store, a: str, b: str, options: CompareOptions = CompareOptions(),
-                 tolerance: float = DEFAULT_TOLERANCE) -> RunComparison:  # fmt: skip
+def compare_runs(
+    store: Store, a: str, b: str, options: CompareOptions = GATE_OPTIONS, tolerance: float = DEFAULT_TOLERANCE
+) -> RunComparison:
     """Run ``b`` against run ``a`` (each ``tag:NAME``, ``run:ID`` or an id prefix) on their shared tasks: the gate's
     paired test per task with per-item values on both sides, p-values Holm-adjusted across those tasks."""
     ida, idb = resolve(store, a), resolve(store, b)
@@ -623,13 +704,33 @@ def compare_runs(store: Store, a: str, b: str, options: CompareOptions = Compare
         if name in rows:
             g = rows[name]
             xs, ys = _paired(ta, tb)
-            row = dataclasses.replace(row, ci_low=_finite(g.ci_low), ci_high=_finite(g.ci_high),
-                                      p_value=_finite(g.p_value), p_adjusted=_finite(g.p_adjusted), test=g.test,
-                                      n=g.n, verdict=g.verdict, reason=g.reason, xs=xs, ys=ys)  # fmt: skip
+            row = dataclasses.replace(
+                row,
+                ci_low=_finite(g.ci_low),
+                ci_high=_finite(g.ci_high),
+                p_value=_finite(g.p_value),
+                p_adjusted=_finite(g.p_adjusted),
+                test=g.test,
+                n=g.n,
+                verdict=g.verdict,
+                reason=g.reason,
+                xs=xs,
+                ys=ys,
+            )
         else:
             row = dataclasses.replace(row, reason="no per-item rows on both sides: not tested")
         tasks.append(row)
     only_a = [t for t in side_a.tasks if t not in side_b.tasks]
     only_b = [t for t in side_b.tasks if t not in side_a.tasks]
-    return RunComparison(run_row(store, ida), run_row(store, idb), tasks, only_a, only_b, gated.mismatches,
-                         gated.system_differences, gated.notes, options, tolerance)  # fmt: skip
+    return RunComparison(
+        run_row(store, ida),
+        run_row(store, idb),
+        tasks,
+        only_a,
+        only_b,
+        gated.mismatches,
+        gated.system_differences,
+        gated.notes,
+        options,
+        tolerance,
+    )

@@ -107,10 +107,15 @@ def _utc(value: dt.datetime) -> dt.datetime:
 class Store:
     """A results store at ``url`` (``sqlite:///FILE`` or ``postgresql://…``); see the module docstring."""
 
-    def __init__(self, url: str, *, check: bool = True) -> None:
+    def __init__(self, url: str, *, check: bool = True, create: bool = True) -> None:
+        """Open the store at ``url``; ``create`` False (the readers: ``results list``, ``gate``, ``serve``) refuses a
+        store that does not exist yet rather than creating it."""
         self.kind: StoreKind
         self.kind, self._url = parse_store_url(url)
         self.url = masked(self._url)
+        self.create = create
+        if not create and self.kind.name == "sqlite" and not Path(self._url.database).expanduser().is_file():
+            raise StoreError(f"store {self.url}: no such file; record a run into it first (run --store URL)")
         self._engine = self._connect()
         if check:
             self._check_schema()
@@ -126,7 +131,7 @@ class Store:
             raise ConfigError(
                 f"store: a {self.kind.name} store needs its driver: pip install 'embedscope[{self.kind.extra}]'"
             ) from None
-        if self.kind.name == "sqlite":
+        if self.kind.name == "sqlite" and self.create:
             Path(self._url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(self._url, **self.kind.engine_options(self._url))
         if self.kind.name == "sqlite":
@@ -178,6 +183,10 @@ class Store:
         if revision == tables.SCHEMA_REVISION:
             return
         if revision is None:
+            if not self.create:
+                raise StoreError(
+                    f"store {self.url}: holds no results yet; record a run into it first (run --store URL)"
+                )
             self.upgrade()
             return
         if revision in known_revisions():
