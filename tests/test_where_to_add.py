@@ -472,3 +472,33 @@ def test_a_toy_command_group_is_one_module_and_its_place_in_cli_main(monkeypatch
     assert capsys.readouterr().out.split() == ["STS"]
     assert main(["types", "--contains", "nope"]) == 2
     assert capsys.readouterr().err == "embedscope: error: --contains 'nope': no task type holds it\n"
+
+
+# -- a results-store kind: one record (its URL schemes, SQLAlchemy driver, extra), registered here: 1 file -------------
+
+
+@pytest.fixture
+def lite_store_kind() -> Iterator[str]:
+    import dataclasses
+
+    from embedscope.history.kinds import STORE_KINDS, register_store_kind, unregister_store_kind
+
+    # an embedded store on SQLite's driver under its own scheme: the record says where its file is and how it behaves
+    register_store_kind(dataclasses.replace(STORE_KINDS.get("sqlite"), name="lite", schemes=("lite",)))
+    yield "lite"
+    unregister_store_kind("lite")
+
+
+def test_a_toy_store_kind_records_runs_and_every_verb_reads_it(lite_store_kind, tmp_path, capsys):
+    url = f"lite:///{tmp_path}/history.db"
+    main(["results", "list", "--store", url])  # refused before any run: the store does not exist yet
+    assert "no such file" in capsys.readouterr().err
+    report = embedscope.evaluate(
+        KeywordEncoder(["cat", "dog"], name="kw/lite"), [embedscope.testing.tiny.tiny_retrieval_task()],
+        output_folder=str(tmp_path / "out"), cache=False, show_progress=False, store=url, tag="baseline",
+    )  # fmt: skip
+    assert report.recorded.store == f"lite:///{tmp_path}/history.db" and report.recorded.new
+    assert main(["results", "list", "--store", url]) == 0 and "kw/lite" in capsys.readouterr().out
+    folder = str(report.outcomes[0].path.parent)
+    assert main(["gate", "tag:baseline", folder, "--store", url]) == 0
+    assert main(["results", "export", "--store", url, "--output-folder", str(tmp_path / "x")]) == 0

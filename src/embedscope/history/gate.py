@@ -30,6 +30,8 @@ from embedscope.results.table import markdown_table
 
 PASSED, FAILED, NOT_COMPARABLE = 0, 1, 3
 DEFAULT_TOLERANCE = 0.01
+TEST_NAMES = {"t-test": "paired t-test", "permutation": "paired permutation test", "bootstrap": "paired bootstrap"}
+SHOWN = 12  # system differences the table lists (the JSON and markdown hold all)
 GATE_OPTIONS = CompareOptions(test="t-test")
 """The gate's default test: the paired t-test, which a CI can afford on many large tasks (50 tasks × 10,000 queries in
 about 3 s, where 10,000 permutation and bootstrap rounds take about 110 s: ``bench/bench_store.py``); any of
@@ -139,11 +141,16 @@ class GateResult:
             lines += [self._table(digits), ""]
         lines += [f"not comparable: {m}" for m in self.mismatches]
         if self.system_differences:
-            lines.append("system under test differs: " + "; ".join(self.system_differences))
+            lines.append("the system under test differs:")
+            lines += [f"  {d}" for d in self.system_differences[:SHOWN]]
+            lines += (
+                [f"  … and {len(self.system_differences) - SHOWN} more"] if len(self.system_differences) > SHOWN else []
+            )
         lines += [f"warning: {r.task}: {r.reason}" for r in self.rows if r.verdict == "warn"]
         lines += [f"note: {n}" for n in self.notes]
         lines.append(
-            f"test: {self.options.test} on per-item scores, p adjusted by {self.options.correction} across tasks; "
+            f"test: {TEST_NAMES.get(self.options.test, self.options.test)} on per-item scores, p adjusted by "
+            f"{self.options.correction} across tasks; "
             f"fail = Δ < −{self.tolerance:g} and p < {self.options.alpha:g}"
         )
         return "\n".join(lines).rstrip() + "\n"
@@ -156,14 +163,15 @@ class GateResult:
         if self.rows:
             lines += [self._table(digits), ""]
         lines += [f"- **not comparable**: {m}" for m in self.mismatches]
+        lines += [f"- warning: {r.task}: {r.reason}" for r in self.rows if r.verdict == "warn"]
         if self.system_differences:
             lines += ["", "<details><summary>What differs in the system under test</summary>", ""]
             lines += [f"- `{d}`" for d in self.system_differences] + ["", "</details>"]
-        lines += [f"- warning: {r.task}: {r.reason}" for r in self.rows if r.verdict == "warn"]
         lines += [
             "",
-            f"<sub>{self.options.test} test on per-item scores, {self.options.correction}-adjusted across tasks; "
-            f"a task fails when Δ < −{self.tolerance:g} and p < {self.options.alpha:g}.</sub>",
+            f"<sub>{TEST_NAMES.get(self.options.test, self.options.test)} on per-item scores, "
+            f"{self.options.correction}-adjusted across tasks; a task fails when Δ < −{self.tolerance:g} and "
+            f"p < {self.options.alpha:g}.</sub>",
         ]
         return "\n".join(lines) + "\n"
 
@@ -310,7 +318,28 @@ def evaluation_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
     )
 
 
-def system_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """What differs in the system under test (model, options, pipeline, search settings, placement)."""
-    text = settings_difference(a, b)
-    return [part for part in text.split("; ") if part]
+def system_differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """What differs in the system under test (model, options, pipeline, search settings, placement): one
+    ``key: old → new`` per differing value, long values clipped.
+
+    >>> system_differences({"model": {"fingerprint": "f" * 64}, "settings": {}}, {"model": {"fingerprint": "e" * 64},
+    ...                    "settings": {"truncate_dim": 128}})
+    ["model.fingerprint: 'ffffffffffff…' → 'eeeeeeeeeeee…'", 'settings.truncate_dim: None → 128']
+    """
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for key in sorted(set(a) | set(b), key=str):
+            out += system_differences(a.get(key), b.get(key), f"{prefix}{key}.")
+        return out
+    if a == b:
+        return []
+    return [f"{prefix.rstrip('.')}: {_short(a)} → {_short(b)}"]
+
+
+def _short(value: Any) -> str:
+    """A value for a difference line: hashes cut to 12 characters, anything else to 60."""
+    if isinstance(value, str) and len(value) >= 32 and all(c in "0123456789abcdef" for c in value):
+        return repr(value[:12] + "…")
+    from embedscope.messages import clip
+
+    return clip(value, 60)

@@ -55,18 +55,8 @@ class NotFound(EmbedscopeError):
 def reading(store: Store, doing: str) -> Iterator[Any]:
     """A connection of ``store`` that cannot write (SQLite ``query_only``, a PostgreSQL ``READ ONLY``
     transaction); a database error is one line naming the store and ``doing``."""
-    with store._errors(doing), store._engine.connect() as connection:
-        if store.kind.name != "sqlite":
-            connection.exec_driver_sql("SET TRANSACTION READ ONLY")
-            yield connection
-            return
-        connection.exec_driver_sql("PRAGMA query_only = ON")
-        try:
-            yield connection
-        finally:  # the pooled connection may serve the same Store's writer next
-            connection.rollback()
-            connection.exec_driver_sql("PRAGMA query_only = OFF")
-            connection.commit()
+    with store._errors(doing), store._engine.connect() as connection, store.kind.read_only(connection):
+        yield connection
 
 
 def _utc(value: dt.datetime) -> dt.datetime:

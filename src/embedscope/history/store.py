@@ -34,7 +34,7 @@ from typing import Any
 from embedscope.errors import ConfigError, EmbedscopeError
 from embedscope.history import tables
 from embedscope.history.folders import RunRecord, read_run, run_folders, write_run
-from embedscope.history.kinds import StoreKind, masked, parse_store_url, scrub
+from embedscope.history.kinds import StoreKind, mask_text, parse_store_url, scrub
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +112,10 @@ class Store:
         store that does not exist yet rather than creating it."""
         self.kind: StoreKind
         self.kind, self._url = parse_store_url(url)
-        self.url = masked(self._url)
+        self.url = mask_text(url)
         self.create = create
-        if not create and self.kind.name == "sqlite" and not Path(self._url.database).expanduser().is_file():
+        file = self.kind.file(self._url)
+        if file is not None and not create and not file.is_file():
             raise StoreError(f"store {self.url}: no such file; record a run into it first (run --store URL)")
         self._engine = self._connect()
         if check:
@@ -126,30 +127,16 @@ class Store:
             import importlib
 
             importlib.import_module(self.kind.module)
-            from sqlalchemy import create_engine, event
+            from sqlalchemy import create_engine
         except ImportError:
             raise ConfigError(
                 f"store: a {self.kind.name} store needs its driver: pip install 'embedscope[{self.kind.extra}]'"
             ) from None
-        if self.kind.name == "sqlite" and self.create:
-            Path(self._url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        file = self.kind.file(self._url)
+        if file is not None and self.create:
+            file.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(self._url, **self.kind.engine_options(self._url))
-        if self.kind.name == "sqlite":
-
-            @event.listens_for(engine, "connect")
-            def _pragmas(connection: Any, _: Any) -> None:  # WAL: readers never wait; writers queue on the lock
-                connection.isolation_level = None  # transactions begin as the "begin" event says (DDL included)
-                cursor = connection.cursor()
-                cursor.execute("PRAGMA busy_timeout=60000")
-                cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA foreign_keys=ON")
-                cursor.close()
-
-            @event.listens_for(engine, "begin")
-            def _begin(connection: Any) -> None:  # a write takes the lock first, waiting its turn (busy_timeout)
-                writes = connection.get_execution_options().get("embedscope_write")
-                connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
-
+        self.kind.prepare(engine)
         return engine
 
     @contextmanager
@@ -203,7 +190,6 @@ class Store:
         """Bring the store's schema to this embedscope's (Alembic's ``upgrade head``): (from, to)."""
         from alembic import command
         from alembic.config import Config
-        from sqlalchemy import text
 
         before = self.schema_revision()
         if before == tables.SCHEMA_REVISION:
@@ -215,8 +201,7 @@ class Store:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with self._errors("upgrading its schema"), self._write() as connection:
-            if self.kind.name == "postgresql":  # one process at a time (SQLite's write lock already is)
-                connection.execute(text("SELECT pg_advisory_xact_lock(4242001)"))
+            self.kind.lock_schema(connection)  # one process at a time (SQLite's write lock already is)
             if self._revision_on(connection) != tables.SCHEMA_REVISION:  # another process may have just done it
                 config.attributes["connection"] = connection
                 command.upgrade(config, "head")

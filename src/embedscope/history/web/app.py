@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException
 from embedscope.compare.core import CompareOptions
 from embedscope.errors import EmbedscopeError
 from embedscope.history import queries
-from embedscope.history.gate import GATE_OPTIONS
+from embedscope.history.gate import GATE_OPTIONS, TEST_NAMES
 from embedscope.history.queries import LeaderFilter, NotFound
 from embedscope.history.store import Store, StoreError
 from embedscope.history.web import charts
@@ -84,6 +84,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(num=num, q=quoted, when=lambda t: t.strftime("%Y-%m-%d %H:%M UTC"))
     env.globals.update(
+        test_names=TEST_NAMES,
         charts=charts,
         shade=shade,
         board_url=board_url,
