@@ -182,10 +182,12 @@ def compare(
     output_folder: str | Path = "results",
     cache: bool | str = True,
     limits: int | None = None,
+    store: Any = None,
 ) -> Comparison:
     """Significance of score differences (``embedscope compare``): result ``folders`` (one model each, the first the
-    reference), or ``models`` evaluated on ``tasks`` into ``output_folder`` (with per-text embedding agreement).
-    ``fidelity`` adds ranking and similarity agreement with the first folder.
+    reference; a run in a results ``store`` as ``tag:NAME`` or ``run:ID``), or ``models`` evaluated on ``tasks`` into
+    ``output_folder`` (with per-text embedding agreement). ``fidelity`` adds ranking and similarity agreement with
+    the first folder.
 
     Examples:
         >>> import tempfile, embedscope
@@ -211,6 +213,15 @@ def compare(
         return compare_model_runs(
             list(models), list(tasks or []), str(output_folder), options, cache=cache, limits=limits
         )
+    from embedscope.history.sides import side_kind
+
+    if store is not None or any(side_kind(str(f)) == "store" for f in folders):
+        from embedscope.compare.core import compare_models
+        from embedscope.compare.fidelity import agreement
+        from embedscope.history.sides import compared_models
+
+        models_read = compared_models([str(f) for f in folders], store)
+        return compare_models(models_read, options, tasks, agreement if fidelity else None)
     return compare_folders(list(folders), options, tasks, fidelity=fidelity)
 
 
@@ -222,8 +233,10 @@ def report(
     html: str | Path | None = None,
     baseline: str | None = None,
     options: CompareOptions = CompareOptions(),
+    store: Any = None,
 ) -> ReportTables:
-    """Per task, per task type and overall means over result folders, models side by side (``embedscope report``);
+    """Per task, per task type and overall means over result folders (and runs in a results ``store``, ``tag:NAME``
+    or ``run:ID``), models side by side (``embedscope report``);
     ``benchmark`` keeps one of mteb's benchmarks' tasks and ranks by Borda count; ``html`` also writes the offline
     HTML report (leaderboard, per-task charts with intervals and significance against ``baseline``, and every sweep
     recorded in the folders) to that file.
@@ -239,13 +252,15 @@ def report(
         >>> tables.per_task[1][:2]
         ['TinyRetrieval', 'Retrieval']
     """
-    from embedscope.results.report import build_report, collect_results, restrict_to_benchmark
+    from embedscope.errors import ConfigError
+    from embedscope.history.sides import report_rows, side_kind
+    from embedscope.results.report import build_report, restrict_to_benchmark
 
     if not 0 <= digits <= 10:
-        from embedscope.errors import ConfigError
-
         raise ConfigError(f"digits must be a whole number from 0 to 10, not {digits}")
-    rows = collect_results(list(folders))
+    if html is not None and any(side_kind(str(f)) == "store" for f in folders):
+        raise ConfigError("html: the HTML report reads result folders; write the runs out with 'results export' first")
+    rows = report_rows([str(f) for f in folders], store)
     if benchmark:
         rows = restrict_to_benchmark(rows, benchmark)
     tables = build_report(rows, digits=digits, borda=bool(benchmark))

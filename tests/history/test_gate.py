@@ -184,3 +184,25 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys) -> None:
         )
     with pytest.raises(ConfigError, match="tolerance: a drop of at least 0"):
         gate(base, base, tolerance=-1)
+
+
+def test_compare_and_report_read_runs_in_a_store_as_their_folders(tmp_path, capsys) -> None:
+    import embedscope
+
+    url = f"sqlite:///{tmp_path}/h.db"
+    base, drop = side(tmp_path, "base"), side(tmp_path, "drop", {"T1": -0.1})
+    store = Store(url)
+    store.import_folders([base], tags=["baseline"])
+    ((drop_id, _),) = store.import_folders([drop])
+    options = CompareOptions(rounds=300)
+    from_store = embedscope.compare(["tag:baseline", f"run:{drop_id[:8]}"], options=options, store=url)
+    from_folders = compare_folders([base, drop], options)
+    assert [(r.task, r.delta, r.ci_low, r.p_adjusted) for r in from_store.rows] == [
+        (r.task, r.delta, r.ci_low, r.p_adjusted) for r in from_folders.rows
+    ]
+    assert embedscope.report(["tag:baseline", drop], store=url).per_task == embedscope.report([base, drop]).per_task
+    assert main(["report", "tag:baseline", "--store", url]) == 0 and "| T1 |" in capsys.readouterr().out
+    assert main(["report", base, "--store", url]) == 2
+    assert "no store is read" in capsys.readouterr().err
+    assert main(["report", "tag:baseline", "--store", url, "--html", str(tmp_path / "r.html")]) == 2
+    assert "results export" in capsys.readouterr().err

@@ -222,3 +222,47 @@ def test_a_writer_killed_mid_transaction_leaves_no_half_run(store_url, tmp_path)
     assert counts == [0, 0, 0]
     ((run_id, new),) = store.import_folders([folder])  # the next recording goes through
     assert new and store.run_info(run_id).scores["T1"] == float(retrieval_values(200, 0.5, 1).mean())
+
+
+def test_a_store_of_an_older_schema_is_refused_with_the_command_that_upgrades_it(
+    store_url, monkeypatch, capsys
+) -> None:
+    from embedscope.cli.main import main
+    from embedscope.history import store as store_module
+    from embedscope.history import tables
+
+    Store(store_url).dispose()  # at 0001; pretend this embedscope reads a later revision 0002
+    monkeypatch.setattr(tables, "SCHEMA_REVISION", "0002")
+    monkeypatch.setattr(store_module, "known_revisions", lambda: ["0001", "0002"])
+    with pytest.raises(StoreError, match=r"written by an older embedscope \(schema 0001, this one reads 0002\); "
+                       r"upgrade it with: embedscope results upgrade --store "):  # fmt: skip
+        Store(store_url)
+    assert main(["results", "list", "--store", store_url]) == 2
+    assert "embedscope results upgrade --store" in capsys.readouterr().err
+
+
+def test_results_upgrade_creates_a_store_and_then_says_it_is_current(tmp_path, capsys) -> None:
+    from embedscope.cli.main import main
+
+    url = f"sqlite:///{tmp_path}/new.db"
+    assert main(["results", "upgrade", "--store", url]) == 0
+    assert capsys.readouterr().out.strip().endswith("schema (none) → 0001")
+    assert main(["results", "upgrade", "--store", url]) == 0
+    assert capsys.readouterr().out.strip().endswith("at 0001")
+
+
+@pytest.mark.slow
+def test_mteb_and_report_read_an_export_unchanged(every_type_run, tmp_path) -> None:
+    import mteb
+
+    from embedscope.results.report import collect_results
+
+    store = Store(f"sqlite:///{tmp_path}/h.db")
+    store.import_folders([every_type_run])
+    (folder,) = store.export(tmp_path / "exported")
+    for path in sorted(folder.glob("*.json")):
+        if path.name != "model_meta.json":
+            loaded = mteb.TaskResult.from_disk(path)
+            assert loaded.task_name == path.stem
+    ours = {(r.task, r.score) for r in collect_results([every_type_run])}
+    assert {(r.task, r.score) for r in collect_results([tmp_path / "exported"])} == ours

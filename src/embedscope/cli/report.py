@@ -66,7 +66,11 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report", help="aggregate result folders: per task, per task type and overall, models side by side"
     )
-    p.add_argument("folders", nargs="+", help="results folders (as written by 'embedscope run' or mteb)")
+    p.add_argument(
+        "folders", nargs="+", help="results folders (as written by 'embedscope run' or mteb), or runs in a results "
+        "store: tag:NAME, run:ID (with --store)"
+    )  # fmt: skip
+    add_settings_flags(p, paths=("store",))
     p.add_argument("--format", choices=("markdown", "csv"), default="markdown", help="table format printed")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the tables as CSV to FILE")
     p.add_argument("--digits", type=int, default=3, help="decimals shown (default 3)")
@@ -102,7 +106,7 @@ _REPORT_PARSER_DEFAULTS = {"test": "permutation", "rounds": 10_000, "seed": 42, 
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from embedscope.results.report import build_report, collect_results, restrict_to_benchmark
+    from embedscope.results.report import build_report, restrict_to_benchmark
 
     digits = checked_digits(args.digits)
     html_only = {"--test": "test", "--rounds": "rounds", "--seed": "seed", "--correction": "correction"}
@@ -111,7 +115,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         given.append("--baseline")
     if given and not args.html:
         raise ConfigError(f"{', '.join(given)}: for the HTML report only; add --html FILE, or drop them")
-    rows = collect_results(args.folders)
+    from embedscope.history.sides import report_rows, side_kind
+
+    if args.html and any(side_kind(f) == "store" for f in args.folders):
+        raise ConfigError("--html reads result folders; write the runs out with 'embedscope results export' first")
+    rows = report_rows(args.folders, getattr(args, "store", None))
     if args.benchmark:
         rows = restrict_to_benchmark(rows, args.benchmark)
     tables = build_report(rows, digits=digits, borda=bool(args.benchmark))
@@ -139,10 +147,13 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         description="For each task the folders share: main-score difference, confidence interval and "
         "p-value of every pair of models, from the per-item scores saved beside the results.",
     )
-    p.add_argument("folders", nargs="*", help="results folders, one model each (the first is the reference)")
+    p.add_argument(
+        "folders", nargs="*", help="results folders, one model each (the first is the reference), or runs in a "
+        "results store: tag:NAME, run:ID (with --store)"
+    )  # fmt: skip
     # --models: instead of folders, evaluate the models on --tasks (stored results and the embedding cache are
     # reused) and add per-text embedding agreement to the fidelity measures; --tasks alone picks shared tasks
-    add_settings_flags(p, paths=("models", "tasks", "output_folder", "cache", "cache_dir", "limits"))
+    add_settings_flags(p, paths=("models", "tasks", "output_folder", "cache", "cache_dir", "limits", "store"))
     add_statistics_flags(p)
     p.add_argument(
         "--fidelity",
@@ -162,7 +173,6 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from embedscope.compare.core import compare_folders
     from embedscope.compare.render import comparison_text
 
     digits = checked_digits(args.digits)
@@ -174,18 +184,25 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
         if args.folders:
             raise ConfigError("give result folders or --models, not both")
+        if "store" in layer.values:
+            raise ConfigError("--store: reads runs given as tag:NAME or run:ID, not --models; drop one of them")
         s = build_settings([layer])
         cache = False if not s.cache else (s.cache_dir or True)
         comparison = compare_model_runs(
             [str(m) for m in s.models or []], list(s.tasks), s.output_folder, options, cache=cache, limits=s.limits
         )
     else:
-        given = sorted(set(layer.names) - {"tasks"})
+        given = sorted(set(layer.names) - {"tasks", "store"})
         if given:
             raise ConfigError(
                 f"{', '.join(layer.names[k] for k in given)}: for --models only; add --models, or drop them"
             )
-        comparison = compare_folders(args.folders, options, getattr(args, "tasks", None), fidelity=args.fidelity)
+        from embedscope.api import compare
+
+        comparison = compare(
+            args.folders, tasks=getattr(args, "tasks", None), options=options, fidelity=args.fidelity,
+            store=getattr(args, "store", None),
+        )  # fmt: skip
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
     else:

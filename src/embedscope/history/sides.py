@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from embedscope.compare.items import ModelResults, TaskItems, items_of, load_mod
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.history.folders import META, evaluation_record, system_record
 from embedscope.results.per_item import SUFFIX, decode_rows
+from embedscope.results.report import ResultRow
 from embedscope.results.schema import TaskResult
 
 STORE_PREFIXES = ("tag:", "run:")
@@ -89,3 +91,45 @@ def store_side(spec: str, store: Any) -> Side:
     meta = json.loads(files[META]) if META in files else None
     model = ModelResults(info.model, Path(f"run:{run_id[:12]}"), tasks)
     return Side(f"{spec} (run {run_id[:12]}, {info.model})", model, evaluations, system_record(meta, parsed), run_id)
+
+
+def open_for(specs: Sequence[str], store: Any | None) -> Any | None:
+    """The store that ``specs`` need (a :class:`~embedscope.history.store.Store`, its URL, else
+    ``$EMBEDSCOPE_STORE``), opened for reading; None when every spec is a folder. A store given that no spec reads is
+    refused, never ignored."""
+    needed = any(side_kind(s) == "store" for s in specs)
+    if not needed:
+        if store is not None:
+            raise ConfigError("store: every side given is a result folder, so no store is read; drop it")
+        return None
+    if store is None:
+        from embedscope.history.kinds import store_url_from
+
+        store = store_url_from(None)
+    if isinstance(store, str):
+        from embedscope.history.store import Store
+
+        store = Store(store, create=False)
+    return store
+
+
+def compared_models(specs: Sequence[str], store: Any | None = None) -> list[ModelResults]:
+    """One model's results per spec (a result folder, ``tag:NAME`` or ``run:ID``), for ``compare``."""
+    opened = open_for(specs, store)
+    return [load_side(spec, opened).results for spec in specs]
+
+
+def report_rows(specs: Sequence[str], store: Any | None = None) -> list[ResultRow]:
+    """Every task result of ``specs`` (result folders, any depth, and runs in a store), for ``report``."""
+    from embedscope.results.report import collect_results, distinct_models
+
+    opened = open_for(specs, store)
+    rows: list[ResultRow] = []
+    for spec in specs:  # in the order given: the report's columns
+        if side_kind(spec) == "folder":
+            rows += collect_results([spec])
+            continue
+        side = store_side(spec, opened)
+        for task, items in side.tasks.items():
+            rows.append(ResultRow(side.results.name, task, items.task_type, items.metric, items.score, items.path))
+    return distinct_models(rows)

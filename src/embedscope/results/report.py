@@ -171,10 +171,10 @@ def collect_results(folders: list[str | Path]) -> list[ResultRow]:
             )
     if not rows:
         raise DataFormatError(f"No task results found under {', '.join(map(str, folders))}")
-    return _distinct_models(rows)
+    return distinct_models(rows)
 
 
-def _distinct_models(rows: list[ResultRow]) -> list[ResultRow]:
+def distinct_models(rows: list[ResultRow]) -> list[ResultRow]:
     """Results of different folders are different models: a name that several folders share gets the
     folder added (``name (path)``), so their scores never merge into one column."""
     folders: dict[str, list[Path]] = {}
