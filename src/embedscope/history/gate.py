@@ -61,7 +61,14 @@ class TaskGate:
 @dataclass
 class GateResult:
     """A gate's verdict: ``exit_status`` (0, 1 or 3), ``table()`` as ``embedscope gate`` prints it, ``markdown()``
-    for a pull-request comment, ``junit()`` for CI, ``to_dict()`` for JSON."""
+    for a pull-request comment, ``junit()`` for CI, ``to_dict()`` for JSON.
+
+    Examples:
+        >>> row = TaskGate("T", "ndcg_at_10", 0.80, 0.70, -0.10, p_adjusted=0.001, verdict="fail")
+        >>> result = GateResult("tag:baseline", "results/new", [row], 0.01, GATE_OPTIONS)
+        >>> result.exit_status, result.verdict, result.headline()[:5]
+        (1, 'fail', 'FAIL:')
+    """
 
     baseline: str
     candidate: str

@@ -54,7 +54,12 @@ def _filter(help: str, **kwargs: Any) -> Any:
 @dataclass(frozen=True)
 class RunFilter:
     """Which runs a listing, an export or a leaderboard takes (every field optional; all must hold). Each field is
-    declared once here: ``results list`` and ``results export`` derive their flags from it."""
+    declared once here: ``results list`` and ``results export`` derive their flags from it.
+
+    Examples:
+        >>> RunFilter(model="org/a", tag="baseline", latest=True).tag
+        'baseline'
+    """
 
     model: str | None = _filter("only runs of this model (its name as 'results list' shows it)")
     task: str | None = _filter("only runs with a result of this task")
@@ -105,7 +110,15 @@ def _utc(value: dt.datetime) -> dt.datetime:
 
 
 class Store:
-    """A results store at ``url`` (``sqlite:///FILE`` or ``postgresql://…``); see the module docstring."""
+    """A results store at ``url`` (``sqlite:///FILE`` or ``postgresql://…``); see the module docstring.
+
+    Examples:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> store = Store(f"sqlite:///{folder}/history.db")
+        >>> store.url.endswith("/history.db"), store.schema_revision(), store.runs()
+        (True, '0001', [])
+    """
 
     def __init__(self, url: str, *, check: bool = True, create: bool = True) -> None:
         """Open the store at ``url``; ``create`` False (the readers: ``results list``, ``gate``, ``serve``) refuses a
