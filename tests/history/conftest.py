@@ -19,9 +19,9 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
-    """A new, empty store of each kind."""
+    """A new, empty store of each kind (the PostgreSQL server starts in a second or two: slow tier)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/history.db"
     server = request.getfixturevalue("postgres_url")
