@@ -102,6 +102,7 @@ class DeclaredOption:
     key_values: bool = False
     acts: dict[str, list[str]] = field(default_factory=dict)
     stored: bool = True
+    default: Any = None  # the field's default (None: none, or one computed at run time)
 
     @property
     def dest(self) -> str:
@@ -169,9 +170,20 @@ def declared_options(root: type[BaseModel] | None = None, prefix: str = "") -> I
             meta["key_values"],
             meta["acts"],
             meta["stored"],
+            _plain_default(info),
         )
     if prefix == "" and root.__name__ == "RunSettings":
         yield from engine_options()
+
+
+def _plain_default(info: FieldInfo) -> Any:
+    """A field's default as plain data (None when it has none, or its default is made at run time)."""
+    from pydantic_core import PydanticUndefined
+
+    if info.default_factory is not None or info.default is PydanticUndefined:
+        return None
+    value = info.default
+    return value if isinstance(value, (str, int, float, bool, type(None))) else None
 
 
 def _help(text: str, help_from: str | None) -> str:
@@ -198,6 +210,7 @@ def engine_options() -> Iterator[DeclaredOption]:
                 (f"--{name}-{field_name.replace('_', '-')}",),
                 metavar=field_name.split("_")[0].upper(),
                 acts={"engine": [name]},
+                default=_plain_default(info),
             )
 
 
