@@ -18,6 +18,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,12 +35,30 @@ TYPES = (
 )
 
 
-def fill(store, runs: int, tasks: int, models: int, seed: int = 0) -> None:
+def task_files(task: str, values: np.ndarray) -> dict[str, bytes]:
+    """A Retrieval result file and its per-item rows (``values`` as each query's nDCG@10), as a run records them."""
+    from embedscope.results.per_item import encode_rows, item_rows
+    from embedscope.results.schema import TaskResult, score_entry
+
+    score = float(values.mean())
+    extra = {"task_type": "Retrieval", "main_metric": "ndcg_at_10", "run_settings": {"model": {}, "top_k": 100},
+             "task_settings": {}, "data": {"location": None, "fingerprint": "d0"}}  # fmt: skip
+    entry = score_entry({"ndcg_at_10": score}, "ndcg_at_10", "default", ("eng-Latn",))
+    result = TaskResult(task, "r", {"test": [entry]}, evaluation_time=1.0, extra=extra)
+    ids = [f"q{i}" for i in range(len(values))]
+    rows = item_rows("test", "default", {"id": ids, "ndcg_at_10": [float(v) for v in values]})
+    return {f"{task}.json": json.dumps(result.to_dict()).encode(), f"{task}.per_item.jsonl.gz": encode_rows(rows)}
+
+
+def fill(store, runs: int, tasks: int, models: int, seed: int = 0, queries: int = 1000) -> None:
     """``runs`` runs of ``models`` models (round robin, an hour apart), each with a result on every one of ``tasks``
-    tasks, inserted in one transaction."""
+    tasks, inserted in one transaction; the first task (a Retrieval one) with its files and ``queries`` per-query
+    rows, as a recorded run has them (the task, model and compare pages read them)."""
     from sqlalchemy import insert
 
     from embedscope.history import tables
+
+    file_rows = []
 
     rng = np.random.default_rng(seed)
     start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -78,6 +97,11 @@ def fill(store, runs: int, tasks: int, models: int, seed: int = 0) -> None:
                     "cost": float(rng.uniform(0.001, 0.01)),
                 }
             score = float(np.clip(skill[m] + rng.normal(0, 0.05), 0, 1))
+            if j == 0:
+                values = np.clip(score + rng.normal(0, 0.2, queries), 0, 1)
+                score = float(values.mean())
+                files = task_files(f"Task{j:02d}", values)
+                file_rows += [{"run_id": run_id, "path": p, "content": c} for p, c in files.items()]
             result_rows.append(
                 {
                     "run_id": run_id,
@@ -88,7 +112,7 @@ def fill(store, runs: int, tasks: int, models: int, seed: int = 0) -> None:
                     "evaluation": json.dumps({"data": f"d{j}"}),
                     "seconds": float(sum(cost["phases"].values())),
                     "cost": json.dumps(cost),
-                    "items": 0,
+                    "items": queries if j == 0 else 0,
                     "path": f"Task{j:02d}.json",
                 }
             )
@@ -96,6 +120,8 @@ def fill(store, runs: int, tasks: int, models: int, seed: int = 0) -> None:
         connection.execute(insert(tables.runs), run_rows)
         for start_row in range(0, len(result_rows), 10_000):
             connection.execute(insert(tables.results), result_rows[start_row : start_row + 10_000])
+        for start_row in range(0, len(file_rows), 500):
+            connection.execute(insert(tables.files), file_rows[start_row : start_row + 500])
 
 
 def main() -> None:
@@ -128,6 +154,21 @@ def main() -> None:
     with TestClient(create_app(store)) as client:
         t_page, page = median_time(lambda: client.get("/"), repeats=args.repeats, warmup=1)
     assert page.status_code == 200, page.text[:300]
+    runs = store.runs()
+    pages = {
+        "task page (100 models' intervals and histograms)": "/task/Task00",
+        "model page (10 runs over 50 tasks)": "/model/org%2Fmodel-000",
+        "compare page (two runs, 50 tasks)": f"/compare?a=run:{runs[0].id}&b=run:{runs[100].id}",
+    }
+    timed = {}
+    for label, path in pages.items():  # a new app each time: nothing served from its memo of intervals
+
+        def cold(path: str = path) -> Any:
+            with TestClient(create_app(store)) as fresh:
+                return fresh.get(path)
+
+        timed[label], answer = median_time(cold, repeats=args.repeats, warmup=1)
+        assert answer.status_code == 200, (path, answer.text[:300])
     cells = sum(len(r.cells) for r in board.rows)
     print(f"leaderboard: {len(board.rows)} models × {len(board.tasks)} tasks ({cells:,} cells)")
     print(
@@ -137,6 +178,8 @@ def main() -> None:
         f"'/' page:          median {t_page * 1000:.0f} ms of {args.repeats} ({t_page / GOAL_S:.2f} × the 1 s goal), "
         f"{len(page.content) / 1e6:.2f} MB of HTML"
     )
+    for label, seconds in timed.items():
+        print(f"{label}: median {seconds * 1000:.0f} ms of {args.repeats} ({seconds / GOAL_S:.2f} × the 1 s goal)")
     store.dispose()
 
 

@@ -218,14 +218,28 @@ def test_the_task_page_shows_each_models_interval_and_distribution(client: TestC
     body = client.get("/api/task/RetA").json()
     entries = {(e["model"], e["experiment"]): e for e in body["entries"]}
     assert set(entries) == {k for k, s in made.scores.items() if "RetA" in s}
+    from scipy.stats import t as student_t
+
+    from embedscope.compare.items import load_model_results
+
     for key, e in entries.items():
         assert e["score"] == made.scores[key]["RetA"]
         assert e["ci_low"] < e["score"] < e["ci_high"] and e["n"] == 40 and sum(e["histogram"]) == 40
+    checked = 0
+    for folder in made.folders.values():  # the newest runs' t interval of the mean, as scipy gives it
+        items = load_model_results(folder).tasks.get("RetA")
+        shown = [e for e in entries.values() if items is not None and e["score"] == items.score]
+        for e in shown:
+            v = items.values
+            low, high = student_t.interval(0.95, len(v) - 1, loc=v.mean(), scale=v.std(ddof=1) / np.sqrt(len(v)))
+            assert (e["ci_low"], e["ci_high"]) == pytest.approx((low, high), rel=1e-12)
+            checked += 1
+    assert checked >= 1
     assert body["edges"][0] == 0.0 and body["edges"][-1] == 1.0
     sim = client.get("/api/task/Sim").json()["entries"]
     assert all(e["kind"] == "pairs" and e["histogram"] == [] and e["ci_low"] is not None and e["n"] == 40 for e in sim)
     page = client.get("/task/RetA").text
-    assert 'aria-label="ndcg_at_10 of each model with its bootstrap interval"' in page.replace("'", '"')
+    assert 'aria-label="ndcg_at_10 of each model with its interval"' in page.replace("'", '"')
     assert page.count("class='chart histogram'") == len(entries)
 
 

@@ -3,7 +3,7 @@ under ``/api``.
 
 - ``/`` and ``/api/leaderboard``: models × tasks (each model's newest run per task), means, cost; query parameters
   ``task_type``, ``model`` (a substring of the name), ``tag`` (repeatable), ``sort``;
-- ``/task/NAME`` and ``/api/task/NAME``: each model's score, its bootstrap interval and its per-item distribution;
+- ``/task/NAME`` and ``/api/task/NAME``: each model's score, its interval and its per-item distribution;
 - ``/model/NAME`` and ``/api/model/NAME``: the model's runs and its score over time per task;
 - ``/compare?a=RUN&b=RUN`` and ``/api/compare?a=RUN&b=RUN``: two runs side by side (``run:ID``, an id prefix or
   ``tag:NAME``);
@@ -134,7 +134,7 @@ def _previous_runs(history: queries.ModelHistory) -> dict[str, str]:
 
 
 def create_app(store: Store, options: CompareOptions = GATE_OPTIONS) -> FastAPI:
-    """The web app over ``store`` (read only); ``options`` set the bootstrap intervals and the paired tests."""
+    """The web app over ``store`` (read only); ``options`` set the intervals and the paired tests."""
     app = FastAPI(
         title="embedscope results store",
         version=__version__,
@@ -219,7 +219,7 @@ def create_app(store: Store, options: CompareOptions = GATE_OPTIONS) -> FastAPI:
         intervals = [(_label(e.model, e.experiment), e.score, e.ci_low, e.ci_high) for e in view.entries]
         return page("task.html", title=name, view=view, intervals=intervals, api_url=f"/api/task/{quoted(name)}")
 
-    @app.get("/api/task/{name:path}", summary="One task: each model's score, bootstrap interval, per-item histogram")
+    @app.get("/api/task/{name:path}", summary="One task: each model's score, its interval, per-item histogram")
     def task_api(name: str) -> JSONResponse:
         return JSONResponse(queries.task_view(store, name, options=options, memo=memo).to_dict())
 

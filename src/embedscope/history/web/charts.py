@@ -75,7 +75,7 @@ def _clip_label(text: str, limit: int = 42) -> str:
 
 
 def interval_chart(metric: str, rows: Sequence[tuple[str, float | None, float | None, float | None]]) -> Markup:
-    """Each model's score (a dot) and its bootstrap interval (a whisker) on one axis; ``rows`` are
+    """Each model's score (a dot) and its interval (a whisker) on one axis; ``rows`` are
     ``(label, score, low, high)``, drawn top to bottom."""
     label_w, plot_w, row_h, top = 300, 560, 22, 24
     height = top + row_h * len(rows) + 26
@@ -105,7 +105,7 @@ def interval_chart(metric: str, rows: Sequence[tuple[str, float | None, float | 
                 f"<text x='{x(hi if hi is not None else score) + 8:.1f}' y='{y + 4:.1f}' class='value'>"
                 f"{_num(score)}</text>"
             )
-    label = f"{metric} of each model with its bootstrap interval"
+    label = f"{metric} of each model with its interval"
     desc = "; ".join(f"{name}: {_num(s)} [{_num(lo)}, {_num(hi)}]" for name, s, lo, hi in rows)
     return _svg(label_w + plot_w + 70, height, label, desc, body, "intervals")
 
