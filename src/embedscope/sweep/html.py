@@ -209,8 +209,18 @@ def _table(report: SweepReport, rows: Sequence[SweepRow]) -> str:
     return f"<table class='sweep'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _notes(rows: Sequence[SweepRow]) -> str:
+    """Why a figure is missing, one line per point that has a note (a per-item file gone: no CI, no p-value)."""
+    notes = "".join(
+        f"<li data-point='{r.point}'>point {r.point} ({html.escape(r.label)}): {html.escape(r.note)}</li>"
+        for r in rows
+        if r.note
+    )
+    return f"<ul class='notes'>{notes}</ul>" if notes else ""
+
+
 def sweep_sections(report: SweepReport) -> str:
-    """Per task: the table, the scatters (one per cost at least two points have) and the axis charts."""
+    """Per task: the table and its notes, the scatters (one per cost at least two points have) and the axis charts."""
     sections = []
     for task in dict.fromkeys(r.task for r in report.rows):
         rows = [r for r in report.rows if r.task == task]
@@ -220,7 +230,7 @@ def sweep_sections(report: SweepReport) -> str:
         lines = [axis_chart(rows, a, report.axes) for a in numeric_axes(rows, report.axes)]
         sections.append(
             f"<section class='task' data-task='{_e(task)}'><h2>{html.escape(task)} "
-            f"<small>({html.escape(rows[0].metric)})</small></h2>{_table(report, rows)}"
+            f"<small>({html.escape(rows[0].metric)})</small></h2>{_table(report, rows)}{_notes(rows)}"
             f"<h3>Quality against cost</h3><p>Orange: the Pareto frontier (no other point scores at least as well "
             f"at no greater cost, better on one).</p><div class='charts'>{''.join(scatters) or '<p>No cost that two points have.</p>'}</div>"
             f"<h3>Along each numeric axis</h3><div class='charts'>"

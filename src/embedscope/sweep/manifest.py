@@ -20,7 +20,8 @@ manifest of the points done so far (``complete`` false)::
 
 Result paths are relative to the manifest's results folder. :func:`read_manifest` follows only paths that stay inside
 the folder it is given (after resolving links); any other is a one-line error naming the manifest and the point.
-Version 1 manifests (shared axes only) are still read.
+Version 1 manifests (shared axes only) are still read: the axes of a sweep with sub-grids come back from its
+points' values. A manifest of another version is a one-line error naming it, the version found and those read.
 """
 
 from __future__ import annotations
@@ -185,11 +186,12 @@ def read_manifest(path: str | Path, root: str | Path | None = None) -> RecordedS
         raise DataFormatError(f"{path}: the manifest leads outside {folder} (a link); report reads only that folder")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") not in READABLE_VERSIONS:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} version {VERSION} manifest")
+        _check_version(data, path)
         points = [p for p in data["points"] if p.get("done", True)]
         outcomes = [_outcome(p, folder, path) for p in points]
-        axes = [str(k) for k in data.get("axis_keys") or [a["key"] for a in data["axes"]]]
+        axes = _axes(data)
         total = int(data["points_total"])
     except DataFormatError:
         raise
@@ -200,6 +202,30 @@ def read_manifest(path: str | Path, root: str | Path | None = None) -> RecordedS
             if not result.is_file():
                 raise DataFormatError(f"{path}: point {outcome.point.label!r}: its {task} result {result} is missing")
     return RecordedSweep(path, axes, outcomes, total)
+
+
+def _check_version(data: dict[str, Any], path: Path) -> None:
+    """A manifest of a version this embedscope does not read (a newer embedscope's, or a damaged one) is refused in
+    one line naming it: read as one of ours, its points and axes could mean something else."""
+    version = data.get("version")
+    if type(version) is int and version in READABLE_VERSIONS:  # not True or 2.0, which equal 1 and 2 in Python
+        return
+    found = "no version" if "version" not in data else f"version {json.dumps(version)[:40]}"
+    readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+    raise DataFormatError(
+        f"{path}: a sweep manifest of {found}; this embedscope reads versions {readable} (written by a newer "
+        f"embedscope, or damaged: upgrade embedscope, or move the file out of {path.parent})"
+    )
+
+
+def _axes(data: dict[str, Any]) -> list[str]:
+    """Every axis a point varies: the recorded axis keys (version 2: shared axes and each sub-grid's), else the
+    shared axes (version 1 recorded no others), then any other key a point's values hold (a version 1 manifest of a
+    sweep with sub-grids), in the order first seen."""
+    recorded = data.get("axis_keys") if data["version"] >= 2 else None
+    keys = list(recorded or [a["key"] for a in data["axes"]])
+    keys += [k for p in data["points"] if isinstance(p.get("values"), dict) for k in p["values"]]
+    return [str(k) for k in dict.fromkeys(keys)]
 
 
 def _inside(folder: Path, rel: Any, manifest: Path, label: str) -> Path:

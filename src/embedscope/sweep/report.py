@@ -196,9 +196,9 @@ class SweepReport:
             str(r.point),
             *[_text(r.values.get(a)) for a in self.axes],
             _num(r.score) + (" (best)" if r.best else ""),
-            "n/a: no per-item rows" if r.note else f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
+            "n/a: no per-item rows" if _items_missing(r) else f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
             "" if r.best else f"{r.delta:+.5f}",
-            "" if r.best else ("n/a: no per-item rows" if r.note else _p(r.p_adjusted)),
+            "" if r.best else self._p_cell(r),
             _num(c.get("encode_s"), 2),
             _num(c.get("query_s"), 3),
             _num(c.get("ms_per_query"), 3),
@@ -215,6 +215,16 @@ class SweepReport:
             ),
             ", ".join(r.pareto),
         ]
+
+    def _p_cell(self, r: SweepRow) -> str:
+        """The p-value, or why there is none: this point's per-item rows are missing, or the best point's are (every
+        point is tested against it)."""
+        if _items_missing(r):
+            return "n/a: no per-item rows"
+        best = next((b for b in self.rows if b.task == r.task and b.best), None)
+        if best is not None and _items_missing(best) and not math.isfinite(r.p_adjusted):
+            return "n/a: the best point has no per-item rows"
+        return _p(r.p_adjusted)
 
     def csv(self) -> str:
         out = io.StringIO()
@@ -266,6 +276,11 @@ class SweepReport:
                 ]
             )
         return out.getvalue()
+
+
+def _items_missing(r: SweepRow) -> bool:
+    """Whether the row's result has no per-item rows (its note says why; no interval, no paired test)."""
+    return bool(r.note) and r.n_items == 0
 
 
 def _text(value: Any) -> str:
@@ -416,14 +431,18 @@ def _row(outcome: PointOutcome, task: str, items: TaskItems) -> SweepRow:
     )
 
 
+_NO_FIGURES = "no 95% CI and no p-value for this point"
+
+
 def _missing_items_note(path: Path, items: TaskItems) -> str:
     """Marks a result whose per-item rows are gone (a reused point whose per-item file was deleted): its interval
     and paired p-value cannot be computed, and the report says so instead of leaving the cells blank."""
     from embedscope.results.per_item import per_item_path
 
-    if items.kind == "none" and not per_item_path(Path(path)).exists():
+    item_file = per_item_path(Path(path))
+    if items.kind == "none" and not item_file.exists():
         return (
-            f"no per-item rows beside {path} (file missing): no 95% CI and no p-value for this point; rerun it with "
+            f"no per-item rows beside {path} (file missing: {item_file.name}): {_NO_FIGURES}; rerun it with "
             "overwrite: always to compute them"
         )
     return ""
@@ -458,6 +477,10 @@ def _against_best(rows: list[SweepRow], items: list[TaskItems], options: Compare
     best = max(range(len(rows)), key=lambda i: (rows[i].score, -i))
     rows[best].best = True
     others = [i for i in range(len(rows)) if i != best]
+    if others and _items_missing(rows[best]):
+        rows[best].note = rows[best].note.replace(
+            _NO_FIGURES, _NO_FIGURES + ", nor a p-value for the other points (each is tested against it)"
+        )
     for i in others:
         rows[i].delta = rows[i].score - rows[best].score
         outcome = paired_test(items[best], items[i], options)
