@@ -144,7 +144,7 @@ def _cmd_fastbook_run(args: argparse.Namespace) -> int:
         exclude_implicit=args.exclude_implicit,
         output_folder=settings.output_folder if "output_folder" in given else None,
         overwrite=settings.overwrite == "always",
-        batch_size=settings.batch_size or 32,
+        batch_size=settings.batch_size,  # None: each stage's device default, as a run's pipeline
         cache=EmbeddingCache() if settings.cache else None,
     )
     print(report.table())

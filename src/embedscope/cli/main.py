@@ -7,12 +7,14 @@ The commands live in one module per group (``run``, ``sweep``, ``screen``, ``cat
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import logging
 import sqlite3
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
+from typing import Any, NoReturn
 
 from embedscope.cli import cache, catalog, fastbook, history, report, run, screen, sweep
 from embedscope.errors import EmbedscopeError, SettingError
@@ -20,12 +22,74 @@ from embedscope.version import __version__
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse with its errors in one line, naming the command and pointing at its help (exit code 2)."""
+    """argparse with its errors in one line, naming the command and pointing at its help (exit code 2).
+
+    An unknown flag is reported by the (sub-)command that met it, with the nearest spelling it has; a renamed flag's
+    old spelling is taken as today's, with a note (:func:`~embedscope.cli.settings_flags.new_spellings`).
+    """
 
     def error(self, message: str) -> NoReturn:
         from embedscope.messages import clip_text
 
         self.exit(2, f"{self.prog}: error: {clip_text(message)} (see '{self.prog} --help')\n")
+
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
+        from embedscope.cli.settings_flags import new_spellings
+
+        given = new_spellings(self, sys.argv[1:] if args is None else args)
+        parsed, extras = super().parse_known_args(given, namespace)
+        if extras and _UNRECOGNIZED_BY.get() is None:  # the innermost command that met them (it returns first)
+            _UNRECOGNIZED_BY.set(self)
+        return parsed, extras
+
+    def parse_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> Any:
+        token = _UNRECOGNIZED_BY.set(None)
+        try:
+            parsed, extras = self.parse_known_args(args, namespace)
+            if extras:
+                by = _UNRECOGNIZED_BY.get() or self
+                by.error(f"unrecognized arguments: {' '.join(extras)}{_did_you_mean(by, extras)}")
+        finally:
+            _UNRECOGNIZED_BY.reset(token)
+        return parsed
+
+
+_UNRECOGNIZED_BY: ContextVar[OneLineParser | None] = ContextVar("unrecognized_by", default=None)
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """``; did you mean --top-k?``: the nearest flag of ``parser`` to each unknown flag in ``extras`` (an old
+    spelling counts as the flag of today it stands for), or nothing when none is near.
+
+    >>> from embedscope.cli.settings_flags import add_settings_flags
+    >>> p = OneLineParser(prog="x")
+    >>> add_settings_flags(p, paths=("top_k",))
+    >>> _did_you_mean(p, ["--top_k", "5"]), _did_you_mean(p, ["--frobnicate"])
+    ('; did you mean --top-k?', '')
+    """
+    from embedscope.cli.settings_flags import renamed_flags
+
+    spellings = {s: s for a in parser._actions if a.help != argparse.SUPPRESS for s in a.option_strings}
+    spellings |= renamed_flags(parser)
+    found: dict[str, str] = {}
+    for arg in extras:
+        flag = arg.partition("=")[0]
+        if not flag.startswith("-") or _is_number(flag):
+            continue
+        close = difflib.get_close_matches(flag, list(spellings), n=1, cutoff=0.75)
+        if close:
+            found.setdefault(flag, spellings[close[0]])
+    if len(found) == 1:
+        return f"; did you mean {next(iter(found.values()))}?"
+    return "; did you mean " + ", ".join(f"{new} for {old}" for old, new in found.items()) + "?" if found else ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:

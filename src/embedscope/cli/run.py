@@ -243,7 +243,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         split=args.split,
         samples=args.samples,
         columns=columns,
-        batch_size=settings.batch_size or 32,  # the ONNX evaluator's default
+        batch_size=settings.batch_size,  # None: each encoder's device default (models.device.default_batch_size)
         reference=load_encoder(args.reference_model) if args.reference_model else None,
     )
     text = json.dumps(record, indent=2, ensure_ascii=False)

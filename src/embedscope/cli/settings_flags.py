@@ -5,12 +5,17 @@ Every run option is declared once, on its :class:`~embedscope.settings.run.RunSe
 (and single options by path) with :func:`add_settings_flags`; :func:`settings_layer` turns what was given into a
 :class:`~embedscope.settings.Layer` whose names are the flags as written, so every error names the flag. Flags that
 are not settings (``--config``, ``--print-settings``, ``--json`` …) stay with their command.
+
+A flag renamed in a release (``option(..., renamed_from=("--method",))``) keeps its old spelling for a release:
+:func:`add_settings_flags` records it on the parser, out of ``--help`` and the reference, and :func:`new_spellings`
+(which the command line's parser calls on the arguments it parses) writes it as today's flag, with one note naming it.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from embedscope.errors import ConfigError, SettingError
@@ -18,6 +23,7 @@ from embedscope.settings.options import DeclaredOption, declared_options
 from embedscope.settings.sources import Layer
 
 _ACTIONS: dict[str, Any] = {"boolean": argparse.BooleanOptionalAction}
+_RENAMED = "_embedscope_renamed_flags"  # a parser's attribute: {old spelling: today's}
 
 
 def _picked(option: DeclaredOption, groups: Sequence[str], paths: Sequence[str], exclude: Sequence[str]) -> bool:
@@ -34,8 +40,11 @@ def add_settings_flags(
     exclude: Sequence[str] = (),
 ) -> None:
     """The flags of the options in ``groups`` (and those at ``paths``; ``engine`` brings each engine's flags), less
-    ``exclude``; a flag not given leaves no attribute (so only the flags given become a settings layer)."""
+    ``exclude``; a flag not given leaves no attribute (so only the flags given become a settings layer). Their old
+    spellings (``renamed_from``) are recorded for :func:`new_spellings`."""
     from embedscope.engines.base import engine_names
+
+    renamed: dict[str, str] = vars(parser).setdefault(_RENAMED, {})
 
     for option in declared_options():
         if not _picked(option, groups, paths, exclude):
@@ -53,6 +62,52 @@ def add_settings_flags(
         elif option.choices is not None:
             kwargs["choices"] = option.choices
         parser.add_argument(*option.flags, **kwargs)
+        renamed.update(old_spellings(option))
+
+
+def old_spellings(option: DeclaredOption) -> dict[str, str]:
+    """Each old flag of ``option`` (its ``renamed_from``) and the flag of today it stands for; a boolean's
+    ``--no-`` form too.
+
+    >>> from embedscope.settings.options import option_at
+    >>> old_spellings(option_at("chunking.method"))
+    {'--method': '--chunking'}
+    """
+    pairs = {old: option.flags[0] for old in option.old_flags}
+    if option.action == "boolean":
+        pairs |= {old.replace("--", "--no-", 1): option.flags[0].replace("--", "--no-", 1) for old in option.old_flags}
+    return pairs
+
+
+def renamed_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The old spellings ``parser`` takes, each with the flag of today it stands for: those its settings flags
+    declare, less any it has as a flag of today (``chunk --tokenizer`` is the chunking tokenizer's old spelling;
+    ``run --tokenizer`` is the model's own flag)."""
+    return {old: new for old, new in vars(parser).get(_RENAMED, {}).items() if old not in parser._option_string_actions}
+
+
+def new_spellings(parser: argparse.ArgumentParser, args: Iterable[str]) -> list[str]:
+    """``args`` with each old spelling of a renamed flag (``--method``, ``--method=paragraphs``) written as today's,
+    and one note on stderr for each old spelling given (``embedscope: note: --method is now --chunking``); ``--`` ends
+    the flags."""
+    given, renamed = list(args), renamed_flags(parser)
+    if not renamed:
+        return given
+    out: list[str] = []
+    noted: set[str] = set()
+    for n, arg in enumerate(given):
+        if arg == "--":
+            return out + given[n:]
+        flag, equals, value = arg.partition("=")
+        new = renamed.get(flag)
+        if new is None:
+            out.append(arg)
+            continue
+        if flag not in noted:
+            noted.add(flag)
+            print(f"embedscope: note: {flag} is now {new}", file=sys.stderr)
+        out.append(f"{new}{equals}{value}")
+    return out
 
 
 def _set(tree: dict[str, Any], parts: Sequence[str], value: Any) -> None:

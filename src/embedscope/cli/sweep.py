@@ -84,6 +84,8 @@ def _base_layers(
     names: dict[str, str] = {}
     for text in args.set:
         key, value = parse_set_flag(text)
+        if key in flags:  # the last would win silently
+            raise ConfigError(f"--set {key}: given twice: give it once")
         flags[key], names[key] = value, f"--set {key}"
     if flags:
         layers.append(Layer("command line", flags, "flag", names))

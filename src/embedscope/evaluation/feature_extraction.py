@@ -39,12 +39,16 @@ def parse_column_mapping(items: list[str] | None) -> dict[str, str]:
     'label'
     """
     mapping = dict(DEFAULT_COLUMNS)
+    given: set[str] = set()
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not value:
             raise ConfigError(f"--column {item!r}: expected KEY=COLUMN, e.g. --column score_column=score")
         if key not in DEFAULT_COLUMNS:
             raise ConfigError(f"--column {item!r}: unknown key {key!r}; valid keys: {', '.join(DEFAULT_COLUMNS)}")
+        if key in given:  # the last would win silently
+            raise ConfigError(f"--column {item!r}: {key} is given twice: give it once")
+        given.add(key)
         mapping[key] = value
     return mapping
 

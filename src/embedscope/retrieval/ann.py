@@ -92,6 +92,8 @@ def parse_index(spec: str | Mapping[str, Any] | BaseModel) -> ExactIndex | HNSWI
             key, eq, value = part.partition("=")
             if not eq:
                 raise ConfigError(f"index {spec!r}: {part!r} is not key=value (e.g. hnsw:M=32,ef_search=64)")
+            if key.strip() in values:  # the last would win silently
+                raise ConfigError(f"index {spec!r}: {key.strip()} is given twice: give it once")
             values[key.strip()] = _value(value.strip())
     elif isinstance(spec, Mapping):
         values = dict(spec)

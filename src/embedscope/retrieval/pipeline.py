@@ -113,6 +113,8 @@ def parse_stage(spec: str | Mapping[str, Any]) -> dict[str, Any]:
         if not part:
             continue
         key, eq, value = part.partition("=")
+        if eq and key.strip() in out:  # the last would win silently
+            raise ConfigError(f"stage {spec!r}: {key.strip()} is given twice: give it once")
         if eq:
             out[key.strip()] = _value(value.strip())
         elif "model" not in out:
@@ -157,7 +159,10 @@ _OPTION_TYPES: dict[str, tuple[str, type]] = {
 
 
 def _typed(key: str, value: Any, kind: str) -> Any:
-    """``value`` checked (and converted) as option ``key`` of a ``kind`` stage; a one-line error otherwise."""
+    """``value`` checked (and converted) as option ``key`` of a ``kind`` stage; a one-line error otherwise. A number
+    is finite whatever the option (``stopwords=nan`` too)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{kind} stage option {key}={value!r}: expected a finite number")
     if key not in _OPTION_TYPES:
         return value
     what, expected = _OPTION_TYPES[key]

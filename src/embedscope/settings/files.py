@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.errors import ConfigError
-from embedscope.settings.sources import Layer
+from embedscope.settings.sources import Layer, renamed_keys
 
 EVALSCOPE_KEYS = ("eval_config", "eval", "tool", "eval_backend")
 
@@ -100,7 +100,7 @@ def config_layer(source: str | Path | dict[str, Any]) -> Layer:
         from embedscope.settings.evalscope import evalscope_layer
 
         return evalscope_layer(data, label)
-    return Layer(label, data, "file")
+    return Layer(label, renamed_keys(data, label), "file")  # a key renamed in a release: today's, with a note
 
 
 def load_settings(source: str | Path | dict[str, Any]) -> Any:

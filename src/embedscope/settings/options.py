@@ -11,7 +11,11 @@ whose ``description`` is the option's one help text and whose ``json_schema_extr
 - ``acts``: where it acts (``{"task_type": [...]}``, ``{"fusion": ["rrf"]}``): one given where it acts nowhere in a
   run is refused (:func:`acts_nowhere`);
 - ``stored``: whether it changes what a result stores (a sweep axis over one that does not is refused);
-- ``help_from``: ``module:function`` whose one line ends the help (a registry's names, so a new record shows).
+- ``help_from``: ``module:function`` whose one line ends the help (a registry's names, so a new record shows);
+- ``renamed_from``: the spellings of earlier releases, flags (``--method``) and config key paths
+  (``chunking.split``): the command line and the config-file reader accept them for a release, as the option's
+  spelling of today, with a one-line note naming it (:attr:`DeclaredOption.old_flags`,
+  :attr:`DeclaredOption.old_keys`).
 
 :func:`declared_options` walks the fields (nested ones by path); the command line (``embedscope.cli.settings_flags``)
 builds its flags from it, and a test holds every field to exactly one flag or a reason.
@@ -61,6 +65,7 @@ def option(
     acts: Mapping[str, Sequence[str]] | None = None,
     stored: bool = True,
     help_from: str | None = None,
+    renamed_from: Sequence[str] = (),
     **field_kwargs: Any,
 ) -> Any:
     """A settings field with its option metadata (see the module docstring); ``field_kwargs`` go to ``Field``."""
@@ -79,6 +84,7 @@ def option(
         "acts": {k: list(v) for k, v in (acts or {}).items()},
         "stored": stored,
         "help_from": help_from,
+        "renamed_from": list(renamed_from),
     }
     if default is ... and "default_factory" in field_kwargs:
         return Field(description=help, json_schema_extra={"option": meta}, **field_kwargs)
@@ -103,11 +109,23 @@ class DeclaredOption:
     acts: dict[str, list[str]] = field(default_factory=dict)
     stored: bool = True
     default: Any = None  # the field's default (None: none, or one computed at run time)
+    renamed_from: tuple[str, ...] = ()  # earlier releases' spellings: flags and config key paths
 
     @property
     def dest(self) -> str:
         """The argparse destination of its flag (the path, dots as double underscores)."""
         return self.path.replace(".", "__")
+
+    @property
+    def old_flags(self) -> tuple[str, ...]:
+        """The flags it had in earlier releases (accepted for a release, with a note naming :attr:`flags`)."""
+        return tuple(r for r in self.renamed_from if r.startswith("-"))
+
+    @property
+    def old_keys(self) -> tuple[str, ...]:
+        """The config key paths it had in earlier releases (accepted for a release, with a note naming
+        :attr:`path`)."""
+        return tuple(r for r in self.renamed_from if not r.startswith("-"))
 
 
 def _meta(info: FieldInfo) -> dict[str, Any] | None:
@@ -171,6 +189,7 @@ def declared_options(root: type[BaseModel] | None = None, prefix: str = "") -> I
             meta["acts"],
             meta["stored"],
             _plain_default(info),
+            tuple(meta.get("renamed_from", ())),
         )
     if prefix == "" and root.__name__ == "RunSettings":
         yield from engine_options()

@@ -24,6 +24,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -104,6 +105,22 @@ def check_finite_tree(value: Any, where: str = "") -> Any:
         for i, v in enumerate(value):
             check_finite_tree(v, f"{where}[{i}]")
     return value
+
+
+def _checked_model_spec(value: Any) -> Any:
+    """A model given as a retriever or reranker spec (``bm25:k1=1.2``, ``colbert:M,query_length=32``,
+    ``cross-encoder:PATH``) checked as a pipeline stage is, before any model loads (a misspelt key, ``k1=inf``, a key
+    given twice); names, paths and model objects are left to the run's checks."""
+    if isinstance(value, str):
+        from embedscope.retrieval.pipeline import RETRIEVER_KINDS, check_stage, parse_stage
+
+        kind = parse_stage(value)["type"]
+        if kind is not None and kind != "dense":  # dense:… is not a model spec (a model is named as it is)
+            check_stage(value, reranker=kind not in RETRIEVER_KINDS)
+    return value
+
+
+ModelSpec = Annotated[Any, AfterValidator(_checked_model_spec)]  # a model name, path, stage spec or object
 
 
 _ON_RETRIEVAL = {"task_type": ["Retrieval"]}
@@ -300,7 +317,7 @@ class ModelEntry(ModelOptions):
     limits it to some of the run's tasks (EvalScope's per-task prompts use this)."""
 
     model_config = _strict(arbitrary_types_allowed=True)
-    model: Any
+    model: ModelSpec
     tasks: list[Any] | None = None
     batch_size: PositiveInt | None = None
 
@@ -486,6 +503,7 @@ class ChunkingSettings(BaseModel):
         "tokens",
         group="chunking",
         flags=("--chunking",),
+        renamed_from=("--method",),  # f986061: chunk and fastbook's chunking flags took the settings' spellings
         metavar="METHOD",
         help="retrieval on passages: chunk each document by tokens (default) | paragraphs | fastbook-reference (the "
         "study's corpus: each document cut in halves, then --chunk-size token windows with the study's overlap "
@@ -504,6 +522,7 @@ class ChunkingSettings(BaseModel):
         None,
         group="chunking",
         flags=("--chunk-overlap",),
+        renamed_from=("--overlap",),
         metavar="N",
         help="tokens shared by neighbouring passages (chunking tokens; default 64; fastbook-reference: the study's rule)",
         acts=_ON_RETRIEVAL,
@@ -512,6 +531,7 @@ class ChunkingSettings(BaseModel):
         "cl100k_base",
         group="chunking",
         flags=("--chunk-tokenizer",),
+        renamed_from=("--tokenizer",),  # on commands where --tokenizer is not the model's (as on run and eval)
         help="what counts the tokens of a passage: cl100k_base (tiktoken, default), a model alias or tokenizer.json",
         acts=_ON_RETRIEVAL,
     )
@@ -519,6 +539,7 @@ class ChunkingSettings(BaseModel):
         1,
         group="chunking",
         flags=("--chunk-paragraphs",),
+        renamed_from=("--paragraphs",),
         metavar="N",
         help="paragraphs per passage (chunking paragraphs; default 1)",
         acts=_ON_RETRIEVAL,
@@ -527,6 +548,7 @@ class ChunkingSettings(BaseModel):
         True,
         group="chunking",
         flags=("--no-chunk-headers",),
+        renamed_from=("--no-headers",),
         action="store_false",
         help="drop Markdown header paragraphs (chunking paragraphs)",
         acts=_ON_RETRIEVAL,
@@ -535,6 +557,7 @@ class ChunkingSettings(BaseModel):
         "## Questionnaire",
         group="chunking",
         flags=("--chunk-stop-at",),
+        renamed_from=("--stop-at",),
         metavar="TEXT",
         help="stop reading a document at the first markdown cell (or line) containing this (default "
         "'## Questionnaire'); '' reads everything",
@@ -601,6 +624,12 @@ class CustomTask(BaseModel):
         declared = {n: getattr(self, n) for n in names if n in self.model_fields_set}
         return {**declared, **check_finite_tree(dict(self.model_extra or {}))}
 
+    @model_validator(mode="after")
+    def _finite_params(self) -> CustomTask:
+        """Its undeclared protocol parameters' numbers finite, at validation (their names are the type's to check)."""
+        check_finite_tree(dict(self.model_extra or {}))
+        return self
+
     @field_validator("name")
     @classmethod
     def _file_name(cls, name: str) -> str:
@@ -645,7 +674,7 @@ def _entry_kind(entry: Any) -> str:
 ModelsEntry = Annotated[
     Annotated[PipelineConfig, Tag("~pipeline")]
     | Annotated[ModelEntry, Tag("~options")]
-    | Annotated[Any, Tag("~model")],
+    | Annotated[ModelSpec, Tag("~model")],
     Discriminator(_entry_kind),
 ]
 ENTRY_TAGS = {"~pipeline": PipelineConfig, "~options": ModelEntry, "~model": None}  # tag → the entry's model
@@ -973,7 +1002,7 @@ class RunSettings(BaseModel):
     def _one_model(cls, value: Any) -> Any:
         if isinstance(value, (list, tuple, set, bool, int, float)):
             raise ValueError("give one model name or path (several go under 'models')")
-        return value
+        return _checked_model_spec(value)
 
     @field_validator("engine", mode="before")
     @classmethod
@@ -1076,10 +1105,31 @@ class RunSettings(BaseModel):
 
     # -- resolved parts ------------------------------------------------------------------------
 
+    def _given_models(self) -> list[tuple[str, Any]]:
+        """Each model or pipeline given, with the key that gave it, in order."""
+        given: list[tuple[str, Any]] = [("model", self.model)] if self.model is not None else []
+        given += [("models", m) for m in self.models or []]
+        given += [("pipeline", self.pipeline)] if self.pipeline else []
+        return given + [("pipelines", p) for p in self.pipelines]
+
+    @model_validator(mode="after")
+    def _each_model_once(self) -> RunSettings:
+        """The same model (or pipeline) with the same options, tasks and batch size listed twice would run twice: it is
+        refused, naming the key of the second; with other options (a pooling, a backend) it is another model."""
+        keys = [key for key, _ in self._given_models()]
+        runs = self.model_runs()
+        for i, run in enumerate(runs):
+            if any(_same_run(run, earlier) for earlier in runs[:i]):
+                raise SettingError(
+                    keys[i],
+                    f"{{{keys[i]}}}: {_model_label(run.model)} is given twice with the same options (it would "
+                    "run twice): give it once",
+                )
+        return self
+
     def model_runs(self) -> list[ModelRun]:
         """One :class:`ModelRun` per model or pipeline, each with its options (run-wide ones under its own)."""
-        given: list[Any] = ([self.model] if self.model is not None else []) + list(self.models or [])
-        given += [p for p in ([self.pipeline] if self.pipeline else []) + list(self.pipelines)]
+        given: list[Any] = [entry for _, entry in self._given_models()]
         if not given:
             given = [DEFAULT_MODEL]
         shared = self.model_options.given()
@@ -1168,6 +1218,30 @@ class ModelRun:
     options: dict[str, Any]
     tasks: list[Any] | None = None
     batch_size: int | None = None  # its own; else the run's
+
+
+def _same_run(a: ModelRun, b: ModelRun) -> bool:
+    """Whether two model runs are the same: equal names, paths or pipeline specs (one model object: itself), equal
+    options, tasks and batch size."""
+    try:
+        if isinstance(a.model, (str, Mapping)) and isinstance(b.model, (str, Mapping)):
+            same = bool(a.model == b.model)
+        else:
+            same = a.model is b.model
+        return same and bool((a.options, a.tasks, a.batch_size) == (b.options, b.tasks, b.batch_size))
+    except (TypeError, ValueError):  # objects that cannot say (arrays inside): not known to be the same
+        return False
+
+
+def _model_label(model: Any) -> str:
+    """A model as an error names it: its spec, the pipeline's name or stages, the object."""
+    from embedscope.messages import clip
+
+    if isinstance(model, Mapping):
+        stages = [*(model.get("retrievers") or []), *(model.get("rerankers") or [])]
+        name = model.get("name") or "+".join(s if isinstance(s, str) else str(s.get("type", s)) for s in stages)
+        return f"the pipeline {clip(name)}"
+    return clip(model)
 
 
 def flag_keys() -> Sequence[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import logging
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from embedscope.settings.run import ENTRY_TAGS, ModelEntry, RunSettings, flag_ke
 MODEL_KEYS = ("model", "models", "pipeline", "pipelines")
 TASK_KEYS = ("tasks", "benchmark", "custom_tasks")
 _GROUPS = (MODEL_KEYS, TASK_KEYS)
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -105,6 +107,52 @@ def merge_layers(layers: Sequence[Layer]) -> tuple[dict[str, Any], dict[str, Lay
             merged[key] = value
             owner[key] = layer
     return merged, owner
+
+
+def renamed_keys(values: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """``values`` (a config file's mapping) with each settings key renamed in a release (declared once, on its option:
+    ``option(..., renamed_from=("chunking.split",))``) moved to its key of today, and one note naming it; a mapping
+    giving both spellings is refused. The caller's nested mappings are left as they were.
+
+    >>> renamed_keys({"top_k": 5, "chunking": {"method": "paragraphs"}}, "c.yaml")
+    {'top_k': 5, 'chunking': {'method': 'paragraphs'}}
+    """
+    from embedscope.settings.options import declared_options
+
+    out = dict(values)
+    for option in declared_options():
+        for old in option.old_keys:
+            found, value = _take(out, old.split("."))
+            if not found:
+                continue
+            if _holds(out, option.path):
+                raise ConfigError(f"{label}: {old} is the old spelling of {option.path}, and both are given: keep one")
+            logger.warning("%s: key %s is now %s", label, old, option.path)
+            _put(out, option.path.split("."), value)
+    return out
+
+
+def _take(tree: dict[str, Any], parts: Sequence[str]) -> tuple[bool, Any]:
+    """Whether ``tree`` holds a value at ``parts``, and that value, removed (the mappings on the way copied)."""
+    head, rest = parts[0], parts[1:]
+    if head not in tree or (rest and not isinstance(tree[head], Mapping)):
+        return False, None
+    if not rest:
+        return True, tree.pop(head)
+    inner = dict(tree[head])
+    found, value = _take(inner, rest)
+    if found:
+        tree[head] = inner
+    return found, value
+
+
+def _put(tree: dict[str, Any], parts: Sequence[str], value: Any) -> None:
+    """``value`` at ``parts`` in ``tree`` (the mappings on the way copied, missing ones made)."""
+    for part in parts[:-1]:
+        inner = tree.get(part)
+        tree[part] = dict(inner) if isinstance(inner, Mapping) else {}
+        tree = tree[part]
+    tree[parts[-1]] = value
 
 
 def _unknown_key_hint(key: str, valid: str) -> str:

@@ -77,6 +77,8 @@ def parse_task_params(items: Iterable[str] | None) -> dict[str, str]:
             raise SettingError(
                 "task_params", f"{{task_params}} {item!r}: expected NAME=VALUE, e.g. samples_per_label=16"
             )
+        if name.strip() in out:  # the last would win silently
+            raise SettingError("task_params", f"{{task_params}} {item!r}: {name.strip()} is given twice: give it once")
         out[name.strip()] = value.strip()
     return out
 

@@ -110,7 +110,7 @@ def _retrieved(
     questions: list[Question],
     passages: list[Passage],
     k: int,
-    batch_size: int,
+    batch_size: int | None,
     filter_field: str | None = None,
 ) -> dict[str, list[Passage]]:
     """Each question's top ``k`` passages; ``filter_field="chapter"``: among its own chapter's passages,
@@ -143,13 +143,15 @@ def run_fastbook(
     exclude_implicit: bool = False,
     output_folder: str | Path | None = None,
     overwrite: bool = False,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     cache: Any = None,
 ) -> FastbookReport:
     """Search every question, score Modified MRR@k / Recall@k, and (with ``output_folder``) write results.
 
     ``top_k`` is how many passages the pipeline returns (default ``k``; with a reranker, the candidates).
-    Several retrievers are fused with ``fusion`` (default RRF), as in :meth:`Pipeline.build`.
+    Several retrievers are fused with ``fusion`` (default RRF), as in :meth:`Pipeline.build`. ``batch_size`` None
+    lets each stage encode at its device's default (:func:`~embedscope.models.device.default_batch_size`: 32 on the
+    CPU).
     """
     if scope not in ("chapter", "all"):
         raise ConfigError(f"scope must be 'chapter' or 'all', not {scope!r}")
