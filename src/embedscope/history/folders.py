@@ -165,7 +165,8 @@ def read_run(folder: Path, tasks: Iterable[str] | None = None, source: str = "im
     files: dict[str, bytes] = {}
     records: list[ResultRecord] = []
     parsed: list[TaskResult] = []
-    for path in result_paths(folder):
+    paths = result_paths(folder)
+    for path in paths:
         result = TaskResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
         if wanted is not None and result.task_name not in wanted:
             continue
@@ -194,7 +195,7 @@ def read_run(folder: Path, tasks: Iterable[str] | None = None, source: str = "im
     identity = system.get("model") or {}
     fingerprint = identity.get("fingerprint") or identity.get("pipeline") if isinstance(identity, dict) else None
     return RunRecord(
-        model=model_name(result_paths(folder)[0]),
+        model=model_name(paths[0]),
         revision=revision,
         experiment=experiment,
         fingerprint=fingerprint,

@@ -37,7 +37,7 @@ from embedscope.errors import EmbedscopeError
 from embedscope.history import tables
 from embedscope.history.gate import DEFAULT_TOLERANCE, GATE_OPTIONS, gate_sides
 from embedscope.history.sides import Side, store_side
-from embedscope.history.store import ID_PREFIX, Store
+from embedscope.history.store import ID_PREFIX, Store, as_utc
 from embedscope.messages import clip, clip_text
 from embedscope.results.per_item import SUFFIX, decode_rows
 from embedscope.results.schema import TaskResult
@@ -57,11 +57,6 @@ def reading(store: Store, doing: str) -> Iterator[Any]:
     transaction); a database error is one line naming the store and ``doing``."""
     with store._errors(doing), store._engine.connect() as connection, store.kind.read_only(connection):
         yield connection
-
-
-def _utc(value: dt.datetime) -> dt.datetime:
-    """A stored time as an aware UTC time (SQLite gives naive ones back)."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
 
 
 def _plain(value: Any) -> Any:
@@ -224,7 +219,7 @@ def _run_counts(connection: Any, where: LeaderFilter) -> dict[tuple[str, str | N
     for condition in _run_filters(where):
         query = query.where(condition)
     rows = connection.execute(query.group_by(r.c.model, r.c.experiment))
-    return {(m, e): (int(n), _utc(newest)) for m, e, n, newest in rows}
+    return {(m, e): (int(n), as_utc(newest)) for m, e, n, newest in rows}
 
 
 def _leader_row(
@@ -283,7 +278,7 @@ def leaderboard(store: Store, where: LeaderFilter = LeaderFilter(), sort: str = 
     cells: dict[tuple[str, str | None], dict[str, Cell]] = {}
     for row in found:
         tasks.setdefault(row.task, TaskColumn(row.task, row.task_type or "Unknown", row.metric or "main_score"))
-        cell = Cell(row.main_score, row.run_id, _utc(row.recorded_at), row.seconds, _usage(row.cost), row.path)
+        cell = Cell(row.main_score, row.run_id, as_utc(row.recorded_at), row.seconds, _usage(row.cost), row.path)
         cells.setdefault((row.model, row.experiment), {})[row.task] = cell
     columns = sorted(tasks.values(), key=lambda t: (t.task_type, t.name))
     rows = [_leader_row(key, by_task, columns, *_count(counts, key, by_task)) for key, by_task in cells.items()]
@@ -476,7 +471,7 @@ def _entry(row: Any, items: Items, edges: np.ndarray) -> TaskEntry:
         row.model,
         row.experiment,
         row.run_id,
-        _utc(row.recorded_at),
+        as_utc(row.recorded_at),
         row.main_score,
         _finite(items.ci_low),
         _finite(items.ci_high),
@@ -579,7 +574,7 @@ def model_history(store: Store, model: str) -> ModelHistory:
         RunRow(
             x.id,
             model,
-            _utc(x.recorded_at),
+            as_utc(x.recorded_at),
             x.evaluated_at,
             x.revision,
             x.experiment,
@@ -676,7 +671,7 @@ def run_row(store: Store, run_id: str) -> RunRow:
         tasks = int(
             connection.execute(select(func.count()).select_from(res).where(res.c.run_id == run_id)).scalar() or 0
         )
-    return RunRow(x.id, x.model, _utc(x.recorded_at), x.evaluated_at, x.revision, x.experiment, x.source, tags, tasks)
+    return RunRow(x.id, x.model, as_utc(x.recorded_at), x.evaluated_at, x.revision, x.experiment, x.source, tags, tasks)
 
 
 def _only(side: Side, tasks: Sequence[str]) -> Side:

@@ -104,7 +104,7 @@ class RunInfo:
         }
 
 
-def _utc(value: dt.datetime) -> dt.datetime:
+def as_utc(value: dt.datetime) -> dt.datetime:
     """A stored time as an aware UTC time (SQLite gives naive ones back)."""
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
 
@@ -368,7 +368,7 @@ class Store:
                 row.revision,
                 row.experiment,
                 row.source,
-                _utc(row.recorded_at),
+                as_utc(row.recorded_at),
                 row.evaluated_at,
                 tuple(scores[row.id]),
                 scores[row.id],
