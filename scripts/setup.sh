@@ -11,7 +11,7 @@ PY=${PYTHON:-python3}
 # The CPU build of torch first: otherwise a dependency would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install -q torch==2.13.0
 extra="[chunking]"  # llama-index-core: token-window chunking of documents (embedscope chunk / fastbook)
-[ "${1:-}" = "--test" ] && extra="[test,bench,onnx-export,openvino,api,docs,store,serve]"  # api: the openai client (models/api/); docs: mkdocs; store/serve: the results store and its web app
+[ "${1:-}" = "--test" ] && extra="[test,bench,onnx-export,openvino,api,docs,store,serve,sparse]"  # api: the openai client (models/api/); docs: mkdocs; store/serve: the results store and its web app; sparse: the splade-tiny checkpoint
 .venv/bin/python -m pip install -q -c constraints.txt -e ".${extra}"
 # The HTML report's browser test drives Debian's chromium (playwright never downloads a browser here).
 if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then

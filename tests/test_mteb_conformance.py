@@ -52,3 +52,28 @@ def test_each_builtin_model_follows_mteb_protocol(tmp_path, alias):
     ours = evaluate(encoder, [task], output_folder=tmp_path, cache=False, show_progress=False).outcomes[0]
     _compare(ours.result.scores["test"][0], mteb_scores(encoder, data))
     assert ours.result.main_score() > 0.3  # titles find their own articles (chance is about 0.03)
+
+
+@pytest.mark.long
+def test_splade_tiny_matches_mteb_sparse_encoder_wrapper_cold_and_warm(tmp_path):
+    """The built-in learned-sparse model through mteb's SparseEncoderWrapper: every score key identical, and a
+    warm run (its sparse rows served by the embedding cache) gives the same bits."""
+    from mteb.models import SparseEncoderWrapper
+
+    from embedscope.models.specs import load_encoder
+    from support.mteb_reference import mteb_scores
+
+    data = bbc_news_retrieval(300)
+    task = RetrievalTask("BBC300", lambda split: data)
+    report = evaluate("splade-tiny", [task], output_folder=tmp_path, cache=tmp_path / "cache", show_progress=False)
+    ours = report.outcomes[0].result.scores["test"][0]
+    _compare(ours, mteb_scores(SparseEncoderWrapper(load_encoder("splade-tiny", device="cpu").model), data))
+    assert (
+        ours["main_score"] > 0.8
+        and 10 < ours["sparse_active_dims_query_mean"] < ours["sparse_active_dims_document_mean"]
+    )
+    warm = evaluate(
+        "splade-tiny", [task], output_folder=tmp_path / "warm", cache=tmp_path / "cache", show_progress=False
+    )
+    assert warm.cache.encoded == 0
+    assert json.dumps(warm.outcomes[0].result.scores["test"][0]) == json.dumps(ours)

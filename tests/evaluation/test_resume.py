@@ -73,9 +73,9 @@ def _corpus(folder: Path) -> Path:
     return folder
 
 
-def _run(tmp: Path, name: str, cache: Path, delay: float) -> subprocess.Popen:
-    script = tmp / "run.py"
-    script.write_text(SCRIPT)
+def _run(tmp: Path, name: str, cache: Path, delay: float, script_text: str | None = None) -> subprocess.Popen:
+    script = tmp / f"run-{name}.py"
+    script.write_text(script_text or SCRIPT)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
@@ -228,3 +228,71 @@ def test_a_local_model_streams_to_the_cache_with_unchanged_vectors(tiny_st, tmp_
     out = CachedEncoder(encoder, cache).encode(texts, role="document", batch_size=8)
     assert out.tobytes() == expected.tobytes()
     assert puts == [16] * 6 + [4]  # stored every 16 texts (two batches of 8), not once at the end
+
+
+SPARSE_SCRIPT = textwrap.dedent('''
+    import sys, time
+    import numpy as np
+    from embedscope import evaluate
+    from embedscope.models.backends import Backend, register_backend
+    from embedscope.testing.fakes import HashEncoder
+
+    data, output, cache, log, delay = sys.argv[1:6]
+    register_backend(Backend("fake-sparse", "a toy sparse model", ("nothing",), vectors="sparse"))
+
+    class SlowSparse(HashEncoder):
+        """HashEncoder vectors with their negative half zeroed (term weights), declared sparse by its record."""
+
+        backend = "fake-sparse"
+
+        def encode_batch(self, texts, *, role):
+            if role == "document":
+                time.sleep(float(delay))
+            with open(log, "a") as f:
+                f.write(f"{role} {len(texts)}\\n")
+            return np.maximum(HashEncoder._encode(self, list(texts), role, len(texts), False), 0)
+
+        def _encode(self, texts, role, batch_size, show_progress):
+            plan = self.batch_plan([len(t) for t in texts], batch_size)
+            out = np.empty((len(texts), self.dim), dtype=np.float32)
+            for batch in plan:
+                out[batch] = self.encode_batch([texts[i] for i in batch], role=role)
+            return out
+
+    enc = SlowSparse(dim=256, name="fake/slow-sparse", similarity="dot")
+    evaluate(enc, [data], output_folder=output, cache=cache, show_progress=False, batch_size=32)
+''')
+
+
+@pytest.mark.slow
+def test_a_killed_sparse_run_resumes_from_its_sparse_rows_with_the_same_results(tmp_path):
+    """A sparse model's rows are stored as active positions and values as they are encoded; a run killed with
+    SIGKILL keeps them, and the resumed run encodes only the rest and scores bit for bit as a fresh run."""
+    _corpus(tmp_path / "data")
+    killed = _run(tmp_path, "killed", tmp_path / "cache", delay=0.02, script_text=SPARSE_SCRIPT)
+    deadline = time.monotonic() + 120
+    while _documents_encoded(tmp_path / "killed.log") < 0.6 * N_DOCS:
+        assert killed.poll() is None, killed.stdout.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    stored = _stored(tmp_path / "cache")
+    assert stored >= N_QUERIES + _documents_encoded(tmp_path / "killed.log") - 2 * cache_module.FLUSH_EVERY
+
+    resumed = _run(tmp_path, "resumed", tmp_path / "cache", delay=0, script_text=SPARSE_SCRIPT)
+    assert resumed.wait(timeout=120) == 0, resumed.stdout.read().decode()
+    assert _texts_encoded(tmp_path / "resumed.log") == N_QUERIES + N_DOCS - stored  # every stored row reused
+    fresh = _run(tmp_path, "fresh", tmp_path / "fresh-cache", delay=0, script_text=SPARSE_SCRIPT)
+    assert fresh.wait(timeout=120) == 0, fresh.stdout.read().decode()
+    assert _scores(tmp_path / "resumed") == _scores(tmp_path / "fresh")
+    assert _scores(tmp_path / "fresh")["test"][0]["sparse_active_dims_document_mean"] == pytest.approx(128, rel=0.1)
+    [path] = [p for p in (tmp_path / "cache").rglob("*.sqlite") if p.name != "data-hashes.sqlite"]
+    with sqlite3.connect(path) as conn:
+        rows, mean_size, odd = conn.execute(
+            "SELECT COUNT(*), AVG(LENGTH(vec)), SUM(LENGTH(vec) % 8 != 0) FROM vectors"
+        ).fetchone()
+        kind = conn.execute("SELECT value FROM meta WHERE name = 'rows'").fetchone()
+    conn.close()
+    assert rows == N_QUERIES + N_DOCS and kind == ("sparse",) and odd == 0
+    assert mean_size / 8 == pytest.approx(128, rel=0.1)  # each row: its active positions and values, not 256 floats

@@ -23,6 +23,7 @@ def test_the_shipped_records_are_the_backends_embedscope_had() -> None:
         "transformers",
         "onnx",
         "model2vec",
+        "sparse",
         "onnx-int8",
         "openvino",
         "openvino-bf16",

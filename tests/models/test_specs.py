@@ -13,7 +13,7 @@ from embedscope.models.specs import ALIASES, alias_path, detect_kind, list_alias
 
 def test_list_aliases_describes_each_builtin():
     aliases = list_aliases()
-    assert set(aliases) == {"minilm", "minilm-int8", "paraphrase-minilm-l3", "static-64"}
+    assert set(aliases) == {"minilm", "minilm-int8", "paraphrase-minilm-l3", "splade-tiny", "static-64"}
     assert all(isinstance(d, str) and d and "\n" not in d for d in aliases.values())
 
 
@@ -22,6 +22,7 @@ def test_alias_paths_are_installed_models():
     assert alias_path("minilm-int8").name == "model.onnx"
     assert alias_path("paraphrase-minilm-l3").name == "paraphrase-MiniLM-L3-v2.onnx"
     assert (alias_path("static-64") / "model.safetensors").is_file()
+    assert (alias_path("splade-tiny") / "model.safetensors").is_file()
     assert detect_kind(alias_path("minilm")) == "sentence-transformers"
     assert detect_kind(alias_path("static-64")) == "model2vec"
     assert detect_kind(alias_path("minilm-int8")) == "onnx"

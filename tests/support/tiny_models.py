@@ -114,3 +114,23 @@ def build_tiny_sentence_transformer(folder: str | Path, seed: int = 0) -> Path:
 
     shutil.rmtree(bert_dir)
     return folder
+
+
+def build_tiny_splade(folder: str | Path, seed: int = 0, *, head: bool = True) -> Path:
+    """A ``BertForMaskedLM`` checkpoint (a SPLADE model's form) whose vocabulary bias is lowered so that a text
+    activates tens of terms, not thousands; ``head=False``: a ``BertModel`` without the MLM head."""
+    import torch
+    from transformers import BertForMaskedLM, BertModel
+
+    folder = Path(folder)
+    torch.manual_seed(seed)
+    if not head:
+        BertModel(_tiny_bert_config()).save_pretrained(str(folder))
+    else:
+        model = BertForMaskedLM(_tiny_bert_config())
+        with torch.no_grad():
+            model.cls.predictions.bias.fill_(-2.0)
+            model.cls.predictions.decoder.weight.mul_(5.0)
+        model.save_pretrained(str(folder))
+    _save_tokenizer(folder)
+    return folder

@@ -40,6 +40,7 @@ def summary_table(report: EvaluationReport) -> str:
                 )
                 first = False
     lines = [f"model: {report.model_name} (revision {report.revision})", "", markdown_table(header, rows)]
+    lines += sparse_lines(report)
     if report.cache is not None:
         lines.append("")
         lines.append(
@@ -55,6 +56,27 @@ def summary_table(report: EvaluationReport) -> str:
             f"{total['avoided_requests']} requests ({total['avoided_tokens']} tokens)"
         )
     return "\n".join(lines)
+
+
+def sparse_lines(report: EvaluationReport) -> list[str]:
+    """A learned-sparse model's costs per task and split (:data:`embedscope.retrieval.sparse.COST_KEYS`), one line
+    each: active terms per query and per document (mean, p95), FLOPS per query-document pair, the index's size."""
+    lines = []
+    for outcome in report.outcomes:
+        for split, entries in outcome.result.scores.items():
+            for entry in entries:
+                if "sparse_flops" not in entry:
+                    continue
+                lines.append(
+                    f"sparse vectors ({outcome.task.name} {split}): "
+                    f"{entry['sparse_active_dims_query_mean']:.1f} active terms per query "
+                    f"(p95 {entry['sparse_active_dims_query_p95']:.0f}), "
+                    f"{entry['sparse_active_dims_document_mean']:.1f} per document "
+                    f"(p95 {entry['sparse_active_dims_document_p95']:.0f}); "
+                    f"FLOPS {entry['sparse_flops']:.2f} per query-document pair; "
+                    f"index {entry['sparse_index_bytes'] / 2**20:.1f} MiB"
+                )
+    return ["", *lines] if lines else []
 
 
 def stage_table(report: EvaluationReport) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 from embedscope.errors import ConfigError, UnknownNameError
 from embedscope.models.options import EncoderOptions
+from embedscope.models.pooling import POOLING_MODES
 
 Loader = Callable[[Any, EncoderOptions], Any]  # (path or hub id, options) -> Encoder
 
@@ -61,6 +62,9 @@ class Backend:
         libraries: distributions whose versions decide its vectors (the lazy encoder's identity key).
         export_libraries: distributions whose versions shape its exported graph.
         error_modules: top-level modules whose exceptions mean unreadable model files (the integrity check).
+        vectors: ``dense`` (float32 rows) or ``sparse`` (a learned-sparse model's term weights: searched by an inverted
+            index, cached as active positions and values, never truncated or quantized as dense vectors).
+        poolings: the pooling modes it takes (:mod:`embedscope.models.pooling`).
     """
 
     name: str
@@ -86,6 +90,8 @@ class Backend:
     libraries: tuple[str, ...] = ()
     export_libraries: tuple[str, ...] = ()
     error_modules: tuple[str, ...] = ()
+    vectors: str = "dense"
+    poolings: tuple[str, ...] = POOLING_MODES
 
     def installed(self) -> bool:
         """Whether the module it needs can be imported here."""
@@ -204,6 +210,23 @@ def libraries(exported: bool = False) -> tuple[str, ...]:
 def error_modules() -> tuple[str, ...]:
     """Top-level modules whose exceptions mean a model's files are unreadable, over every backend."""
     return tuple(sorted({m for b in backends() for m in b.error_modules}))
+
+
+def vector_kind(model: Any) -> str:
+    """``sparse`` when ``model``'s backend record says its vectors are sparse, else ``dense`` (a model of no
+    registered backend: a custom encoder, a model behind an API). A lazy or cached encoder answers from its
+    identity, without loading its model.
+
+    >>> from embedscope.testing.fakes import KeywordEncoder
+    >>> vector_kind(KeywordEncoder(["cat"]))
+    'dense'
+    """
+    name = getattr(model, "backend", None)
+    if not isinstance(name, str):
+        return "dense"
+    canonical = synonyms().get(name, name)
+    record = _registry().get(canonical)
+    return record.vectors if record is not None else "dense"
 
 
 def check_options(record: Backend, options: EncoderOptions) -> None:

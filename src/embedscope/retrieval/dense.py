@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from embedscope.models.backends import vector_kind
 from embedscope.models.base import Encoder, Similarity, encode_rows
 from embedscope.models.device import compute_device, free_memory_mb
 from embedscope.retrieval.base import SearchOptions, search_each_group, unique_candidates
@@ -216,7 +217,8 @@ def dense_search(
 ) -> RankedRun:
     """Encode queries and corpus (chunked) and keep each query's top ``top_k`` documents; with
     ``options.filter_field``, among each query's matching documents
-    (:func:`~embedscope.retrieval.base.search_each_group`: the ranking dense search gives them alone)."""
+    (:func:`~embedscope.retrieval.base.search_each_group`: the ranking dense search gives them alone). A sparse
+    model's vectors are searched by an inverted index (:func:`~embedscope.retrieval.sparse.sparse_search`)."""
     timings = {} if timings is None else timings
     if options.filter_field is not None:
 
@@ -228,6 +230,10 @@ def dense_search(
             return run
 
         return search_each_group(one_group, queries, corpus, options)
+    if vector_kind(encoder) == "sparse":  # term weights: an inverted index (its backend's record says so)
+        from embedscope.retrieval.sparse import sparse_search
+
+        return sparse_search(encoder, queries, corpus, options, timings)
     t0 = time.perf_counter()
     q_vectors = _query_vectors(encoder, queries, options)
     timings["encode_queries"] = time.perf_counter() - t0

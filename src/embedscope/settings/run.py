@@ -138,7 +138,9 @@ class ModelOptions(BaseModel):
         help_from="embedscope.models.backends:backend_choices",
     )
     pooling: str | None = option(
-        None, group="model options", help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens"
+        None,
+        group="model options",
+        help="cls | mean | max | lasttoken | weightedmean | mean_sqrt_len_tokens; a sparse (SPLADE) model: max | sum",
     )
     max_seq_length: PositiveInt | None = option(None, group="model options", help="truncate texts to this many tokens")
     query_prompt: str | None = option(None, group="model options", help="instruction prepended to queries only")
@@ -272,9 +274,9 @@ class ModelOptions(BaseModel):
     @field_validator("pooling")
     @classmethod
     def _pooling(cls, value: str | None) -> str | None:
-        from embedscope.models.pooling import check_pooling_mode
+        from embedscope.models.pooling import ANY_POOLING_MODES, check_pooling_mode
 
-        return check_pooling_mode(value) if value is not None else None
+        return check_pooling_mode(value, ANY_POOLING_MODES) if value is not None else None
 
     @field_validator("device")
     @classmethod

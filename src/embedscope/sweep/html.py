@@ -34,6 +34,7 @@ _LABELS = {
     "api_cost": "API cost",
     "api_p50_ms": "API request p50 ms",
     "api_p95_ms": "API request p95 ms",
+    "flops": "FLOPS per query-document pair (sparse)",
 }
 SWEEP_STYLE = """
 .pt{fill:#4a7fb5;stroke:#fff;stroke-width:1}.pt.on{fill:#d9822b}.frontier{fill:none;stroke:#d9822b;stroke-width:2}

@@ -22,7 +22,11 @@ Everything is read back from the stored results (so a resumed sweep answers as a
   for a model served by an API (the result's ``api_usage``, :mod:`embedscope.results.usage`): ``api_tokens``,
   ``api_cost`` (None without a ``price_per_mtok``), ``api_p50_ms`` / ``api_p95_ms`` (request latency). When a task
   has such a point, a point of a local model gets 0 tokens and 0 spend, so that the cost chart and its Pareto
-  frontier put a local model against a paid service; these columns show only when a point has them.
+  frontier put a local model against a paid service; these columns show only when a point has them. A learned-sparse
+  model's point (its scores hold :data:`embedscope.retrieval.sparse.COST_KEYS`): ``bytes_per_vector`` = 8 · its
+  documents' mean active dimensions (a position and a weight each, in its inverted index), comparable with a dense
+  vector's bytes, and ``flops`` = the expected multiplications per query-document pair; that column shows only when a
+  point has it.
 """
 
 from __future__ import annotations
@@ -61,8 +65,10 @@ COSTS = (
     ("api_cost", True),
     ("api_p50_ms", True),
     ("api_p95_ms", True),
+    ("flops", True),
 )
 API_COSTS = ("api_tokens", "api_cost", "api_p50_ms", "api_p95_ms")
+SPARSE_COSTS = ("flops",)
 _NOT_SEARCH = ("load_data", "metrics", "encode_corpus", "latency_sample")
 _PRECISION_BITS = {"fp32": 32, "float32": 32, "fp16": 16, "int8": 8, "uint8": 8, "binary": 1, "ubinary": 1}
 
@@ -170,6 +176,11 @@ class SweepReport:
         """Whether a point calls an API (its columns show)."""
         return any(r.costs.get("api_tokens") is not None for r in self.rows)
 
+    @property
+    def sparse(self) -> bool:
+        """Whether a point is a learned-sparse model's (its FLOPS column shows)."""
+        return any(r.costs.get("flops") is not None for r in self.rows)
+
     def header(self) -> list[str]:
         return [
             "#",
@@ -187,6 +198,7 @@ class SweepReport:
             "peak MB",
             "bytes/vector",
             *(["API tokens", "API cost", "API p50 ms", "API p95 ms"] if self.api else []),
+            *(["FLOPS"] if self.sparse else []),
             "Pareto",
         ]
 
@@ -213,6 +225,7 @@ class SweepReport:
                 if self.api
                 else []
             ),
+            *([_num(c.get("flops"), 2)] if self.sparse else []),
             ", ".join(r.pareto),
         ]
 
@@ -229,7 +242,7 @@ class SweepReport:
     def csv(self) -> str:
         out = io.StringIO()
         writer = csv.writer(out)
-        names = [n for n, _ in COSTS if self.api or n not in API_COSTS]
+        names = [n for n, _ in COSTS if (self.api or n not in API_COSTS) and (self.sparse or n not in SPARSE_COSTS)]
         writer.writerow(
             [
                 "point",
@@ -327,8 +340,22 @@ def result_costs(path: Path, n_items: int, settings: Any) -> dict[str, float | N
         "bytes_per_vector": _bytes_per_vector(Path(path).parent / "model_meta.json", settings),
         **latency_percentiles(data.get("query_latency")),
         **api_costs(recorded_usage(data)),
+        "flops": None,
     }
+    sparse = _sparse_scores(data)
+    if sparse is not None:
+        costs["bytes_per_vector"] = 8 * float(sparse["sparse_active_dims_document_mean"])
+        costs["flops"] = float(sparse["sparse_flops"])
     return costs
+
+
+def _sparse_scores(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The first score entry holding a sparse model's costs, or None."""
+    for entries in (data.get("scores") or {}).values():
+        for entry in entries:
+            if isinstance(entry, dict) and "sparse_flops" in entry and "sparse_active_dims_document_mean" in entry:
+                return entry
+    return None
 
 
 def api_costs(usage: dict[str, Any] | None) -> dict[str, float | None]:

@@ -29,6 +29,7 @@ from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
 from embedscope.retrieval.passages import best_passage_per_document
 from embedscope.retrieval.roles import Searcher, as_searcher
+from embedscope.retrieval.sparse import COST_KEYS as SPARSE_COSTS
 from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome, TaskInfo
 from embedscope.tasks.params import positive_int, positive_ints
 from embedscope.tasks.proxy import retrieval_proxy
@@ -101,8 +102,8 @@ def evaluate_retrieval_split(
     run = as_documents(search.run)
     t0 = time.perf_counter()
     scores, per_item = _scored(task, data, run)
-    for key in [k for k in timings if k.startswith("ann_recall_at_")]:  # an approximate index's recall of exact search
-        scores[key] = timings.pop(key)
+    for key in [k for k in timings if k.startswith("ann_recall_at_") or k in SPARSE_COSTS]:
+        scores[key] = timings.pop(key)  # an approximate index's recall of exact search; a sparse model's costs
     timings["metrics"] = time.perf_counter() - t0
     latency = _latency(model, data, options, timings) if options.latency_sample else None
     return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, per_item, latency)
