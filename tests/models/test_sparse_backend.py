@@ -256,3 +256,22 @@ def test_classification_scores_equal_mteb_sparse_wrapper(splade: Path) -> None:
         task = ClassificationTask("T", splits.__getitem__, samples_per_label=2)
         ours = task.evaluate_split("test", encoder, RunSettings().search_options(show_progress=False)).scores
     assert_same_scores(ours, theirs, "accuracy")
+
+
+def test_an_inference_free_model_encodes_queries_by_static_weights_as_sentence_transformers(
+    splade: Path, tmp_path: Path
+) -> None:
+    from sentence_transformers.sparse_encoder import SparseEncoder
+
+    from support.tiny_models import build_tiny_inference_free_splade
+
+    folder = build_tiny_inference_free_splade(tmp_path / "inference-free", splade)
+    assert detect_kind(folder) == "sparse"
+    encoder = load_encoder(str(folder), device="cpu")
+    reference = SparseEncoder(str(folder), device="cpu")
+    ours_q = encoder.encode(TEXTS, role="query")
+    ours_d = encoder.encode_sparse(TEXTS, role="document").toarray()
+    theirs_q = _dense(reference.encode_query(TEXTS, prompt="", convert_to_tensor=True))
+    theirs_d = _dense(reference.encode_document(TEXTS, prompt="", convert_to_tensor=True))
+    assert ours_q.tobytes() == theirs_q.tobytes() and ours_d.tobytes() == theirs_d.tobytes()
+    assert not np.array_equal(ours_q[0] > 0, ours_d[0] > 0)  # two routes: the query's terms are its own tokens

@@ -134,3 +134,21 @@ def build_tiny_splade(folder: str | Path, seed: int = 0, *, head: bool = True) -
         model.save_pretrained(str(folder))
     _save_tokenizer(folder)
     return folder
+
+
+def build_tiny_inference_free_splade(folder: str | Path, splade: str | Path, seed: int = 0) -> Path:
+    """An inference-free SPLADE as sentence-transformers saves one: a ``Router`` whose query route is static
+    per-term weights (``SparseStaticEmbedding``: no transformer at query time) and whose document route is the
+    MLM checkpoint ``splade`` with SPLADE max pooling."""
+    import torch
+    from sentence_transformers.base.modules import Router, Transformer
+    from sentence_transformers.sparse_encoder import SparseEncoder
+    from sentence_transformers.sparse_encoder.modules import SparseStaticEmbedding, SpladePooling
+
+    torch.manual_seed(seed)
+    document = Transformer(str(splade), transformer_task="fill-mask")
+    weights = torch.rand(len(document.tokenizer.get_vocab())) * 2
+    query = SparseStaticEmbedding(tokenizer=document.tokenizer, weight=weights)
+    router = Router.for_query_document(query_modules=[query], document_modules=[document, SpladePooling("max")])
+    SparseEncoder(modules=[router], device="cpu").save(str(folder))
+    return Path(folder)

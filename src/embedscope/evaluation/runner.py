@@ -192,6 +192,7 @@ def _run_task(
             entry = score_entry(st.scores, task.main_score, task.hf_subset, task.languages)
             stage_records.setdefault(split, []).append(
                 {"stage": st.stage, "name": st.name, "kind": st.kind, "main_score": entry["main_score"], **st.stats}
+                | ({"failures": dict(st.failures)} if st.failures is not None else {})  # recall vs ranking losses
             )
             if "." not in st.stage:
                 stage_scores.setdefault(st.stage, {})[split] = [entry]

@@ -1,4 +1,5 @@
-"""What a run prints: one row per task and split, and one per pipeline stage (markdown tables)."""
+"""What a run prints: one row per task and split, and one per pipeline stage (markdown tables), with each reranking
+stage's failures: recall vs ranking."""
 
 from __future__ import annotations
 
@@ -101,4 +102,25 @@ def stage_table(report: EvaluationReport) -> str:
     if not rows:
         return ""
     header = ["task", "split", "stage", "kind", "component", "main score", "seconds", "peak RSS MB", "peak Δ MB"]
-    return "\n" + markdown_table(header, rows)
+    failures = failure_lines(report)
+    return "\n" + markdown_table(header, rows) + ("\n\n" + "\n".join(failures) if failures else "")
+
+
+def failure_lines(report: EvaluationReport) -> list[str]:
+    """One line per stage that ranks given candidates (a reranker, a fusion) and split: how many queries had no
+    relevant candidate (recall) or ranked one too low (ranking), and the loss ``1 − mean nDCG@10`` split into recall,
+    ranking and partial recall (:mod:`embedscope.metrics.failures`)."""
+    lines = []
+    for outcome in report.outcomes:
+        for split, stages in (outcome.result.extra or {}).get("pipeline_stages", {}).items():
+            for st in stages:
+                f = st.get("failures")
+                if not f:
+                    continue
+                lines.append(
+                    f"failures ({outcome.task.name} {split}, {st['stage']} {st['name']}): {f['candidate_miss']} of "
+                    f"{f['queries']} queries have no relevant document among the candidates (recall), {f['ranking']} "
+                    f"rank one too low (ranking); loss {f['loss']:.3f} = {f['loss_recall']:.3f} recall + "
+                    f"{f['loss_ranking']:.3f} ranking + {f['loss_partial']:.3f} partial recall"
+                )
+    return lines

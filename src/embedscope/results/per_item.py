@@ -6,6 +6,9 @@ gzip-compressed JSON Lines, one object per evaluated item (keys in this order):
 - Retrieval and Reranking: every per-query metric (``ndcg_at_10``, ``map_at_1000``, ``recall_at_5``,
   ``precision_at_k``, ``hit_rate_at_k``, ``mrr_at_k`` …; the task's mean of a column is its score) and
   ``top_10``, the ten best doc ids, best first; the legacy reranking protocol has ``map`` and ``mrr``;
+  a retrieval stage that ranks given candidates (a pipeline's reranker or fusion; the run's rows are its last stage's)
+  adds ``candidates_recall``, ``ceiling_ndcg_at_10`` (the best nDCG@10 any order of its candidates reaches) and
+  ``failure`` (``candidate_miss``, ``ranking`` or ``none``; :mod:`embedscope.metrics.failures`);
 - STS: each prediction (``cosine``, ``manhattan``, ``euclidean``, ``similarity``) and ``gold``, the
   normalised gold score; PairClassification: ``similarity``, ``cosine``, ``manhattan``, ``euclidean``
   (distances), ``dot`` and ``gold``, the 0/1 label.

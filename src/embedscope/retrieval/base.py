@@ -267,3 +267,18 @@ def search_each_group(
         index = np.where(run.doc_index >= 0, group.doc_rows[np.maximum(run.doc_index, 0)], -1)
         parts.append((group, index, run.scores))
     return assemble_groups(queries, corpus, parts)
+
+
+def merge_top_k(best_scores, best_idx, scores, idx, top_k: int):  # torch tensors
+    """The ``top_k`` best of the union of a running top-k (None at first) and a chunk's: how dense and sparse search
+    merge corpus chunks (``torch.topk`` of the concatenation, so ties keep MTEB's order)."""
+    import torch
+
+    if best_scores is None:
+        all_scores, all_idx = scores, idx
+    else:
+        all_scores = torch.cat([best_scores, scores], dim=1)
+        all_idx = torch.cat([best_idx, idx], dim=1)
+    k = min(top_k, all_scores.shape[1])
+    top_scores, pos = torch.topk(all_scores, k, dim=1, largest=True, sorted=True)
+    return top_scores, torch.gather(all_idx, 1, pos)

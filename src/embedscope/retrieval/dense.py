@@ -25,7 +25,7 @@ import numpy as np
 from embedscope.models.backends import vector_kind
 from embedscope.models.base import Encoder, Similarity, encode_rows
 from embedscope.models.device import compute_device, free_memory_mb
-from embedscope.retrieval.base import SearchOptions, search_each_group, unique_candidates
+from embedscope.retrieval.base import SearchOptions, merge_top_k, search_each_group, unique_candidates
 from embedscope.types import Corpus, EncodedWithin, Queries, RankedRun
 
 
@@ -42,19 +42,6 @@ def similarity_matrix(queries, documents, similarity: Similarity):  # torch tens
     elif similarity != "dot":
         raise ValueError(f"Unknown similarity {similarity!r}: use 'cosine' or 'dot'")
     return queries @ documents.transpose(0, 1)
-
-
-def _merge_top_k(best_scores, best_idx, scores, idx, top_k: int):  # torch tensors; keeps the top_k of the union
-    import torch
-
-    if best_scores is None:
-        all_scores, all_idx = scores, idx
-    else:
-        all_scores = torch.cat([best_scores, scores], dim=1)
-        all_idx = torch.cat([best_idx, idx], dim=1)
-    k = min(top_k, all_scores.shape[1])
-    top_scores, pos = torch.topk(all_scores, k, dim=1, largest=True, sorted=True)
-    return top_scores, torch.gather(all_idx, 1, pos)
 
 
 def top_k_search(
@@ -92,7 +79,7 @@ def top_k_search(
             for b, start in enumerate(range(0, n_q, query_block)):
                 s = similarity_matrix(q_all[start : start + query_block], d, similarity)
                 vals, idx = torch.topk(s, k_chunk, dim=1, largest=True, sorted=True)
-                best[b] = _merge_top_k(*best[b], vals, idx + offset, top_k)
+                best[b] = merge_top_k(*best[b], vals, idx + offset, top_k)
             offset += d.shape[0]
     if offset == 0 or n_q == 0:
         return np.zeros((n_q, 0), dtype=np.int64), np.zeros((n_q, 0), dtype=np.float64)

@@ -37,7 +37,7 @@ import numpy as np
 from embedscope.errors import ConfigError, SettingError
 from embedscope.models.base import Encoder
 from embedscope.models.sparse_rows import csr_rows
-from embedscope.retrieval.base import SearchOptions
+from embedscope.retrieval.base import SearchOptions, merge_top_k
 from embedscope.types import Corpus, Queries, RankedRun, Role
 
 # a sparse model's costs, reported among a retrieval task's scores
@@ -135,8 +135,6 @@ def sparse_top_k_search(
     """
     import torch
 
-    from embedscope.retrieval.dense import _merge_top_k
-
     queries = csr_rows(queries)
     n_q = queries.shape[0]
     blocks = [(start, min(start + query_block, n_q)) for start in range(0, n_q, max(1, query_block))]
@@ -153,7 +151,7 @@ def sparse_top_k_search(
             for b, (start, stop) in enumerate(blocks):
                 scores = block_scores(queries, start, stop, index)
                 vals, idx = torch.topk(torch.from_numpy(scores), k_chunk, dim=1, largest=True, sorted=True)
-                best[b] = _merge_top_k(*best[b], vals, idx + offset, top_k)
+                best[b] = merge_top_k(*best[b], vals, idx + offset, top_k)
             offset += chunk.shape[0]
     if offset == 0 or n_q == 0:
         return np.zeros((n_q, 0), dtype=np.int64), np.zeros((n_q, 0), dtype=np.float64)

@@ -31,6 +31,9 @@ class StageOutcome:
     scores: dict[str, float]
     stats: dict[str, float] = field(default_factory=dict)
     per_item: Mapping[str, Sequence[Any]] | None = None
+    failures: Mapping[str, float] | None = None
+    """For a stage that ranks given candidates (a reranker, a fusion): the failure counts and the loss split of
+    :meth:`embedscope.metrics.failures.LossSplit.as_dict`; its per-item rows hold each query's attribution."""
 
 
 @dataclass(frozen=True)

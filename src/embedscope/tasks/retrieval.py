@@ -24,6 +24,7 @@ from embedscope.data.fastbook_qa import fixed
 from embedscope.errors import ConfigError
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.components import component_scores
+from embedscope.metrics.failures import FAILURE_COLUMNS, candidate_failures, loss_split
 from embedscope.metrics.ranking import RankingScores, top_doc_ids
 from embedscope.models.base import Encoder
 from embedscope.retrieval.dense import dense_search
@@ -97,11 +98,15 @@ def evaluate_retrieval_split(
     data, options, as_documents, timings = _chunked(task, data, options)
     data = data.with_positives_only()
     search = as_searcher(model).search_stages(data.queries, data.corpus, options)
-    stages = tuple(_stage(task, data, s, as_documents(s.run)) for s in search.stages)
+    stages = _stages(task, data, search.stages, [as_documents(s.run) for s in search.stages])
     timings.update(search.timings)
     run = as_documents(search.run)
     t0 = time.perf_counter()
     scores, per_item = _scored(task, data, run)
+    if stages and stages[-1].failures is not None:  # the last stage's run is the run: its attribution is the run's
+        last = stages[-1].per_item or {}
+        assert list(last["id"]) == per_item["id"]
+        per_item.update({column: list(last[column]) for column in FAILURE_COLUMNS})
     for key in [k for k in timings if k.startswith("ann_recall_at_") or k in SPARSE_COSTS]:
         scores[key] = timings.pop(key)  # an approximate index's recall of exact search; a sparse model's costs
     timings["metrics"] = time.perf_counter() - t0
@@ -153,9 +158,41 @@ def _chunked(
     return data, options, as_documents, {"chunk_corpus": time.perf_counter() - t0}
 
 
-def _stage(task: RetrievalTask, data: RetrievalData, stage: Any, run: RankedRun) -> StageOutcome:
-    scores, per_item = _scored(task, data, run)
-    return StageOutcome(stage.stage, stage.name, stage.kind, scores, stage.stats.as_dict(), per_item)
+def _stages(
+    task: RetrievalTask, data: RetrievalData, stages: Sequence[Any], runs: Sequence[RankedRun]
+) -> tuple[StageOutcome, ...]:
+    """Each stage's scores and per-query rows; a stage that ranks given candidates also attributes each query's loss
+    to its candidates or its ranking (:mod:`embedscope.metrics.failures`)."""
+    out = []
+    for n, (stage, run) in enumerate(zip(stages, runs)):
+        scores, per_item = _scored(task, data, run)
+        failures = None
+        candidates = _candidates(stages, runs, n)
+        if candidates:
+            ndcg = per_item.get("ndcg_at_10")
+            if ndcg is None:  # the task's cutoffs lack 10
+                ndcg = _ranking(replace(task, k_values=(10,)), data, run).per_query["ndcg_at_10"].tolist()
+            found = candidate_failures(
+                data.qrels, per_item["id"], candidates, ndcg, ignore_identical_ids=task.ignore_identical_ids
+            )
+            per_item.update(found.columns())
+            failures = loss_split(found.ndcg_at_10, found.ceiling_ndcg_at_10, found.failure).as_dict()
+        out.append(StageOutcome(stage.stage, stage.name, stage.kind, scores, stage.stats.as_dict(), per_item, failures))
+    return tuple(out)
+
+
+def _candidates(stages: Sequence[Any], runs: Sequence[RankedRun], n: int) -> list[RankedRun]:
+    """The runs whose rows hold the candidates stage ``n`` ranked (none when it retrieves from the corpus).
+
+    A reranker received the previous stage's top documents (cut to its own ``top_k``) and returns every one of them
+    reordered (its depth never exceeds the run's ``top_k``), so its own run's rows are its candidates. A fusion ranked
+    the union of its retrievers' runs (the ``stage1.<name>`` stages before it).
+    """
+    if stages[n].kind == "reranker":
+        return [runs[n]]
+    if stages[n].kind == "fusion":
+        return [runs[i] for i in range(n) if stages[i].stage.startswith("stage1.")]
+    return []
 
 
 def _scored(task: RetrievalTask, data: RetrievalData, run: RankedRun) -> tuple[dict[str, float], dict[str, list]]:
