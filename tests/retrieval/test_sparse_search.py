@@ -211,3 +211,32 @@ def test_the_compiled_kernel_adds_the_same_products_in_the_same_order_as_scipy(m
     assert module._compiled_accumulate() is not None
     assert module.block_scores(q, 0, 50, index).tobytes() == expected.tobytes()
     assert module.block_scores(q, 10, 20, index).tobytes() == expected[10:20].tobytes()
+
+
+def test_a_proxy_encoded_within_the_full_sets_gets_the_full_runs_vectors(tmp_path) -> None:
+    """A screen's proxy (queries and documents encoded within the full sets) is searched on the very rows the full
+    run encodes, cached under the full calls' keys, so the full run that follows encodes nothing."""
+    from embedscope.types import EncodedWithin
+
+    queries, corpus = _data()
+    q_rows, d_rows = (3, 7, 11), tuple(range(0, 90, 4))
+    proxy_queries = Queries(
+        tuple(queries.ids[i] for i in q_rows),
+        tuple(queries.texts[i] for i in q_rows),
+        within=EncodedWithin(queries.texts, q_rows),
+    )
+    proxy_corpus = Corpus(
+        tuple(corpus.ids[i] for i in d_rows),
+        tuple(corpus.texts[i] for i in d_rows),
+        within=EncodedWithin(corpus.texts, d_rows),
+    )
+    options = _options(top_k=5, corpus_chunk_size=32)
+    cached = CachedEncoder(SparseKeywords(WORDS), EmbeddingCache(tmp_path))
+    timings: dict[str, float] = {}
+    proxy = dense_search(cached, proxy_queries, proxy_corpus, options, timings)
+    plain = dense_search(KeywordEncoder(WORDS), proxy_queries, proxy_corpus, options)  # the same rows, dense search
+    np.testing.assert_array_equal(proxy.doc_index, plain.doc_index)
+    assert proxy.scores.tobytes() == plain.scores.tobytes() and timings["sparse_flops"] > 0
+    encoded = cached.stats.encoded
+    dense_search(cached, queries, corpus, options)
+    assert cached.stats.encoded == encoded  # the full run is served every row

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from embedscope.errors import ConfigError, SettingError
-from embedscope.models.base import Encoder
+from embedscope.errors import SettingError
+from embedscope.models.base import Encoder, encode_rows
 from embedscope.models.sparse_rows import csr_rows
 from embedscope.retrieval.base import SearchOptions, merge_top_k
-from embedscope.types import Corpus, Queries, RankedRun, Role
+from embedscope.types import Corpus, EncodedWithin, Queries, RankedRun, Role
 
 # a sparse model's costs, reported among a retrieval task's scores
 COST_KEYS = (
@@ -209,22 +209,42 @@ def refuse_post_processing(name: str, options: SearchOptions) -> None:
         )
 
 
+def within_rows(encoder: Encoder, within: EncodedWithin, rows: Sequence[int], options: SearchOptions) -> np.ndarray:
+    """The dense rows of the full corpus' ``rows`` as its own chunked calls make them (a screen's proxy documents,
+    :class:`~embedscope.types.EncodedWithin`), chunk by chunk of the full corpus."""
+    size = options.corpus_chunk_size
+    out = np.zeros((len(rows), 0), dtype=np.float32)
+    for part in sorted({r // size for r in rows}):
+        picked = [i for i, r in enumerate(rows) if r // size == part]
+        vectors = encode_rows(
+            encoder,
+            within.texts[part * size : (part + 1) * size],
+            [rows[i] - part * size for i in picked],
+            role="document",
+            batch_size=options.batch_size,
+        )
+        if out.shape[1] == 0:
+            out = np.zeros((len(rows), vectors.shape[1]), dtype=np.float32)
+        out[picked] = vectors
+    return out
+
+
 def sparse_search(
     encoder: Encoder, queries: Queries, corpus: Corpus, options: SearchOptions, timings: dict[str, float]
 ) -> RankedRun:
     """Encode queries and corpus (in the corpus chunks of dense search, so the batches are mteb's) as sparse
     vectors, search them exactly, and put the sparse costs (:data:`COST_KEYS`) into ``timings``."""
     refuse_post_processing(encoder.name, options)
-    if queries.within is not None or corpus.within is not None:
-        raise ConfigError(
-            f"{encoder.name}: a sparse model is not screened on proxy tasks (its batches are not served apart); "
-            "screen it on its full tasks (no proxy)"
-        )
     batch_size, show_progress = options.batch_size, options.show_progress
     t0 = time.perf_counter()
-    q_vectors = sparse_vectors(
-        encoder, list(queries.texts), role="query", batch_size=batch_size, show_progress=show_progress
-    )
+    if queries.within is None:
+        q_vectors = sparse_vectors(
+            encoder, list(queries.texts), role="query", batch_size=batch_size, show_progress=show_progress
+        )
+    else:  # a screen's proxy: the rows of the full query set's call, as that call makes them
+        q_vectors = csr_rows(
+            encode_rows(encoder, queries.within.texts, queries.within.rows, role="query", batch_size=batch_size)
+        )
     timings["encode_queries"] = time.perf_counter() - t0
     dim = q_vectors.shape[1]
     d_counts = np.zeros(dim, dtype=np.int64)
@@ -234,8 +254,14 @@ def sparse_search(
     def chunks() -> Iterator[Any]:
         for start in range(0, len(corpus), options.corpus_chunk_size):
             t = time.perf_counter()
-            texts = list(corpus.texts[start : start + options.corpus_chunk_size])
-            chunk = sparse_vectors(encoder, texts, role="document", batch_size=batch_size, show_progress=show_progress)
+            stop = start + options.corpus_chunk_size
+            if corpus.within is None:
+                texts = list(corpus.texts[start:stop])
+                chunk = sparse_vectors(
+                    encoder, texts, role="document", batch_size=batch_size, show_progress=show_progress
+                )
+            else:  # a screen's proxy documents: rows of the full corpus' chunked calls
+                chunk = csr_rows(within_rows(encoder, corpus.within, corpus.within.rows[start:stop], options))
             timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t
             d_counts[:] += np.bincount(chunk.indices, minlength=dim)[:dim]
             per_document.append(np.diff(chunk.indptr))
