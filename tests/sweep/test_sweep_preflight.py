@@ -116,3 +116,35 @@ def test_a_model_behind_an_api_is_checked_as_a_service_not_looked_up_on_the_hub(
         check_model_available("openai:m", {"api_base": "http://127.0.0.1:9/v1", "pooling": "cls"})
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
         check_model_available("openai:text-embedding-3-small", {})
+
+
+@pytest.mark.parametrize(
+    ("kind", "reranker"),
+    [(k, False) for k in ("bm25", "fts5", "dense", "colbert")] + [(k, True) for k in ("cross-encoder", "api-rerank")],
+)
+def test_every_stage_kind_takes_the_same_options_in_a_sweep_as_in_a_run(kind: str, reranker: bool) -> None:
+    """The preflight of sweep and screen reads each stage kind's options from the pipeline's one declaration
+    (``STAGE_OPTIONS``), so a kind added there is taken everywhere, and an unknown option lists the same names."""
+    from embedscope.errors import ConfigError
+    from embedscope.retrieval.pipeline import RERANKER_KINDS, RETRIEVER_KINDS, STAGE_OPTIONS, check_stage
+    from embedscope.sweep.preflight import _check_stage
+
+    assert set(STAGE_OPTIONS) == set(RETRIEVER_KINDS) | set(RERANKER_KINDS)
+    spec = {"type": kind, "no_such_option": 1}
+    with pytest.raises(ConfigError) as in_run:
+        check_stage(spec, reranker=reranker)
+    with pytest.raises(ConfigError) as in_sweep:
+        _check_stage(spec, {}, reranker=reranker)
+    assert str(in_sweep.value) == str(in_run.value)
+    assert str(in_run.value).endswith(f"Valid options: {', '.join(STAGE_OPTIONS[kind])}")
+
+
+def test_an_api_reranker_that_run_accepts_passes_the_sweep_preflight() -> None:
+    """issue 52's case: ``{type: api-rerank, model: x, api_base: …, max_retries: 2}`` was refused by sweep and screen
+    ("unknown option(s) ['api_base', 'max_retries']") although run accepted it."""
+    from embedscope.retrieval.pipeline import check_stage
+    from embedscope.sweep.preflight import check_pipeline
+
+    stage = {"type": "api-rerank", "model": "x", "api_base": "http://127.0.0.1:9/v1", "max_retries": 2}
+    check_stage(stage, reranker=True)
+    check_pipeline({"retrievers": ["bm25"], "rerankers": [stage]}, {})

@@ -10,6 +10,7 @@ from typing import Any
 
 from embedscope.cli.settings_flags import add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
+from embedscope.results.compute import truncation_lines
 from embedscope.settings.options import GROUPS
 
 _RUN_DESCRIPTION = (
@@ -78,6 +79,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         stages = report.stage_table()
         if stages:
             print(stages)
+        for o in report.outcomes:
+            for line in truncation_lines(o.task.name, o.result.extra.get("truncated")):
+                print(line)
         for o in report.outcomes:
             print(f"{'reused' if o.reused else 'wrote'} {o.path}")
     return print_recorded(reports)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,8 @@ class TaskComparison:
     settings_difference: str = ""  # run/task settings or data that differ (with allow_mismatch)
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    group_field: str = ""  # the queries' metadata field both results are grouped by (run option group_by)
+    groups: list[GroupComparison] = field(default_factory=list)  # per query group, p-values adjusted across groups
 
 
 @dataclass
@@ -202,6 +204,63 @@ def score_interval(items: TaskItems, options: CompareOptions = CompareOptions())
     return out.ci_low, out.ci_high
 
 
+@dataclass(frozen=True)
+class GroupComparison:
+    """Model ``b`` against model ``a`` on one group of one task (``delta = score_b − score_a`` on paired items)."""
+
+    group: str
+    n: int
+    score_a: float
+    score_b: float
+    delta: float
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    p_value: float = math.nan
+    p_adjusted: float = math.nan
+    significant: bool = False
+
+
+def in_group(items: TaskItems, group: str) -> TaskItems:
+    """The items of one group (their keys and values), as a task of their own."""
+    keep = np.array([i for i, g in enumerate(items.groups) if g == group], dtype=np.int64)
+    return replace(
+        items,
+        keys=tuple(items.keys[i] for i in keep),
+        values=items.values[keep],
+        groups=tuple(items.groups[i] for i in keep),
+        score=float(items.values[keep].mean()) if len(keep) else math.nan,
+    )
+
+
+def compare_groups(a: TaskItems, b: TaskItems, options: CompareOptions) -> list[GroupComparison]:
+    """Per group (both results grouped by the same field, per-item values of means), the paired test of ``b``
+    against ``a`` on that group's items and its p-value adjusted across the groups ([] when they are not so
+    grouped)."""
+    if not a.group_field or a.group_field != b.group_field or a.kind != "mean" or b.kind != "mean":
+        return []
+    if len(a.groups) != len(a.keys) or len(b.groups) != len(b.keys):
+        return []
+    rows = []
+    for group in sorted(set(a.groups) & set(b.groups)):
+        ga, gb = in_group(a, group), in_group(b, group)
+        where = {k: i for i, k in enumerate(gb.keys)}
+        ia = [i for i, k in enumerate(ga.keys) if k in where]
+        if not ia:
+            continue
+        sa, sb = float(ga.values[ia].mean()), float(gb.values[[where[ga.keys[i]] for i in ia]].mean())
+        outcome = paired_test(ga, gb, options)
+        if outcome is None:
+            rows.append(GroupComparison(group, len(ia), sa, sb, sb - sa))
+        else:
+            rows.append(
+                GroupComparison(
+                    group, outcome.n, sa, sb, outcome.delta, outcome.ci_low, outcome.ci_high, outcome.p_value
+                )
+            )
+    adjusted = adjust([r.p_value for r in rows], options.correction)
+    return [replace(r, p_adjusted=p, significant=bool(p < options.alpha)) for r, p in zip(rows, adjusted)]
+
+
 MAX_ROUNDS = 10_000_000  # resamples held at once stay within memory (a float per item and round)
 
 
@@ -254,6 +313,8 @@ def compare_models(
                     row.test, row.n = outcome.test, outcome.n
                 if extra is not None:
                     row.extra = extra(a, b)
+                row.groups = compare_groups(a, b, options)
+                row.group_field = (a.group_field or "") if row.groups else ""
                 rows.append(row)
     for row, p in zip(rows, adjust([r.p_value for r in rows], options.correction)):
         row.p_adjusted = p

@@ -103,6 +103,8 @@ class TaskItems:
     path: Path = Path()
     item_file: Path | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    group_field: str | None = None  # the run's group_by (its queries' metadata field), when it set one
+    groups: tuple[str, ...] = ()  # each item's group (the per-item rows' ``group``), with group_field
 
 
 class _ResultFields(TypedDict):
@@ -217,7 +219,18 @@ def items_of(result: TaskResult, rows: list[dict[str, Any]] | None, path: Path, 
             items = TaskItems(**base, kind="pairs", keys=keys, columns=columns, item_file=item_file)
         elif rows and metric in rows[0]:
             values = finite_column(rows, metric, keys, item_file)
-            items = TaskItems(**base, kind="mean", keys=keys, values=values, top=top, item_file=item_file)
+            field_ = _group_field(result.extra)
+            groups = tuple(str(r.get("group")) for r in rows) if field_ is not None and "group" in rows[0] else ()
+            items = TaskItems(
+                **base,
+                kind="mean",
+                keys=keys,
+                values=values,
+                top=top,
+                item_file=item_file,
+                group_field=field_ if groups else None,
+                groups=groups,
+            )
         if items is not None:
             check_score(items, result)
             return items
@@ -227,6 +240,13 @@ def items_of(result: TaskResult, rows: list[dict[str, Any]] | None, path: Path, 
             **base, kind="mean", keys=experiment_keys, values=np.array(experiment_scores, dtype=np.float64)
         )
     return TaskItems(**base, kind="none")
+
+
+def _group_field(extra: dict[str, Any]) -> str | None:
+    """The ``group_by`` field a result's run recorded (None without one)."""
+    run = extra.get("run_settings")
+    value = run.get("group_by") if isinstance(run, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def compared_settings(extra: dict[str, Any]) -> dict[str, Any]:

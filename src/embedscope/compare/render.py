@@ -107,6 +107,35 @@ def _fmt(value: object, digits: int) -> str:
     return "" if value is None else str(value)
 
 
+def group_tables(comparison: Comparison, digits: int = 4) -> str:
+    """Per task and pair of models grouped by one field (``group_by``): each group's scores, difference, CI and
+    p-values, adjusted across the task's groups ("" when no comparison has groups)."""
+    level = round(comparison.options.confidence * 100)
+    correction = comparison.options.correction
+    parts = []
+    for r in comparison.rows:
+        if not r.groups:
+            continue
+        header = ["group", "n", "score a", "score b", "Δ (b − a)", f"{level}% CI", "p", f"p ({correction})", ""]
+        rows = [
+            [
+                f"{r.group_field}={g.group}",
+                str(g.n),
+                _num(g.score_a, digits),
+                _num(g.score_b, digits),
+                f"{g.delta:+.{digits}f}",
+                "" if math.isnan(g.ci_low) else f"[{g.ci_low:+.{digits}f}, {g.ci_high:+.{digits}f}]",
+                _p(g.p_value) or "fewer than 2 items",
+                _p(g.p_adjusted),
+                "*" if g.significant else "",
+            ]
+            for g in r.groups
+        ]
+        title = f"Query groups: {r.task}, {r.model_b} (b) vs {r.model_a} (a), {correction} across {len(rows)} groups"
+        parts.append(title + "\n\n" + markdown_table(header, rows))
+    return "\n\n".join(parts)
+
+
 def notes_text(comparison: Comparison) -> str:
     """One line per note on a comparison (unpaired items, settings that differ, unchecked settings)."""
     lines = [f"- {note}" for note in comparison.notes]
@@ -122,6 +151,9 @@ def comparison_text(comparison: Comparison, digits: int = 4) -> str:
         f"{o.test} test, {o.rounds:,} rounds, seed {o.seed}; STS and pair classification: bootstrap over pairs)."
     )
     parts = [leaderboard_table(comparison, digits), legend, details_table(comparison, digits)]
+    groups = group_tables(comparison, digits)
+    if groups:
+        parts.append(groups)
     notes = notes_text(comparison)
     if notes:
         parts.append(notes)

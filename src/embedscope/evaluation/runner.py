@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embedscope.compare.groups import split_groups
 from embedscope.errors import ConfigError, SettingError
 from embedscope.evaluation.models import build_model, model_meta, run_placement
 from embedscope.evaluation.plan import model_tasks, resolve_tasks
@@ -30,6 +31,7 @@ from embedscope.evaluation.recording import Recorded, check_recording, record_ru
 from embedscope.evaluation.scoring import rank_run
 from embedscope.models.cache import CacheStats, EmbeddingCache, cache_stats
 from embedscope.progress import progress_wanted, task_progress
+from embedscope.results.compute import compute_record, truncation_counts, truncation_since
 from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, now_iso, phase_timings, score_entry
 from embedscope.results.settings import data_fingerprint, experiment_name, settings_difference, task_settings
@@ -166,6 +168,7 @@ def _run_task(
     task_encoder = within(encoder, options) if within is not None else encoder  # (its calls learned untimed)
     started = time.perf_counter()
     used_before = api_usage(encoder)  # a model served by an API: what this task uses goes into its result
+    counted_before = truncation_counts(encoder)  # texts the model itself encodes (cache hits are not counted)
     scores: dict[str, list[dict[str, Any]]] = dict(stored.scores) if stored and not fresh else {}
     predictions: dict[str, dict[str, dict[str, float]]] = {}
     timings: dict[str, float] = {}
@@ -186,6 +189,8 @@ def _run_task(
         for key, value in outcome.timings.items():
             timings[key] = timings.get(key, 0.0) + value
         scores[split] = [score_entry(outcome.scores, task.main_score, task.hf_subset, task.languages)]
+        if options.group_by is not None and outcome.per_item is not None:  # each query group's score, CI and n
+            scores[split][0]["groups"] = split_groups(options.group_by, outcome.per_item, task.main_score)
         if save_predictions and outcome.run is not None:
             predictions[split] = outcome.run.to_dict()
         for st in outcome.stages:
@@ -205,6 +210,10 @@ def _run_task(
         extra["query_latency"] = latency  # per split: retrieval.latency's sample (not a score, not a setting)
     if used_before is not None:
         extra["api_usage"] = usage_since(encoder, used_before)  # requests, tokens, spend, latency (not a setting)
+    extra["compute"] = compute_record(encoder)  # thread budget and CPU as they stand at the task's end
+    truncated = truncation_since(encoder, counted_before)
+    if truncated is not None:
+        extra["truncated"] = truncated  # per role: texts longer than the model's max length (not a setting)
     elapsed = time.perf_counter() - started
     for split, entries in other_subsets.items():  # the task's other subsets (Task:subset runs) stay in its file
         scores[split] = entries + scores.get(split, [])

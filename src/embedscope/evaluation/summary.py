@@ -56,7 +56,29 @@ def summary_table(report: EvaluationReport) -> str:
             f"API: {total['requests']} requests, {total['tokens']} tokens{cost}; the cache saved "
             f"{total['avoided_requests']} requests ({total['avoided_tokens']} tokens)"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + group_lines(report))
+
+
+def group_lines(report: EvaluationReport) -> list[str]:
+    """The query groups (``group_by``) of every task and split: the group, its query count, main score and 95%
+    bootstrap CI (a group of fewer than two queries has none, and says so); [] without groups."""
+    rows = []
+    for outcome in report.outcomes:
+        for split, entries in outcome.result.scores.items():
+            for entry in entries:
+                for name, groups in (entry.get("groups") or {}).items():
+                    for value, g in groups.items():
+                        ci = (
+                            f"[{g['ci_low']:.5f}, {g['ci_high']:.5f}]"
+                            if g.get("ci_low") is not None
+                            else "none: fewer than 2 queries"
+                        )
+                        rows.append(
+                            [outcome.task.name, split, f"{name}={value}", str(g["n"]), fmt(g["main_score"]), ci]
+                        )
+    if not rows:
+        return []
+    return ["", "query groups:", "", markdown_table(["task", "split", "group", "n", "main score", "95% CI"], rows)]
 
 
 def sparse_lines(report: EvaluationReport) -> list[str]:

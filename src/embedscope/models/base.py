@@ -266,6 +266,7 @@ class BaseEncoder(ModelBase):
         if not texts:
             return np.zeros((0, self.embed_dim or 0), dtype=np.float32)
         size = batch_size or default_batch_size(self.device)
+        self._count_truncated(texts, role)
         from embedscope.progress import encoding_label
 
         with encoding_label(role, len(texts)):
@@ -323,10 +324,52 @@ class BaseEncoder(ModelBase):
         depend on the rest of its batch (``bench/bench_row_invariance.py``)."""
         raise NotImplementedError(f"{type(self).__name__} does not say its padded lengths")
 
+    def token_lengths(self, texts: Sequence[str], *, role: Role) -> list[int] | None:
+        """Each text's length in tokens as the model's tokenizer makes it, the role's prompt in and nothing
+        truncated (compared with ``max_seq_length``: what was truncated); None when the backend cannot say (a model
+        behind an API, a static model)."""
+        return None
+
+    def truncation_counts(self) -> dict[str, dict[str, int]]:
+        """Per role, the texts this encoder has encoded in this process (``texts``) and those longer than its
+        ``max_seq_length`` (``truncated``), with that length (``max_length``); counted by :meth:`encode` with
+        :meth:`token_lengths`, so only texts the model itself encodes (never those the embedding cache serves)."""
+        return {role: dict(counts) for role, counts in self.__dict__.get("_truncation", {}).items()}
+
+    def _count_truncated(self, texts: Sequence[str], role: Role) -> None:
+        limit = getattr(self, "max_seq_length", None)
+        if not isinstance(limit, int) or limit < 1:
+            return
+        lengths = self.token_lengths(texts, role=role)
+        if lengths is None:
+            return
+        counts = self.__dict__.setdefault("_truncation", {}).setdefault(
+            role, {"texts": 0, "truncated": 0, "max_length": limit}
+        )
+        counts["texts"] += len(lengths)
+        counts["truncated"] += sum(1 for n in lengths if n > limit)
+        counts["max_length"] = limit
+
+    def thread_budget(self) -> dict[str, Any]:
+        """The threads this backend computes with, as its runtime reports them now: torch's intra- and inter-op
+        threads by default (empty when torch is not loaded); backends on another runtime override it."""
+        return torch_threads()
+
     def encode_batch(self, texts: Sequence[str], *, role: Role) -> np.ndarray:
         """One planned batch, in the given order (no re-batching)."""
         check_role(role)
         return self.encode(texts, role=role, batch_size=max(len(texts), 1))
+
+
+def torch_threads() -> dict[str, Any]:
+    """``{"torch": {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}}`` when torch
+    is loaded (this never imports it), else ``{}``."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "get_num_threads"):
+        return {}
+    return {"torch": {"intra_op": int(torch.get_num_threads()), "inter_op": int(torch.get_num_interop_threads())}}
 
 
 IDENTITY_META: tuple[str, ...] = (

@@ -147,6 +147,15 @@ class _Tokenizer:
         tok.enable_truncation(max_length=max_length)
         return [len(e.ids) for e in tok.encode_batch(list(texts))]
 
+    def lengths(self, texts: Sequence[str]) -> list[int]:
+        """Each text's token count, untruncated (special tokens in)."""
+        if self._hf is not None:
+            return [len(ids) for ids in self._hf(list(texts), truncation=False, verbose=False)["input_ids"]]
+        tok = self._fast
+        assert tok is not None  # __init__ sets either _hf or _fast
+        tok.no_truncation()
+        return [len(e.ids) for e in tok.encode_batch(list(texts))]
+
     def __call__(self, texts: list[str], max_length: int, pad_to: int | None) -> dict[str, np.ndarray]:
         if self._hf is not None:
             enc = self._hf(
@@ -418,6 +427,25 @@ class OnnxEncoder(BaseEncoder):
         if self.fixed_seq_length is not None:
             return [self.fixed_seq_length] * len(texts)
         return self.tokenizer.counts(prompted_texts(list(texts), role, self.prompts), self.max_seq_length)
+
+    def token_lengths(self, texts: Sequence[str], *, role: Role) -> list[int] | None:
+        """Each text's token count as the tokenizer makes it (the role's prompt in), untruncated."""
+        return self.tokenizer.lengths(prompted_texts(list(texts), role, self.prompts))
+
+    def thread_budget(self) -> dict[str, Any]:
+        """onnxruntime's threads as the session holds them: ``intra_op`` as configured (0 is onnxruntime's
+        default, one per physical core, which it does not report: then None, and ``configured`` says 0; the CPU
+        count is in the result's ``compute.cpu``)."""
+        options = self.session.get_session_options()
+        intra, inter = int(options.intra_op_num_threads), int(options.inter_op_num_threads)
+        return {
+            "onnxruntime": {
+                "intra_op": intra or None,
+                "inter_op": inter or None,
+                "configured": {"intra_op": intra, "inter_op": inter},
+                "providers": list(self.session.get_providers()),
+            }
+        }
 
     def _run(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         feed = {

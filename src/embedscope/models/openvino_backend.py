@@ -450,6 +450,28 @@ class OpenVinoEncoder(BaseEncoder):
             "quantization": "int8-static" if self.quantized else None,
         }
 
+    def token_lengths(self, texts: Sequence[str], *, role: Role) -> list[int] | None:
+        """Each text's token count as the tokenizer makes it (the role's prompt in), untruncated."""
+        return self.tokenizer.lengths(prompted_texts(list(texts), role, self.prompts))
+
+    def thread_budget(self) -> dict[str, Any]:
+        """OpenVINO's threads and streams as the compiled model reports them (``INFERENCE_NUM_THREADS``,
+        ``NUM_STREAMS``; the configured values where it does not say)."""
+
+        def read(key: str, configured: int) -> Any:
+            try:
+                value = self.compiled.get_property(key)
+            except Exception:  # noqa: BLE001 - a plugin without that property: the configured value
+                return configured
+            return int(value) if isinstance(value, int) or str(value).isdigit() else str(value)
+
+        return {
+            "openvino": {
+                "inference_num_threads": read("INFERENCE_NUM_THREADS", self.threads),
+                "num_streams": read("NUM_STREAMS", self.streams),
+            }
+        }
+
     def _collect(self, request: Any, part: int) -> None:
         self._outputs[part] = np.array(request.get_output_tensor(0).data, dtype=np.float32)
 

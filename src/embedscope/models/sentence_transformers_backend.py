@@ -237,3 +237,18 @@ class SentenceTransformerEncoder(BaseEncoder):
             features = self.model.preprocess(list(texts[start : start + 256]), prompt=prompt)
             out.extend(int(n) for n in features["attention_mask"].sum(dim=1).tolist())
         return out
+
+    def token_lengths(self, texts: Sequence[str], *, role: Role) -> list[int] | None:
+        """Each text's token count as ``encode`` tokenizes it (the role's prompt in) before truncation:
+        sentence-transformers' ``preprocess`` with truncation off, 256 texts at a time; None for a model whose
+        inputs it flattens (no attention mask to count)."""
+        prompt = self.prompts.get(role, "")
+        untruncated = {"text": {"truncation": False, "verbose": False}}  # verbose: no warning per long text
+        out: list[int] = []
+        for start in range(0, len(texts), 256):
+            part = list(texts[start : start + 256])
+            features = self.model.preprocess(part, prompt=prompt, processing_kwargs=untruncated)
+            if "attention_mask" not in features:
+                return None
+            out.extend(int(n) for n in features["attention_mask"].sum(dim=1).tolist())
+        return out

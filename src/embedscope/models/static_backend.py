@@ -110,6 +110,10 @@ class StaticEncoder(BaseEncoder):
         self.name = name or folder.resolve().name
         self.revision = revision or short(self.content_hash)
 
+    def thread_budget(self) -> dict[str, Any]:
+        """No runtime of its own: its compute threads are numpy's BLAS, which the result's threadpoolctl entry records."""
+        return {}
+
     def settings(self) -> dict[str, Any]:
         """Everything that changes a vector apart from text and role (hashed into ``fingerprint``)."""
         return {

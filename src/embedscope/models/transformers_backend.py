@@ -168,6 +168,11 @@ class TransformersEncoder(BaseEncoder):
         )
         return [len(ids) for ids in features["input_ids"]]
 
+    def token_lengths(self, texts: Sequence[str], *, role: Role) -> list[int] | None:
+        """Each text's token count as :meth:`_encode_batch` tokenizes it (the role's prompt in), untruncated."""
+        features = self.tokenizer(prompted_texts(texts, role, self.prompts), truncation=False, verbose=False)
+        return [len(ids) for ids in features["input_ids"]]
+
     def _encode(self, texts: list[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
         """Encode ``texts`` (the role's prompt prepended) in length-sorted batches."""
         texts = prompted_texts(texts, role, self.prompts)

@@ -58,6 +58,8 @@ class ResultRow:
     main_metric: str
     score: float
     path: Path
+    groups: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, compare=False)
+    """Query groups (run option ``group_by``): ``(split, "FIELD=VALUE")`` → main score, CI and count."""
 
 
 def _registered(task_name: str) -> Any:
@@ -167,11 +169,26 @@ def collect_results(folders: list[str | Path]) -> list[ResultRow]:
                     main_metric(result),
                     result.main_score(),
                     path,
+                    query_groups(result),
                 )
             )
     if not rows:
         raise DataFormatError(f"No task results found under {', '.join(map(str, folders))}")
     return distinct_models(rows)
+
+
+def query_groups(result: TaskResult) -> dict[tuple[str, str], dict[str, Any]]:
+    """The query groups a result holds (``scores[split][i]["groups"]``, run option ``group_by``), keyed by split (with
+    its subset unless ``default``) and ``FIELD=VALUE``."""
+    out = {}
+    for split, entries in result.scores.items():
+        for entry in entries:
+            subset = entry.get("hf_subset", "default")
+            where = split if subset == "default" else f"{split}/{subset}"
+            for name, groups in (entry.get("groups") or {}).items():
+                for value, g in groups.items():
+                    out[(where, f"{name}={value}")] = g
+    return out
 
 
 def distinct_models(rows: list[ResultRow]) -> list[ResultRow]:
@@ -206,6 +223,9 @@ class ReportTables:
     per_task: list[list[str]]
     per_type: list[list[str]]
     notes: list[str] = field(default_factory=list)
+    per_group: list[list[str]] = field(default_factory=list)
+    """Query groups (``group_by``), one row per task, split and group, a column per model (score and 95% CI);
+    empty when no result holds groups."""
 
     def table(self) -> str:
         """What ``embedscope report`` prints (the verbs' return convention: ``table()`` and ``to_dict()``)."""
@@ -213,7 +233,8 @@ class ReportTables:
 
     def to_dict(self) -> dict[str, Any]:
         """The tables as lists of rows (first row = header) and the notes."""
-        return {"per_task": self.per_task, "per_type": self.per_type, "notes": list(self.notes)}
+        groups = {"per_group": self.per_group} if self.per_group else {}
+        return {"per_task": self.per_task, "per_type": self.per_type, **groups, "notes": list(self.notes)}
 
     def markdown(self) -> str:
         return "\n\n".join(
@@ -222,6 +243,11 @@ class ReportTables:
                 markdown_table(self.per_task[0], self.per_task[1:]),
                 "## Per task type (mean over tasks) and overall",
                 markdown_table(self.per_type[0], self.per_type[1:]),
+                *(
+                    ["## Per query group (score [95% CI])", markdown_table(self.per_group[0], self.per_group[1:])]
+                    if self.per_group
+                    else []
+                ),
                 *self.notes,
             ]
         )
@@ -235,6 +261,10 @@ class ReportTables:
         writer.writerow(["table", *self.per_type[0]])
         for row in self.per_type[1:]:
             writer.writerow(["type", *row])
+        if self.per_group:
+            writer.writerow(["table", *self.per_group[0]])
+            for row in self.per_group[1:]:
+                writer.writerow(["group", *row])
         return out.getvalue()
 
 
@@ -310,7 +340,27 @@ def build_report(rows: list[ResultRow], digits: int = 3, borda: bool = False) ->
     if borda:
         ranks = borda_ranks(score, models, [t for _, t in tasks])
         per_type.append(["Rank (Borda)", "", *[str(ranks[m]) for m in models]])
-    return ReportTables(per_task, per_type, _blank_notes(models, tasks, score))
+    return ReportTables(per_task, per_type, _blank_notes(models, tasks, score), group_table(rows, models, digits))
+
+
+def group_table(rows: list[ResultRow], models: list[str], digits: int = 3) -> list[list[str]]:
+    """Query groups side by side: one row per task, split and group (with its query count), each model's score and
+    95% bootstrap CI (none for a group of fewer than two queries); [] when no result holds groups."""
+    cells: dict[tuple[str, str, str], dict[str, str]] = {}
+    counts: dict[tuple[str, str, str], int] = {}
+    for r in sorted(rows, key=lambda r: r.task):
+        for (split, group), g in r.groups.items():
+            key = (r.task, split, group)
+            low, high = g.get("ci_low"), g.get("ci_high")
+            ci = (
+                f" [{low:.{digits}f}, {high:.{digits}f}]" if low is not None and high is not None else " (n < 2: no CI)"
+            )
+            cells.setdefault(key, {})[r.model] = f"{g['main_score']:.{digits}f}{ci}"
+            counts[key] = int(g.get("n", 0))
+    if not cells:
+        return []
+    header = ["task", "split", "group", "n", *models]
+    return [header, *[[*key, str(counts[key]), *[cells[key].get(m, "") for m in models]] for key in cells]]
 
 
 def _blank_notes(models: list[str], tasks: list[tuple[str, str]], score: dict[tuple[str, str], float]) -> list[str]:

@@ -42,6 +42,9 @@ class SearchOptions:
     """A metadata field (:class:`~embedscope.types.Texts`): each query searches only the documents whose
     value equals its own (compared as text). BM25 and FTS5 keep the statistics of the whole corpus (one
     index, filtered); dense and late-interaction search rank the matching documents as they would alone."""
+    group_by: str | None = field(metadata={EVALUATION: True})
+    """A metadata field of the queries: each query's value (as text) is its group; results hold each group's main
+    score, bootstrap CI and query count, and each per-item row its ``group`` (:mod:`embedscope.compare.groups`)."""
     truncate_dim: int | None
     """Dense retrieval only (:mod:`~embedscope.retrieval.compression`): the first ``truncate_dim`` dimensions of each
     vector, as the embedding cache holds it (the encoder call is unchanged)."""
@@ -66,7 +69,7 @@ class SearchOptions:
         """The fields that define the evaluation rather than the system under test (``EVALUATION`` metadata).
 
         >>> SearchOptions.evaluation_fields()
-        ('top_k', 'limits', 'filter_field')
+        ('top_k', 'limits', 'filter_field', 'group_by')
         """
         return tuple(f.name for f in fields(cls) if f.metadata.get(EVALUATION))
 

@@ -859,6 +859,14 @@ class RunSettings(BaseModel):
         "of the corpus and queries files, or a key of BEIR's metadata); BM25/FTS5 statistics stay whole-corpus",
         acts=_ON_RETRIEVAL,
     )
+    group_by: str | None = option(
+        None,
+        group="search",
+        metavar="FIELD",
+        help="query groups: each result also holds, per value of the queries' metadata FIELD (a column of the "
+        "queries file, or a key of BEIR's metadata), the group's main score, its bootstrap CI and query count",
+        acts=_ON_RETRIEVAL,
+    )
     # dense retrieval post-processing, on the vectors as encoded (embedscope.retrieval.compression / .ann)
     truncate_dim: PositiveInt | None = option(
         None,
@@ -987,6 +995,13 @@ class RunSettings(BaseModel):
     def _filter_field(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("an empty field name: name a metadata field (a column of the corpus and queries files)")
+        return value
+
+    @field_validator("group_by")
+    @classmethod
+    def _group_by(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("an empty field name: name a metadata field of the queries (a column of the queries file)")
         return value
 
     @model_validator(mode="before")

@@ -186,13 +186,7 @@ def _check_stage(stage: Any, options: Mapping[str, Any], reranker: bool) -> None
     allowed = p.RERANKER_KINDS if reranker else p.RETRIEVER_KINDS
     if kind not in allowed:
         raise UnknownNameError("reranker type" if reranker else "retriever type", kind, allowed)
-    valid = {
-        "bm25": p._BM25_OPTIONS,
-        "fts5": p._FTS5_OPTIONS,
-        "colbert": p._COLBERT_OPTIONS,
-        "cross-encoder": p._CE_OPTIONS,
-    }.get(kind, p._DENSE_OPTIONS)
-    taken = p._take(dict(parsed), valid, kind)
+    taken = p._take(dict(parsed), p.STAGE_OPTIONS[kind], kind)  # each kind's options: declared once, in the pipeline
     if kind == "cross-encoder" and "model" not in taken:
         raise ConfigError(
             "cross-encoder stage needs a model (cross-encoder:PATH or {type: cross-encoder, model: PATH})"

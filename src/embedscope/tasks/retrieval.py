@@ -21,7 +21,7 @@ import numpy as np
 from embedscope.data.chunked import chunk_retrieval_data
 from embedscope.data.documents import ChunkOptions
 from embedscope.data.fastbook_qa import fixed
-from embedscope.errors import ConfigError
+from embedscope.errors import ConfigError, SettingError
 from embedscope.metrics import DEFAULT_K_VALUES, evaluate_ranking
 from embedscope.metrics.components import component_scores
 from embedscope.metrics.failures import FAILURE_COLUMNS, candidate_failures, loss_split
@@ -35,7 +35,7 @@ from embedscope.tasks.base import SearchOptions, SplitOutcome, StageOutcome, Tas
 from embedscope.tasks.params import positive_int, positive_ints
 from embedscope.tasks.proxy import retrieval_proxy
 from embedscope.tasks.types import TaskType, register_task_type
-from embedscope.types import RankedRun, RetrievalData
+from embedscope.types import Queries, RankedRun, RetrievalData
 
 if TYPE_CHECKING:
     from embedscope.tasks.catalog import CatalogEntry
@@ -97,6 +97,7 @@ def evaluate_retrieval_split(
     """
     data, options, as_documents, timings = _chunked(task, data, options)
     data = data.with_positives_only()
+    groups = query_groups(data.queries, options.group_by) if options.group_by is not None else None
     search = as_searcher(model).search_stages(data.queries, data.corpus, options)
     stages = _stages(task, data, search.stages, [as_documents(s.run) for s in search.stages])
     timings.update(search.timings)
@@ -107,11 +108,39 @@ def evaluate_retrieval_split(
         last = stages[-1].per_item or {}
         assert list(last["id"]) == per_item["id"]
         per_item.update({column: list(last[column]) for column in FAILURE_COLUMNS})
+    if groups is not None:  # each scored query's group (group_by), for the result's group scores and comparisons
+        per_item["group"] = [groups[q] for q in per_item["id"]]
     for key in [k for k in timings if k.startswith("ann_recall_at_") or k in SPARSE_COSTS]:
         scores[key] = timings.pop(key)  # an approximate index's recall of exact search; a sparse model's costs
     timings["metrics"] = time.perf_counter() - t0
     latency = _latency(model, data, options, timings) if options.latency_sample else None
     return SplitOutcome(scores, run, timings, len(data.queries), len(data.corpus), stages, per_item, latency)
+
+
+def query_groups(queries: Queries, name: str) -> dict[str, str]:
+    """Each query's value of metadata field ``name`` as text (``group_by``); a SettingError when no query has the
+    field (naming the fields they have) or some lack it (how many of how many).
+
+    >>> from embedscope.types import Queries
+    >>> query_groups(Queries(("q1", "q2"), ("a", "b"), {"lang": ("en", "de")}), "lang")
+    {'q1': 'en', 'q2': 'de'}
+    """
+    values = queries.metadata.get(name)
+    if values is None or all(v is None for v in values):
+        have = sorted(k for k, vs in queries.metadata.items() if any(v is not None for v in vs))
+        raise SettingError(
+            "group_by",
+            f"{{group_by}} {name!r}: no query has that metadata field (the queries have: {', '.join(have) or 'none'}); "
+            "name one of them, or add it to each query (a column, or BEIR's metadata object)",
+        )
+    missing = [q for q, v in zip(queries.ids, values) if v is None]
+    if missing:
+        raise SettingError(
+            "group_by",
+            f"{{group_by}} {name!r}: {len(missing)} of {len(queries)} queries have no value (first: {missing[0]!r}); "
+            "give every query a value, or drop it",
+        )
+    return {q: str(v) for q, v in zip(queries.ids, values)}
 
 
 def _latency(
@@ -240,6 +269,7 @@ __all__ = [
     "dense_search",
     "evaluate_retrieval_split",
     "limit_queries",
+    "query_groups",
 ]
 
 

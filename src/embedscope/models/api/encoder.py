@@ -180,6 +180,10 @@ class ApiEncoder(BaseEncoder):
 
     # -- identity -----------------------------------------------------------------------------------
 
+    def thread_budget(self) -> dict[str, Any]:
+        """No runtime of its own: its compute threads are a service's, which it cannot see."""
+        return {}
+
     def settings(self) -> dict[str, Any]:
         """What decides a vector: provider, base URL, model, dimensions, the input types roles map to (never the key)."""
         return {
