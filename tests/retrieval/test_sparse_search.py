@@ -240,3 +240,23 @@ def test_a_proxy_encoded_within_the_full_sets_gets_the_full_runs_vectors(tmp_pat
     encoded = cached.stats.encoded
     dense_search(cached, queries, corpus, options)
     assert cached.stats.encoded == encoded  # the full run is served every row
+
+
+def test_the_per_query_latency_of_a_sparse_model_searches_its_inverted_index(tmp_path) -> None:
+    """``latency_sample`` times a sparse model's query against one inverted index built once; each sampled query's
+    top documents are the batch search's."""
+    from embedscope.retrieval.latency import _PreparedSparse, measure_latency, sample_positions
+
+    queries, corpus = _data()
+    options = _options(top_k=5, corpus_chunk_size=32, latency_sample=6)
+    encoder = SparseKeywords(WORDS)
+    batch = dense_search(encoder, queries, corpus, options)
+    prepared = _PreparedSparse(encoder, corpus, options)
+    docs = KeywordEncoder(WORDS).encode(list(corpus.texts), role="document")
+    for i in sample_positions(len(queries), 6):
+        query = encoder.encode([queries.texts[i]], role="query")
+        found = prepared.search(query)[0]
+        scores = sorted((docs[found] @ query[0]).tolist(), reverse=True)
+        assert scores == batch.scores[i].tolist()  # the batch search's top scores (ties may pick other documents)
+    latency = measure_latency(encoder, queries, corpus, options)
+    assert latency is not None and latency["queries"] == 6 and latency["p95_ms"] >= latency["p50_ms"] > 0

@@ -1,4 +1,4 @@
-"""Per-query latency of dense search: a seeded sample of queries timed one at a time (``latency_sample``).
+"""Per-query latency of dense (or learned-sparse) search: a seeded sample of queries timed one at a time (``latency_sample``).
 
 The batch evaluation gives a mean cost per query (its phases over its query count); this gives the latency
 distribution one user sees. What is timed, per sampled query (``time.perf_counter``):
@@ -7,7 +7,8 @@ distribution one user sees. What is timed, per sampled query (``time.perf_counte
    served from the cache is not a latency;
 2. searching the prepared corpus for its top ``top_k``: exact fp32 search is one inner product against the corpus
    vectors (truncated to ``truncate_dim`` and normalised once, as a flat inner-product index holds them) and a
-   top-k; an approximate index (``index``) is built once and searched with the one query.
+   top-k; an approximate index (``index``) is built once and searched with the one query; a learned-sparse
+   model's corpus is one inverted index, built once, which the query's term weights are scored against.
 
 Not timed: reading the corpus vectors (through the cache, as the batch run did), normalising them and building
 the index, and one warm-up query (the first sampled one) run before the clock starts. The sample is
@@ -117,6 +118,38 @@ class _Prepared:
         return top_k_search(q, [self.docs], top_k=self.options.top_k, similarity="dot")[0]
 
 
+class _PreparedSparse:
+    """A learned-sparse model's corpus made searchable once: one inverted index over its term weights
+    (:mod:`embedscope.retrieval.sparse`); a query is scored against it and its top ``top_k`` kept."""
+
+    def __init__(self, encoder: Encoder, corpus: Corpus, options: SearchOptions) -> None:
+        from embedscope.models.sparse_rows import stack_csr
+        from embedscope.retrieval.sparse import inverted_index, sparse_vectors
+
+        self.top_k = options.top_k
+        chunks = [
+            sparse_vectors(
+                encoder,
+                list(corpus.texts[s : s + options.corpus_chunk_size]),
+                role="document",
+                batch_size=options.batch_size,
+                show_progress=False,
+            )
+            for s in range(0, len(corpus), options.corpus_chunk_size)
+        ]
+        self.index = inverted_index(stack_csr(chunks, chunks[0].shape[1] if chunks else 0))
+
+    def search(self, query_vector: np.ndarray) -> np.ndarray:
+        """The one query's top ``top_k`` document positions (its term weights against the posting lists)."""
+        import torch
+
+        from embedscope.models.sparse_rows import csr_rows
+        from embedscope.retrieval.sparse import block_scores
+
+        scores = torch.from_numpy(block_scores(csr_rows(query_vector), 0, 1, self.index))
+        return torch.topk(scores, min(self.top_k, scores.shape[1]), dim=1).indices.numpy()
+
+
 def check_latency_options(options: SearchOptions) -> None:
     """``latency_sample`` times fp32 dense search (exact or an index), unfiltered; the rest is refused."""
     if options.precision != "fp32":
@@ -137,7 +170,10 @@ def measure_latency(
     picks = sample_positions(len(queries), options.latency_sample or 0)
     if not picks:
         return None
-    prepared = _Prepared(encoder, corpus, options)
+    from embedscope.models.backends import vector_kind
+
+    sparse = vector_kind(encoder) == "sparse"  # term weights: an inverted index (its backend's record says so)
+    prepared = _PreparedSparse(encoder, corpus, options) if sparse else _Prepared(encoder, corpus, options)
     model = uncached(encoder)
     texts = [queries.texts[i] for i in picks]
     prepared.search(model.encode(texts[:1], role="query", batch_size=1))  # warm-up, not timed
