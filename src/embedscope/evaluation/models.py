@@ -84,7 +84,10 @@ def build_model(
 
     model = entry.model
     options = dict(entry.options)
+    if settings.budget is not None:  # a run option that acts in an API model's encoder only (refused if not)
+        options["budget"] = settings.budget
     if not isinstance(model, (str, Mapping)):
+        _refuse_api_options(model, {"budget": options.pop("budget", None)})
         return _held_model(model, options, settings, cache)
     if isinstance(model, str) and is_api_model(model, options):
         return _api_model(model, options, settings, cache)
@@ -119,10 +122,16 @@ def _refuse_api_options(model: Any, options: Mapping[str, Any]) -> None:
     if given:
         raise ConfigError(
             f"{', '.join(given)}: for models behind an API only (openai:NAME, cohere:NAME, voyage:NAME, or a model "
-            f"name with api_base), not {model if isinstance(model, str) else 'a pipeline'}"
+            f"name with api_base), not {_model_label(model)}"
         )
     for key in API_OPTIONS:
         options.pop(key, None)  # type: ignore[attr-defined]
+
+
+def _model_label(model: Any) -> str:
+    if isinstance(model, str):
+        return model
+    return "a pipeline" if isinstance(model, Mapping) else "a model object"
 
 
 def _held_model(model: Any, options: dict[str, Any], settings: RunSettings, cache: EmbeddingCache | None) -> Any:

@@ -62,6 +62,17 @@ def _as_text(value: Any) -> Any:
 Folder = Annotated[str, BeforeValidator(_as_text)]  # a folder or file path, given as text or a Path
 
 
+def _budget(value: Any) -> Any:
+    """A budget as text (``50000``, ``$0.50``) once it parses (:func:`embedscope.models.api.encoder.parse_budget`)."""
+    from embedscope.models.api.encoder import parse_budget
+
+    parse_budget(value)
+    return str(value).strip()
+
+
+Budget = Annotated[str, BeforeValidator(_budget)]  # an API model's cap: tokens or a spend (the run option budget)
+
+
 def _not_bool(value: Any) -> Any:
     """A number field refuses ``true``/``false`` (a bool is an int to Python: ``top_k: true`` would be 1)."""
     if isinstance(value, bool):
@@ -827,6 +838,14 @@ class RunSettings(BaseModel):
         None,
         group="encoding",
         help="texts per encoding batch (default: 32 on the CPU, MTEB's and the exact path; 256 on a GPU)",
+    )
+    budget: Budget | None = option(
+        None,
+        group="encoding",
+        metavar="CAP",
+        help="API models: stop before paying more than this: tokens (50000) or a spend ('$0.50', with --price-per-mtok);"
+        " what was answered stays in the cache, so a rerun pays only for the rest",
+        stored=False,
     )
     engine: SerializeAsAny[EngineSettings] = option(
         group="encoding",

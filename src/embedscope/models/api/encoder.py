@@ -16,6 +16,13 @@ before it is used or cached.
 
 Usage (:meth:`ApiEncoder.api_usage`): requests sent, tokens billed (the service's ``usage``, else estimated), the
 requests and tokens the cache spared, request latency p50/p95 and the cost at ``price_per_mtok``.
+
+A ``budget`` (:func:`parse_budget`: tokens, or a spend ``$X`` at ``price_per_mtok``) caps the tokens paid since the
+encoder was built. The service counts a request's tokens only once it answers, so before each request the encoder
+adds that request's *estimated* tokens (:func:`estimate_tokens`, the count it uses where a service reports none) and
+those of the requests in flight to the tokens paid; when the sum would pass the cap it sends nothing more, hands on
+the answers in flight and stops with one line (a :class:`~embedscope.errors.SettingError` on ``budget``). The cap is
+thus kept as far as the estimate matches the service's count. Texts the cache serves are never sent, so never count.
 """
 
 from __future__ import annotations
@@ -45,6 +52,54 @@ logger = logging.getLogger(__name__)
 DEFAULT_TEXTS_PER_REQUEST = 32
 
 
+@dataclass(frozen=True)
+class Budget:
+    """A cap on what a model behind an API may pay: ``amount`` tokens, or US dollars when ``spend``."""
+
+    amount: float
+    spend: bool
+
+    def __str__(self) -> str:
+        return f"${self.amount:g}" if self.spend else f"{int(self.amount)} tokens"
+
+    def tokens(self, price_per_mtok: float | None) -> float:
+        """The cap in tokens (a spend at ``price_per_mtok``; a price of 0 caps nothing)."""
+        if not self.spend:
+            return self.amount
+        assert price_per_mtok is not None
+        return self.amount / price_per_mtok * 1e6 if price_per_mtok > 0 else math.inf
+
+
+def parse_budget(value: Any) -> Budget:
+    """``50000`` (tokens, a whole number) or ``"$0.50"`` (a spend in US dollars); positive and finite, else a
+    ValueError.
+
+    >>> parse_budget("50,000"), parse_budget("$0.50"), str(parse_budget(" $0.50 "))
+    (Budget(amount=50000.0, spend=False), Budget(amount=0.5, spend=True), '$0.5')
+    >>> parse_budget("nan")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'nan': a budget is a positive, finite number of tokens (50000) or a spend in US dollars ('$0.50')
+    """
+    text = str(value).strip()
+    spend = text.startswith("$")
+    number = text.removeprefix("$").strip().replace(",", "").replace("_", "")
+    problem = ValueError(
+        f"{value!r}: a budget is a positive, finite number of tokens (50000) or a spend in US dollars ('$0.50')"
+    )
+    if isinstance(value, bool) or not number:
+        raise problem
+    try:
+        amount = float(number)
+    except ValueError:
+        raise problem from None
+    if not math.isfinite(amount) or amount <= 0:
+        raise problem
+    if not spend and not amount.is_integer():
+        raise ValueError(f"{value!r}: a budget in tokens is a whole number (a spend starts with $: '$0.50')")
+    return Budget(amount, spend)
+
+
 class ApiError(EmbedscopeError, RuntimeError):
     """An API model's request failed for good (retries ran out, or the service refused it); one line."""
 
@@ -67,6 +122,7 @@ class ApiOptions:
     request_timeout: float = 60.0
     max_retries: int = 6
     tls_verify: bool = True
+    budget: str | None = None  # the run option: tokens or a spend ($X) this model may pay (parse_budget)
 
 
 API_OPTIONS: tuple[str, ...] = tuple(ApiOptions.__dataclass_fields__)
@@ -175,6 +231,13 @@ class ApiEncoder(BaseEncoder):
         self._place("cpu", None)
         self.usage = Usage()
         self.limiter = RateLimiter(options.requests_per_minute, options.tokens_per_minute)
+        self.budget = parse_budget(options.budget) if options.budget is not None else None
+        if self.budget is not None and self.budget.spend and options.price_per_mtok is None:
+            raise SettingError(
+                "budget",
+                f"{{budget}} {self.budget} is a spend: give {{model_options.price_per_mtok}} too (none is built in), "
+                "or a budget in tokens",
+            )
         self._client: Any = None
         self._client_lock = threading.Lock()
 
@@ -281,23 +344,32 @@ class ApiEncoder(BaseEncoder):
             bar.reset(total=len(texts))
         pending = iter(groups)
         inflight: dict[Future[Answer], list[int]] = {}
+        reserved: dict[Future[Answer], int] = {}  # the estimated tokens of each request in flight
         failure: ApiFailure | None = None
+        stopped = False  # the budget would be passed by the next request
         done = 0
         with ThreadPoolExecutor(self.options.max_concurrency, thread_name_prefix="embedscope-api") as pool:
 
             def submit() -> None:
+                nonlocal stopped
                 while len(inflight) < self.options.max_concurrency:
                     group = next(pending, None)
                     if group is None:
                         return
+                    estimate = sum(tokens[i] for i in group)
+                    if self._over_budget(estimate + sum(reserved.values())):
+                        stopped = True
+                        return
                     batch = [prompted[i] for i in group]
-                    inflight[pool.submit(self._request, batch, role, sum(tokens[i] for i in group))] = group
+                    future = pool.submit(self._request, batch, role, estimate)
+                    inflight[future], reserved[future] = group, estimate
 
             submit()
             while inflight:
                 finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 for future in finished:
                     group = inflight.pop(future)
+                    reserved.pop(future, None)
                     try:
                         vectors = self._checked(future.result(), len(group))
                     except ApiFailure as e:
@@ -307,12 +379,33 @@ class ApiEncoder(BaseEncoder):
                     done += len(group)
                     if bar is not None:
                         self._show(bar, len(group))
-                if failure is None:
+                if failure is None and not stopped:
                     submit()
         if bar is not None:
             bar.close()
         if failure is not None:
             raise self._error(failure, bar_label(role, len(texts)), done, len(texts), kept) from None
+        if stopped:
+            raise self._budget_reached(kept)
+
+    def _over_budget(self, tokens: int) -> bool:
+        """Whether paying ``tokens`` more (estimated) could pass the budget."""
+        if self.budget is None:
+            return False
+        with self.usage.lock:
+            paid = self.usage.tokens
+        return paid + tokens > self.budget.tokens(self.options.price_per_mtok)
+
+    def _budget_reached(self, kept: bool) -> SettingError:
+        usage = self.api_usage()
+        paid = f"{usage['tokens']:,} tokens paid in this run ({usage['requests']:,} requests)"
+        if self.budget is not None and self.budget.spend:
+            paid = f"${usage['cost']:.4f} paid in this run ({usage['tokens']:,} tokens, {usage['requests']:,} requests)"
+        if kept:
+            fate = "the cache keeps them, so a rerun with a higher {budget} pays only for the rest"
+        else:
+            fate = "the embedding cache is off, so a rerun pays for them again"
+        return SettingError("budget", f"{{budget}} {self.budget} reached: {paid}; {fate}")
 
     def _bar(self, label: str) -> Any:
         from tqdm.auto import tqdm
