@@ -307,6 +307,7 @@ def bbc_texts():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the real model through OpenVINO on long BBC texts: in the long tier
 def test_minilm_f32_equals_sentence_transformers(minilm_ir, bbc_texts):
     from sentence_transformers import SentenceTransformer
 

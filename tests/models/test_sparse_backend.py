@@ -132,6 +132,7 @@ def test_retrieval_scores_equal_mteb_sparse_wrapper_and_sentence_transformers_wi
     assert json.dumps(warm.outcomes[0].result.scores["test"][0]) == json.dumps(ours)  # NaN-aware, exact
 
 
+@pytest.mark.long  # two end-to-end runs: in the long tier
 def test_a_sparse_retriever_fuses_with_bm25_in_a_pipeline(splade: Path, tmp_path: Path) -> None:
     from embedscope.evaluation.runner import evaluate
     from embedscope.tasks.retrieval import RetrievalTask
@@ -213,6 +214,7 @@ def test_a_sweep_over_sparse_and_bm25_reports_bytes_per_vector_and_flops(splade:
     assert "FLOPS" in result.table() and "flops" in result.csv().splitlines()[0]
 
 
+@pytest.mark.long  # mteb side by side on 30,522-d rows: in the long tier
 def test_sts_scores_equal_mteb_sparse_wrapper(splade: Path) -> None:
     """Every task type but retrieval scores dense rows, as mteb's SparseEncoderWrapper densifies them."""
     from mteb.models import SparseEncoderWrapper

@@ -88,6 +88,7 @@ def test_a_sweep_writes_only_into_the_named_folders(tiny, tmp_path: Path) -> Non
     run_isolated(tmp_path, argv)
 
 
+@pytest.mark.long  # a whole screen in a fresh process: in the long tier
 def test_a_screen_writes_only_into_the_named_folders(tiny, tmp_path: Path) -> None:
     pytest.importorskip("openvino")
     from support.tiny_models import build_tiny_sentence_transformer

@@ -74,6 +74,7 @@ def test_pairclassification_route_on_a_hub_folder(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # against mteb on a whole hub layout: a minute, in the long tier
 def test_sib200_clustering_by_name_concatenates_every_split(tmp_path):
     _sib200(tmp_path / "mteb" / "sib200", languages=("eng_Latn", "fra_Latn"))
     task = catalog_task("SIB200ClusteringS2S:eng_Latn", data_dir=tmp_path)
@@ -150,6 +151,7 @@ def test_unsupported_type_fails_with_one_line():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # against mteb on a whole hub layout: a minute, in the long tier
 def test_sib200_by_name_equals_mteb_with_its_own_transform(tmp_path, monkeypatch):
     """mteb's real SIB200ClusteringS2S (its load_data and dataset_transform) on the same hub files."""
     pytest.importorskip("mteb")
@@ -230,6 +232,7 @@ def test_sick_nl_and_masakhanews_by_name_equal_mteb(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # two subsets of a hub task end to end: most of a minute, in the long tier
 def test_two_subsets_of_a_task_share_its_result_file(tmp_path):
     """``Task:a`` then ``Task:b`` (as a benchmark runs them): both subsets stay in Task.json, neither is reused."""
     _sib200(tmp_path / "mteb" / "sib200", languages=("eng_Latn", "fra_Latn"))
