@@ -17,7 +17,7 @@ import numpy as np
 
 from embedscope.data.documents import ChunkOptions
 from embedscope.errors import ConfigError, DataFormatError
-from embedscope.types import Corpus, Queries, RankedRun, Texts
+from embedscope.types import Corpus, EncodedWithin, Queries, RankedRun, Texts
 
 RECORDED = "recorded"
 """A :class:`SearchOptions` field's metadata key: how results record it — ``always`` (every result, set or not),
@@ -285,3 +285,28 @@ def merge_top_k(best_scores, best_idx, scores, idx, top_k: int):  # torch tensor
     k = min(top_k, all_scores.shape[1])
     top_scores, pos = torch.topk(all_scores, k, dim=1, largest=True, sorted=True)
     return top_scores, torch.gather(all_idx, 1, pos)
+
+
+def encoded_within(encoder: Any, within: EncodedWithin, rows: Sequence[int], options: SearchOptions) -> np.ndarray:
+    """The vectors of the full corpus' ``rows`` as its own chunked calls make them (a proxy's documents, see
+    :class:`~embedscope.types.EncodedWithin`): per chunk of the full corpus, only the batches holding a row."""
+    from embedscope.models.base import encode_rows
+
+    size = options.corpus_chunk_size
+    out: np.ndarray | None = None
+    for chunk in sorted({r // size for r in rows}):
+        picked = [i for i, r in enumerate(rows) if r // size == chunk]
+        full = within.texts[chunk * size : (chunk + 1) * size]
+        vectors = encode_rows(
+            encoder,
+            full,
+            [rows[i] - chunk * size for i in picked],
+            role="document",
+            batch_size=options.batch_size,
+            show_progress=options.show_progress,
+        )
+        if out is None:
+            out = np.empty((len(rows), vectors.shape[1]), dtype=np.float32)
+        out[picked] = vectors
+    assert out is not None
+    return out

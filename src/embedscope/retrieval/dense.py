@@ -17,7 +17,7 @@ exceeds ``query_block × chunk`` floats whatever the corpus size.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -25,8 +25,8 @@ import numpy as np
 from embedscope.models.backends import vector_kind
 from embedscope.models.base import Encoder, Similarity, encode_rows
 from embedscope.models.device import compute_device, free_memory_mb
-from embedscope.retrieval.base import SearchOptions, merge_top_k, search_each_group, unique_candidates
-from embedscope.types import Corpus, EncodedWithin, Queries, RankedRun
+from embedscope.retrieval.base import SearchOptions, encoded_within, merge_top_k, search_each_group, unique_candidates
+from embedscope.types import Corpus, Queries, RankedRun
 
 
 def similarity_matrix(queries, documents, similarity: Similarity):  # torch tensors in, torch out
@@ -107,7 +107,7 @@ def _corpus_chunks(
                 texts, role="document", batch_size=options.batch_size, show_progress=options.show_progress
             )
         else:
-            vectors = _encoded_within(encoder, corpus.within, corpus.within.rows[start:stop], options)
+            vectors = encoded_within(encoder, corpus.within, corpus.within.rows[start:stop], options)
         timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t0
         yield vectors
 
@@ -122,29 +122,6 @@ def _query_vectors(encoder: Encoder, queries: Queries, options: SearchOptions) -
     return encode_rows(
         encoder, within.texts, within.rows, role="query", batch_size=batch_size, show_progress=show_progress
     )
-
-
-def _encoded_within(encoder: Encoder, within: EncodedWithin, rows: Sequence[int], options: SearchOptions) -> np.ndarray:
-    """The vectors of the full corpus' ``rows`` as its own chunked calls make them (a proxy's documents, see
-    :class:`~embedscope.types.EncodedWithin`): per chunk of the full corpus, only the batches holding a row."""
-    size = options.corpus_chunk_size
-    out: np.ndarray | None = None
-    for chunk in sorted({r // size for r in rows}):
-        picked = [i for i, r in enumerate(rows) if r // size == chunk]
-        full = within.texts[chunk * size : (chunk + 1) * size]
-        vectors = encode_rows(
-            encoder,
-            full,
-            [rows[i] - chunk * size for i in picked],
-            role="document",
-            batch_size=options.batch_size,
-            show_progress=options.show_progress,
-        )
-        if out is None:
-            out = np.empty((len(rows), vectors.shape[1]), dtype=np.float32)
-        out[picked] = vectors
-    assert out is not None
-    return out
 
 
 RECALL_K = 10  # an approximate index's recall is measured on each query's exact top 10

@@ -37,8 +37,8 @@ import numpy as np
 from embedscope.errors import SettingError
 from embedscope.models.base import Encoder, encode_rows
 from embedscope.models.sparse_rows import csr_rows
-from embedscope.retrieval.base import SearchOptions, merge_top_k
-from embedscope.types import Corpus, EncodedWithin, Queries, RankedRun, Role
+from embedscope.retrieval.base import SearchOptions, encoded_within, merge_top_k
+from embedscope.types import Corpus, Queries, RankedRun, Role
 
 # a sparse model's costs, reported among a retrieval task's scores
 COST_KEYS = (
@@ -209,26 +209,6 @@ def refuse_post_processing(name: str, options: SearchOptions) -> None:
         )
 
 
-def within_rows(encoder: Encoder, within: EncodedWithin, rows: Sequence[int], options: SearchOptions) -> np.ndarray:
-    """The dense rows of the full corpus' ``rows`` as its own chunked calls make them (a screen's proxy documents,
-    :class:`~embedscope.types.EncodedWithin`), chunk by chunk of the full corpus."""
-    size = options.corpus_chunk_size
-    out = np.zeros((len(rows), 0), dtype=np.float32)
-    for part in sorted({r // size for r in rows}):
-        picked = [i for i, r in enumerate(rows) if r // size == part]
-        vectors = encode_rows(
-            encoder,
-            within.texts[part * size : (part + 1) * size],
-            [rows[i] - part * size for i in picked],
-            role="document",
-            batch_size=options.batch_size,
-        )
-        if out.shape[1] == 0:
-            out = np.zeros((len(rows), vectors.shape[1]), dtype=np.float32)
-        out[picked] = vectors
-    return out
-
-
 def sparse_search(
     encoder: Encoder, queries: Queries, corpus: Corpus, options: SearchOptions, timings: dict[str, float]
 ) -> RankedRun:
@@ -261,7 +241,7 @@ def sparse_search(
                     encoder, texts, role="document", batch_size=batch_size, show_progress=show_progress
                 )
             else:  # a screen's proxy documents: rows of the full corpus' chunked calls
-                chunk = csr_rows(within_rows(encoder, corpus.within, corpus.within.rows[start:stop], options))
+                chunk = csr_rows(encoded_within(encoder, corpus.within, corpus.within.rows[start:stop], options))
             timings["encode_corpus"] = timings.get("encode_corpus", 0.0) + time.perf_counter() - t
             d_counts[:] += np.bincount(chunk.indices, minlength=dim)[:dim]
             per_document.append(np.diff(chunk.indptr))
