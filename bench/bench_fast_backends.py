@@ -6,7 +6,9 @@ same texts with the same batch size (32, the CPU default): torch fp32 (the ancho
 ONNX fp32 and int8 (``--backend onnx`` / ``onnx-int8``: exported, optimised / dynamically quantized) and, when
 ``embedscope.models.openvino_backend`` imports, OpenVINO fp32, bf16 and int8 (NNCF, calibrated on 300 other BBC
 articles). Each row prints the best of ``--repeats`` timed runs (after one warm-up), texts per second, its ratio
-to torch fp32 measured in this run, and the per-text cosine of its vectors to torch fp32's (mean and minimum).
+to torch fp32 measured in this run, the per-text cosine of its vectors to torch fp32's (mean and minimum), and the
+threads its runtime computed with (as a result records them: ``results.compute.thread_budget``); a line says
+whether every path had the same budget, so a ratio never compares 2 threads with 16.
 Exports go to ``--cache-dir`` (default: a temporary folder); the export time is printed once per path.
 
 The shipped ONNX models (``minilm-int8``, an int8-weight graph; ``paraphrase-minilm-l3``, an fp32 graph with a
@@ -100,6 +102,20 @@ def load(spec: str, options: dict[str, Any], cache_dir: Path, calibration: Path)
     return encoder, time.perf_counter() - t0
 
 
+def threads_of(encoder: Any) -> str:
+    """The compute threads a path ran with, as its runtime reports them (``results.compute.thread_budget``)."""
+    from embedscope.results.compute import thread_budget
+
+    budget = thread_budget(encoder)
+    for runtime, key in (("onnxruntime", "intra_op"), ("openvino", "inference_num_threads"), ("torch", "intra_op")):
+        if runtime in budget:
+            value = budget[runtime].get(key)
+            if value is None and runtime == "onnxruntime":  # 0 configured: onnxruntime's one per physical core
+                value = f"0→{os.cpu_count()}"
+            return f"{runtime} {value}"
+    return "?"
+
+
 def mean_tokens(encoder: Any, spec: str, texts: list[str]) -> float:
     """The mean number of tokens an encoder keeps of ``texts`` (its own tokenizer, else the torch model's)."""
     from embedscope.models.onnx_backend import _Tokenizer
@@ -144,6 +160,13 @@ def bench_model(
             + (" (export included when new)" if "backend" in options else "")
         )
     paths = [(name, options) for name, options in paths if name in encoders]
+    budgets = {name: threads_of(e) for name, e in encoders.items()}
+    counts = {b.split()[-1] for b in budgets.values()}
+    print(
+        f"{label} thread budgets: "
+        + ", ".join(f"{n}: {b}" for n, b in budgets.items())
+        + (" (equal)" if len(counts) == 1 else " (NOT equal: the ratios compare different budgets)")
+    )
     anchor_name = paths[0][0]
     first = encoders[anchor_name]
     for length, (words, count) in LENGTHS.items():
@@ -151,7 +174,7 @@ def bench_model(
         tokens = mean_tokens(first, spec, texts[:32])
         print(f"\n{label}, {count} texts of {length} (mean {tokens:.0f} tokens kept), batch 32, best of {repeats}")
         versus = f"vs {anchor_name}"
-        print(f"{'path':<15} {'seconds':>8} {'texts/s':>8} {versus:>16} {'cos mean':>9} {'cos min':>9}")
+        print(f"{'path':<15} {'seconds':>8} {'texts/s':>8} {versus:>16} {'cos mean':>9} {'cos min':>9} {'threads':>16}")
         anchor_time, anchor = None, None
         for name, encoder in encoders.items():
             seconds, vectors = best_time(
@@ -161,7 +184,10 @@ def bench_model(
                 anchor_time, anchor = seconds, vectors
             c = cosines(vectors, anchor)
             ratio = anchor_time / seconds
-            print(f"{name:<15} {seconds:8.2f} {count / seconds:8.1f} {ratio:15.2f}× {c.mean():9.5f} {c.min():9.5f}")
+            print(
+                f"{name:<15} {seconds:8.2f} {count / seconds:8.1f} {ratio:15.2f}× {c.mean():9.5f} {c.min():9.5f} "
+                f"{budgets[name]:>16}"
+            )
     if suite:
         bench_suite(label, spec, paths, cache_dir, calibration)
 

@@ -42,6 +42,7 @@ from embedscope.compare.core import CompareOptions
 from embedscope.screen.passes import ScreenedModel
 from embedscope.screen.report import places_line, ranking_line
 from embedscope.screen.rounds import HalvingResult, halving_screen
+from embedscope.settings.screen import ScreenSettings
 from embedscope.settings.sources import Layer, build_settings
 from embedscope.tasks.proxy import kept_share
 
@@ -80,8 +81,9 @@ def one_seed(seed: int, folder: Path, anchor: dict[str, Any]) -> dict[str, Any]:
     settings = build_settings([Layer("bench_screen_seeds", {**values, "show_progress": False}, "api")])
     runs = settings.model_runs()
     halving = halving_screen(
-        settings, runs, {str(r.model): ScreenedModel(str(r.model)) for r in runs}, {}, anchor["proxy"],
-        CompareOptions(seed=seed), audit=True, costs=anchor["cold_screen"]["exact_estimate"],
+        settings, runs, {str(r.model): ScreenedModel(str(r.model)) for r in runs}, {},
+        ScreenSettings(proxy=anchor["proxy"], audit=True), CompareOptions(seed=seed),
+        costs=anchor["cold_screen"]["exact_estimate"],
     )  # fmt: skip
     assert halving.audit is not None
     exact = {m: v["seconds"] for m, v in anchor["exact"].items()}

@@ -71,18 +71,12 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ").strip()
 
 
-def _declared_defaults() -> dict[str, Any]:
-    """Each settings flag's default, from the settings' declarations (the flags themselves default to nothing, so
-    that only the flags given become a settings layer)."""
-    from embedscope.settings.options import declared_options
-
-    return {o.dest: o.default for o in declared_options() if o.default is not None}
-
-
 def _default(action: argparse.Action) -> str:
     if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._CountAction)):
         return ""
-    default = _declared_defaults().get(action.dest) if action.default is argparse.SUPPRESS else action.default
+    # a settings flag defaults to nothing (only the flags given become a settings layer): its declared default, or
+    # the command's own (add_settings_flags records it on the flag)
+    default = getattr(action, "declared_default", None) if action.default is argparse.SUPPRESS else action.default
     if default is None or default == [] or isinstance(default, bool):
         return ""
     return f"`{default}`"

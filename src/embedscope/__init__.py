@@ -1,8 +1,8 @@
 """embedscope: which embedding model or retrieval setup is best on this data, and by how much?
 
 One call evaluates a model on tasks with MTEB-exact numbers; each command has its verb here (``run`` →
-:func:`evaluate`, ``screen``, ``sweep``, ``compare``, ``score`` → :func:`score_run`, ``report``), and every verb
-returns one object whose ``table()`` is what the command prints and whose ``to_dict()`` is its JSON::
+:func:`evaluate`, ``screen``, ``sweep``, ``compare``, ``score`` → :func:`score_run`, ``report``, ``inspect``), and
+every verb returns one object whose ``table()`` is what the command prints and whose ``to_dict()`` is its JSON::
 
     import embedscope
     report = embedscope.evaluate("minilm", ["BBCNewsRetrieval"])
@@ -29,6 +29,7 @@ __all__ = [
     "compare",
     "score_run",
     "report",
+    "inspect",
     "gate",
     # the types users hold
     "RunSettings",
@@ -42,6 +43,7 @@ __all__ = [
     "SweepReport",
     "Comparison",
     "ReportTables",
+    "Inspection",
     "Scores",
     "Store",
     "RunFilter",
@@ -61,10 +63,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from embedscope.api import EvaluationReports, Scores, compare, evaluate_config, report, score_run, sweep
+    from embedscope.api import EvaluationReports, Scores, compare, evaluate_config, inspect, report, score_run, sweep
     from embedscope.compare.core import CompareOptions, Comparison
     from embedscope.data.tables import register_table_format
     from embedscope.engines.base import EngineSettings, register_engine
+    from embedscope.evaluation.inspect import Inspection
     from embedscope.evaluation.runner import EvaluationReport, TaskOutcome, evaluate
     from embedscope.history.gate import GateResult, gate
     from embedscope.history.store import RunFilter, Store
@@ -87,6 +90,7 @@ _LAZY = {
     "compare": "embedscope.api",
     "score_run": "embedscope.api",
     "report": "embedscope.api",
+    "inspect": "embedscope.api",
     "gate": "embedscope.history.gate",
     "Store": "embedscope.history.store",
     "RunFilter": "embedscope.history.store",
@@ -102,6 +106,7 @@ _LAZY = {
     "SweepReport": "embedscope.sweep.report",
     "Comparison": "embedscope.compare.core",
     "ReportTables": "embedscope.results.report",
+    "Inspection": "embedscope.evaluation.inspect",
     "Scores": "embedscope.api",
     "Encoder": "embedscope.models.base",
     "Searcher": "embedscope.retrieval.roles",

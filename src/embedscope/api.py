@@ -15,6 +15,7 @@ verb               command                      returns
 ``compare``        ``embedscope compare``       :class:`~embedscope.compare.core.Comparison`
 ``score_run``      ``embedscope score``         :class:`Scores`
 ``report``         ``embedscope report``        :class:`~embedscope.results.report.ReportTables`
+``inspect``        ``embedscope inspect``       :class:`~embedscope.evaluation.inspect.Inspection`
 ``gate``           ``embedscope gate``          :class:`~embedscope.history.gate.GateResult`
 =================  ===========================  ============================================
 
@@ -29,11 +30,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from embedscope.compare.core import CompareOptions, Comparison
+from embedscope.evaluation.inspect import Inspection
 from embedscope.evaluation.runner import EvaluationReport
 from embedscope.results.report import ReportTables
 from embedscope.sweep.report import SweepReport
 
-__all__ = ["EvaluationReports", "Scores", "evaluate_config", "score_run", "sweep", "compare", "report"]
+__all__ = ["EvaluationReports", "Scores", "evaluate_config", "score_run", "sweep", "compare", "report", "inspect"]
 
 
 class EvaluationReports(list[EvaluationReport]):
@@ -267,6 +269,41 @@ def report(
     if html is not None:
         write_report_html(list(folders), Path(html), baseline, options)
     return tables
+
+
+def inspect(
+    folder: str | Path,
+    *,
+    task: str | None = None,
+    worst: int = 10,
+    group: str | None = None,
+    parquet: str | Path | None = None,
+    data_dir: str | Path | None = None,
+) -> Inspection:
+    """The mistakes of one ranking result, readable (``embedscope inspect``): the ``worst`` queries (0: every one) of
+    ``task`` in one model's result ``folder`` by the task's main metric, each with its text, the documents judged
+    relevant (with their ranks), the top 10 retrieved (ranks, scores when predictions were saved, texts) and a
+    pipeline's failure class; ``group`` keeps one query group (``group_by``); ``parquet`` also writes the flat rows
+    (:meth:`~embedscope.evaluation.inspect.Inspection.rows`) to that file. ``data_dir``: local copies of catalog data.
+
+    Examples:
+        >>> import tempfile, embedscope
+        >>> from embedscope.testing.fakes import KeywordEncoder
+        >>> from embedscope.testing.tiny import write_tiny_beir
+        >>> root = tempfile.mkdtemp()
+        >>> data = write_tiny_beir(f"{root}/tiny")
+        >>> _ = embedscope.evaluate(KeywordEncoder(["cat"]), [str(data)], output_folder=f"{root}/out", cache=False,
+        ...                         show_progress=False)
+        >>> found = embedscope.inspect(f"{root}/out", worst=2)
+        >>> [(q.id, round(q.value, 3)) for q in found.queries], found.notes[0].startswith("no predictions saved")
+        ([('q2', 0.5), ('q3', 0.631)], True)
+    """
+    from embedscope.evaluation.inspect import inspect_result
+
+    found = inspect_result(folder, task, worst=worst, group=group, data_dir=data_dir)
+    if parquet is not None:
+        found.write_parquet(parquet)
+    return found
 
 
 def write_report_html(folders: list[str | Path], path: Path, baseline: str | None, options: CompareOptions) -> None:

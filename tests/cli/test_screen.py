@@ -93,9 +93,9 @@ def test_screen_with_a_config_file_takes_its_settings(setup, tmp_path, capsys) -
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--confirm", "0"], "--confirm 0: give a positive integer"),
-        (["--confirm", "two"], "--confirm two: give an integer"),
-        (["--fast", "nope"], "Unknown fast path (--fast) 'nope'"),
+        (["--confirm", "0"], "--confirm: Input should be greater than or equal to 1"),
+        (["--confirm", "two"], "--confirm: Input should be a valid integer"),
+        (["--fast", "nope"], "--fast: Unknown fast path 'nope'"),
         (["--fast", "future"], "--fast future: this embedscope cannot run it"),
     ],
 )

@@ -168,8 +168,8 @@ def test_cli_table_json_and_errors(folders, capsys, tmp_path):
     assert main(["compare", str(a), str(b), "--tasks", "TinySTS"]) == 0
     assert "| a | fake/hash-encoder |" in capsys.readouterr().out
     for args, message in (
-        ([str(a), str(b), "--test", "wilcoxon"], "Unknown test 'wilcoxon'"),
-        ([str(a), str(b), "--correction", "hochberg"], "Unknown correction"),
+        ([str(a), str(b), "--test", "wilcoxon"], "--test: Input should be 'permutation', 't-test' or 'bootstrap'"),
+        ([str(a), str(b), "--correction", "hochberg"], "--correction: Input should be 'holm', 'bonferroni' or 'none'"),
         ([str(a), str(a.parent)], "holds results of"),
         ([str(a), str(tmp_path / "missing")], "no such results folder"),
         ([str(a)], "at least two"),

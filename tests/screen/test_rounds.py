@@ -22,7 +22,9 @@ from embedscope.errors import ConfigError
 from embedscope.screen import halving, rounds
 from embedscope.screen.passes import MeanScore, mean_of
 from embedscope.screen.report import halving_lines, screen_csv
-from embedscope.screen.rounds import HalvingResult, ProxyRound, check_proxy_sizes
+from embedscope.screen.rounds import HalvingResult, ProxyRound
+from embedscope.settings.screen import ScreenSettings
+from embedscope.settings.sources import Layer, build_declared
 from embedscope.tasks.retrieval import RetrievalTask
 from embedscope.types import Corpus, Queries, RetrievalData
 
@@ -89,7 +91,7 @@ def test_p_best_kept_counts_the_replicates_whose_best_is_kept() -> None:
 )
 def test_proxy_sizes_that_cannot_be_rounds_are_refused(sizes, message) -> None:
     with pytest.raises(ConfigError, match=message):
-        check_proxy_sizes(sizes)
+        build_declared(ScreenSettings, [Layer("screen()", {"proxy": sizes}, "api")])
 
 
 def _synthetic(n_docs: int = 1500, n_queries: int = 240, seed: int = 0) -> RetrievalData:
@@ -275,15 +277,15 @@ def test_a_candidate_next_to_free_that_a_round_shows_below_the_leader_leaves_the
 
 def test_options_a_halving_screen_cannot_use_are_refused(synthetic_task, tmp_path) -> None:
     kwargs = {"output_folder": tmp_path, "show_progress": False}
-    with pytest.raises(ConfigError, match="--confirm: with --proxy"):
+    with pytest.raises(ConfigError, match="^confirm: with proxy the rounds decide"):
         embedscope.screen(CANDIDATES[:2], [synthetic_task], proxy=[10], confirm=2, **kwargs)
-    with pytest.raises(ConfigError, match="--audit checks a screen with --proxy"):
+    with pytest.raises(ConfigError, match="^audit applies to a screen with proxy"):
         embedscope.screen(CANDIDATES[:2], [synthetic_task], audit=True, fast="bf16", **kwargs)
-    with pytest.raises(ConfigError, match="--proxy and --limits"):
+    with pytest.raises(ConfigError, match="^proxy and limits both shrink the tasks"):
         embedscope.screen(CANDIDATES[:2], [synthetic_task], proxy=[10], limits=5, **kwargs)
-    with pytest.raises(ConfigError, match="--audit-seeds 3: give --audit too"):
+    with pytest.raises(ConfigError, match="^audit_seeds: give audit too"):
         embedscope.screen(CANDIDATES[:2], [synthetic_task], proxy=[10], audit_seeds=3, **kwargs)
-    with pytest.raises(ConfigError, match="--audit-seeds 1.5: give a number of seeds"):
+    with pytest.raises(ConfigError, match="^audit_seeds: Input should be a valid integer"):
         embedscope.screen(CANDIDATES[:2], [synthetic_task], proxy=[10], audit=True, audit_seeds=1.5, **kwargs)
 
 
@@ -293,14 +295,17 @@ def test_options_a_halving_screen_cannot_use_are_refused(synthetic_task, tmp_pat
         (["--proxy", "ten"], "--proxy ten: give a count"),
         (["--proxy", "20", "10"], "give growing sizes"),
         (["--tie-margin", "0.01"], "--tie-margin applies to a screen with --proxy"),
-        (["--proxy", "10", "--tie-margin", "-1"], "--tie-margin -1: give a finite number ≥ 0"),
+        (["--proxy", "10", "--tie-margin", "-1"], "--tie-margin: Input should be greater than or equal to 0"),
         (["--proxy", "10", "--no-fidelity"], "--no-fidelity: a screen with --proxy measures no fidelity"),
-        (["--proxy", "10", "--confidence", "1.5"], "--confidence must lie strictly between 0 and 1"),
-        (["--proxy", "10", "--confidence", "nan"], "--confidence nan: give a finite number ≥ 0"),
-        (["--proxy", "10", "--audit-seeds", "2"], "--audit-seeds 2: give --audit too"),
-        (["--audit-seeds", "2"], "--audit-seeds 2 replays a screen with --proxy and --audit"),
-        (["--proxy", "10", "--audit", "--audit-seeds", "-1"], "--audit-seeds -1: give a number of seeds"),
-        (["--proxy", "10", "--audit", "--audit-seeds", "two"], "--audit-seeds two: give an integer"),
+        (["--proxy", "10", "--confidence", "1.5"], "--confidence: Input should be less than 1"),
+        (["--proxy", "10", "--confidence", "nan"], "--confidence: Input should be a finite number"),
+        (["--proxy", "10", "--audit-seeds", "2"], "--audit-seeds: give --audit too"),
+        (["--audit-seeds", "2"], "--audit-seeds: give --audit too"),
+        (
+            ["--proxy", "10", "--audit", "--audit-seeds", "-1"],
+            "--audit-seeds: Input should be greater than or equal to 0",
+        ),
+        (["--proxy", "10", "--audit", "--audit-seeds", "two"], "--audit-seeds: Input should be a valid integer"),
     ],
 )
 def test_the_cli_refuses_what_a_halving_screen_cannot_do_in_one_line(tmp_path, capsys, extra, message) -> None:

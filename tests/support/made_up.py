@@ -3,11 +3,13 @@ tests control every score, setting and fingerprint."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from embedscope.compare.groups import split_groups
 from embedscope.results.per_item import item_rows
 from embedscope.results.schema import TaskResult, score_entry
 from embedscope.results.store import ResultStore
@@ -36,9 +38,17 @@ def write_result(
     truncate_dim: int | None = None,
     record: bool = True,
     experiment: str | None = None,
+    groups: Sequence[str] | None = None,
+    group_by: str = "topic",
+    columns: dict[str, Sequence[Any]] | None = None,
+    pipeline_stages: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Path:
     """One Retrieval result of ``model`` on ``task`` whose ``ndcg_at_10`` is the mean of ``values`` (per-item rows
-    beside it; ``values`` None: no per-item file); returns the model's revision folder."""
+    beside it; ``values`` None: no per-item file); returns the model's revision folder.
+
+    ``groups``: each query's group of ``group_by`` (recorded as the run's ``group_by``, in each row's ``group`` and as
+    the split's group scores, as a run with ``--group-by`` writes them); ``columns``: more per-item columns (a
+    pipeline's ``failure`` …); ``pipeline_stages``: the result's record of them."""
     store = ResultStore(out, model, revision, experiment)
     if values is None:
         values = [0.5, 0.7]
@@ -53,6 +63,8 @@ def write_result(
     run_settings.update({"top_k": top_k, "limits": limits, "corpus_chunk_size": 50000})
     if truncate_dim is not None:
         run_settings["truncate_dim"] = truncate_dim
+    if groups is not None:
+        run_settings["group_by"] = group_by
     extra: dict[str, Any] = {"task_type": "Retrieval", "main_metric": "ndcg_at_10"}
     if record:
         extra.update(
@@ -62,13 +74,19 @@ def write_result(
                 "data": {"location": None, "fingerprint": data},
             }
         )
+    if pipeline_stages is not None:
+        extra["pipeline_stages"] = pipeline_stages
     entry = score_entry({"ndcg_at_10": score}, "ndcg_at_10", "default", ("eng-Latn",))
+    item_columns: dict[str, Sequence[Any]] = {"ndcg_at_10": list(map(float, values)), **(columns or {})}
+    if groups is not None:
+        item_columns["group"] = list(groups)
+        entry["groups"] = split_groups(group_by, item_columns, "ndcg_at_10")
     result = TaskResult(
         task, dataset_revision, {split: [entry]}, evaluation_time=1.5, date="2026-11-30T00:00:00+00:00", extra=extra
     )
     store.save_model_meta({"name": model, "revision": revision, "run_settings": run_settings})
     if write_items:
         ids = [f"q{i}" for i in range(len(values))]
-        store.save_per_item(task, item_rows(split, "default", {"id": ids, "ndcg_at_10": list(map(float, values))}))
+        store.save_per_item(task, item_rows(split, "default", {"id": ids, **item_columns}))
     store.save(result)
     return store.folder

@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from embedscope.cli.report import add_statistics_flags, checked_digits, statistics_options
+from embedscope.cli.report import add_statistics_flags, statistics_settings
 from embedscope.cli.settings_flags import add_settings_flags
 from embedscope.errors import ConfigError
 
@@ -183,7 +183,6 @@ def _add_gate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", default=None, metavar="FILE", help="also write a summary for a pull-request comment")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report for CI")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
-    p.add_argument("--digits", type=int, default=4, help="decimals shown (default 4)")
     add_settings_flags(p, paths=("store",))
     p.set_defaults(func=_cmd_gate)
 
@@ -193,7 +192,7 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     from embedscope.history.gate import gate
     from embedscope.history.sides import side_kind
 
-    digits = checked_digits(args.digits)
+    statistics = statistics_settings(args)
     needs_store = any(side_kind(s) == "store" for s in (args.baseline, args.candidate))
     if not needs_store and getattr(args, "store", None) is not None:
         raise ConfigError(
@@ -201,16 +200,16 @@ def _cmd_gate(args: argparse.Namespace) -> int:
         )
     store = _open_store(args, required=False) if needs_store else None
     result = gate(
-        args.baseline, args.candidate, store=store, tolerance=args.tolerance, options=statistics_options(args)
+        args.baseline, args.candidate, store=store, tolerance=args.tolerance, options=statistics.compare_options()
     )
     if args.markdown:
-        atomic_write_text(args.markdown, result.markdown(digits))
+        atomic_write_text(args.markdown, result.markdown(statistics.digits))
     if args.junit:
         atomic_write_text(args.junit, result.junit())
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
-        print(result.table(digits), end="")
+        print(result.table(statistics.digits), end="")
     return result.exit_status
 
 

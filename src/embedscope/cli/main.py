@@ -1,7 +1,7 @@
 """``embedscope`` command line: each command is one library call; heavy imports happen lazily.
 
-The commands live in one module per group (``run``, ``sweep``, ``screen``, ``catalog``, ``report``, ``fastbook``,
-``cache``); this module builds the parser and turns user errors into one line and exit code 2.
+The commands live in one module per group (``run``, ``sweep``, ``screen``, ``catalog``, ``report``, ``inspect``,
+``fastbook``, ``cache``); this module builds the parser and turns user errors into one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
-from embedscope.cli import cache, catalog, fastbook, history, report, run, screen, sweep
+from embedscope.cli import cache, catalog, fastbook, history, inspect, report, run, screen, sweep
 from embedscope.errors import EmbedscopeError, SettingError
 from embedscope.version import __version__
 
@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="more log output (-vv: debug); give it before the command: embedscope -v run …",
     )
     sub = parser.add_subparsers(dest="command")
-    for group in (run, sweep, screen, catalog, report, history, fastbook, cache):  # the order of 'embedscope --help'
+    # the order of 'embedscope --help'
+    for group in (run, sweep, screen, catalog, report, inspect, history, fastbook, cache):
         group.register(sub)
     return parser
 

@@ -5,61 +5,40 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from embedscope.cli.settings_flags import add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
 
-MAX_DIGITS = 10
+_ON_COMPARE = ("test", "rounds", "seed", "correction", "alpha", "confidence", "digits")
 
 
-def checked_digits(digits: int) -> int:
-    """``--digits`` as given, if it is a number of decimals a table can show (0 to ``MAX_DIGITS``)."""
-    if not 0 <= digits <= MAX_DIGITS:
-        raise ConfigError(f"--digits must be a whole number from 0 to {MAX_DIGITS}, not {digits}")
-    return digits
-
-
-def add_statistics_flags(p: argparse.ArgumentParser, defaults: Any = None) -> None:
-    """The paired tests' flags (``compare``, ``gate``), their defaults those of ``defaults`` (a
-    :class:`CompareOptions`; by default its own)."""
+def add_statistics_flags(
+    p: argparse.ArgumentParser, defaults: Any = None, paths: Sequence[str] = _ON_COMPARE, **more: Any
+) -> None:
+    """The statistics options' flags at ``paths`` (declared once: :class:`StatisticsSettings`), their defaults those
+    of ``defaults`` (a :class:`CompareOptions`, default its own) and ``more`` (``digits=3``)."""
     from embedscope.compare.core import CompareOptions
+    from embedscope.settings.statistics import StatisticsSettings, statistics_defaults
 
-    d = defaults or CompareOptions()
-    p.add_argument(
-        "--test",
-        default=d.test,
-        help=f"permutation (Fisher's randomisation) | t-test | bootstrap (default {d.test}); STS and pair "
-        "classification always use a bootstrap over pairs",
-    )
-    p.add_argument(
-        "--rounds", type=int, default=d.rounds, help=f"randomisation / bootstrap rounds (default {d.rounds:,})"
-    )
-    p.add_argument(
-        "--seed", type=int, default=d.seed, help=f"random seed of the tests and intervals (default {d.seed})"
-    )
-    p.add_argument(
-        "--correction",
-        default=d.correction,
-        help=f"multiple-comparison correction: holm | bonferroni | none (default {d.correction})",
-    )
-    p.add_argument("--alpha", type=float, default=d.alpha, help=f"significance level (default {d.alpha})")
-    p.add_argument(
-        "--confidence",
-        type=float,
-        default=d.confidence,
-        help=f"confidence level of the intervals (default {d.confidence})",
-    )
+    base = statistics_defaults(defaults or CompareOptions(), **more)
+    add_settings_flags(p, paths=paths, root=StatisticsSettings, defaults=base)
+    p.set_defaults(statistics_base=base)
+
+
+def statistics_settings(args: argparse.Namespace, over: Any = None) -> Any:
+    """The :class:`StatisticsSettings` of :func:`add_statistics_flags`' flags given in ``args``, over a config file's
+    ``statistics:`` section (``over``, a layer) and the command's defaults; an error names the flag or file and key."""
+    from embedscope.cli.settings_flags import family_settings
+    from embedscope.settings.statistics import StatisticsSettings
+
+    return family_settings(args, StatisticsSettings, args.statistics_base, over)
 
 
 def statistics_options(args: argparse.Namespace, **more: Any) -> Any:
     """The :class:`CompareOptions` of :func:`add_statistics_flags`' flags."""
-    from embedscope.compare.core import CompareOptions
-
-    return CompareOptions(
-        test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction, alpha=args.alpha,
-        confidence=args.confidence, **more,
-    )  # fmt: skip
+    return statistics_settings(args).compare_options(**more)
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -73,7 +52,6 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     add_settings_flags(p, paths=("store",))
     p.add_argument("--format", choices=("markdown", "csv"), default="markdown", help="table format printed")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the tables as CSV to FILE")
-    p.add_argument("--digits", type=int, default=3, help="decimals shown (default 3)")
     p.add_argument(
         "--benchmark",
         "-b",
@@ -93,28 +71,23 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="model (name or folder) the HTML report tests others against (default: the first)",
     )
-    p.add_argument(
-        "--test", default=_REPORT_PARSER_DEFAULTS["test"], help="significance test for --html (as in 'compare')"
-    )
-    p.add_argument("--rounds", type=int, default=10_000, help="resamples for --html intervals and tests")
-    p.add_argument("--seed", type=int, default=42, help="random seed of --html's resampling (default 42)")
-    p.add_argument("--correction", default="holm", help="holm (default) | bonferroni | none")
+    add_statistics_flags(p, digits=3)  # the tests and intervals act in --html's report only
     p.set_defaults(func=_cmd_report)
 
 
-_REPORT_PARSER_DEFAULTS = {"test": "permutation", "rounds": 10_000, "seed": 42, "correction": "holm"}
+_HTML_ONLY = ("test", "rounds", "seed", "correction", "alpha", "confidence")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from embedscope.results.report import build_report, restrict_to_benchmark
 
-    digits = checked_digits(args.digits)
-    html_only = {"--test": "test", "--rounds": "rounds", "--seed": "seed", "--correction": "correction"}
-    given = [flag for flag, dest in html_only.items() if getattr(args, dest) != _REPORT_PARSER_DEFAULTS[dest]]
+    statistics = statistics_settings(args)
+    given = [settings_layer(args, root=type(statistics)).names[k] for k in _HTML_ONLY if k in vars(args)]
     if args.baseline is not None:
         given.append("--baseline")
     if given and not args.html:
         raise ConfigError(f"{', '.join(given)}: for the HTML report only; add --html FILE, or drop them")
+    digits = statistics.digits
     from embedscope.history.sides import report_rows, side_kind
 
     if args.html and any(side_kind(f) == "store" for f in args.folders):
@@ -132,10 +105,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from embedscope.api import write_report_html
-        from embedscope.compare.core import CompareOptions
 
-        options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed, correction=args.correction)
-        write_report_html(args.folders, Path(args.html), args.baseline, options)
+        write_report_html(args.folders, Path(args.html), args.baseline, statistics.compare_options())
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
 
@@ -161,7 +132,6 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         help="also measure agreement with the first folder: top-10 "
         "Jaccard and RBO (rankings), similarity Spearman and discordant pairs (STS, pair classification)",
     )
-    p.add_argument("--digits", type=int, default=4, help="decimals shown (default 4)")
     p.add_argument(
         "--allow-mismatch",
         action="store_true",
@@ -175,8 +145,8 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from embedscope.compare.render import comparison_text
 
-    digits = checked_digits(args.digits)
-    options = statistics_options(args, allow_mismatch=args.allow_mismatch)
+    statistics = statistics_settings(args)
+    digits, options = statistics.digits, statistics.compare_options(allow_mismatch=args.allow_mismatch)
     layer = settings_layer(args)
     if "models" in layer.values:
         from embedscope.evaluation.agreement import compare_model_runs

@@ -14,15 +14,19 @@ A flag renamed in a release (``option(..., renamed_from=("--method",))``) keeps 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from embedscope.errors import ConfigError, SettingError
-from embedscope.settings.options import DeclaredOption, declared_options
+from embedscope.settings.options import DeclaredOption, declared_options, family_options
 from embedscope.settings.sources import Layer
 
 _ACTIONS: dict[str, Any] = {"boolean": argparse.BooleanOptionalAction}
+M = TypeVar("M", bound=BaseModel)
 _RENAMED = "_embedscope_renamed_flags"  # a parser's attribute: {old spelling: today's}
 
 
@@ -38,15 +42,19 @@ def add_settings_flags(
     groups: Sequence[str] = (),
     paths: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    root: type[BaseModel] | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> None:
     """The flags of the options in ``groups`` (and those at ``paths``; ``engine`` brings each engine's flags), less
     ``exclude``; a flag not given leaves no attribute (so only the flags given become a settings layer). Their old
-    spellings (``renamed_from``) are recorded for :func:`new_spellings`."""
+    spellings (``renamed_from``) are recorded for :func:`new_spellings`. ``root``: another option family
+    (:class:`~embedscope.settings.statistics.StatisticsSettings` …) than the run's; ``defaults``: this command's own
+    defaults where they differ from the declared ones (``gate``'s test), shown in the reference."""
     from embedscope.engines.base import engine_names
 
     renamed: dict[str, str] = vars(parser).setdefault(_RENAMED, {})
 
-    for option in declared_options():
+    for option in declared_options(root):
         if not _picked(option, groups, paths, exclude):
             continue
         kwargs: dict[str, Any] = {"dest": option.dest, "default": argparse.SUPPRESS, "help": option.help}
@@ -61,7 +69,8 @@ def add_settings_flags(
             kwargs["choices"], kwargs["metavar"] = engine_names(), None
         elif option.choices is not None:
             kwargs["choices"] = option.choices
-        parser.add_argument(*option.flags, **kwargs)
+        action = parser.add_argument(*option.flags, **kwargs)
+        action.declared_default = (defaults or {}).get(option.path, option.default)  # type: ignore[attr-defined]
         renamed.update(old_spellings(option))
 
 
@@ -118,14 +127,15 @@ def _set(tree: dict[str, Any], parts: Sequence[str], value: Any) -> None:
 
 def flag_of(path: str) -> str | None:
     """The flag of the settings key ``path`` (``chunking.overlap`` → ``--chunk-overlap``), or None when it has none."""
-    for option in declared_options():
+    for option in itertools.chain(declared_options(), family_options()):
         if not option.config_only and option.path in (path, f"engine.{path}"):
             return option.flags[0]
     return None
 
 
-def settings_layer(args: argparse.Namespace, label: str = "command line") -> Layer:
-    """The settings flags given in ``args`` as a layer (names: the flags as spelled), other attributes ignored.
+def settings_layer(args: argparse.Namespace, label: str = "command line", root: type[BaseModel] | None = None) -> Layer:
+    """The settings flags given in ``args`` as a layer (names: the flags as spelled), other attributes ignored;
+    ``root``: another option family than the run's (see :func:`add_settings_flags`).
 
     The pipeline flags (``--retriever``, ``--fusion`` …) make one ``pipeline``; with ``--reranker`` alone the model
     (``--model``, default minilm) is its first stage.
@@ -135,7 +145,7 @@ def settings_layer(args: argparse.Namespace, label: str = "command line") -> Lay
     given = vars(args)
     values: dict[str, Any] = {}
     names: dict[str, str] = {}
-    for option in declared_options():
+    for option in declared_options(root):
         if option.config_only or option.dest not in given:
             continue
         value = given[option.dest]
@@ -152,8 +162,25 @@ def settings_layer(args: argparse.Namespace, label: str = "command line") -> Lay
         top = path.split(".", 1)[0]
         if top != path:
             names[top] = "/".join(filter(None, (names.get(top), option.flags[0])))
-    _pipeline_from_flags(values, names)
+    if root is None:
+        _pipeline_from_flags(values, names)
     return Layer(label, values, "flag", names)
+
+
+def family_settings(
+    args: argparse.Namespace, root: type[M], defaults: Mapping[str, Any] | None = None, over: Layer | None = None
+) -> M:
+    """The option family ``root``'s settings from its flags given in ``args``, over a config file's section
+    ``over`` and this command's ``defaults`` (those of :func:`add_settings_flags`); an error names the flag or the
+    file and key."""
+    from embedscope.settings.sources import build_declared
+
+    layers = [
+        Layer("defaults", dict(defaults or {}), "api"),
+        *([over] if over else []),
+        settings_layer(args, root=root),
+    ]
+    return build_declared(root, layers)
 
 
 def _pipeline_from_flags(values: dict[str, Any], names: dict[str, str]) -> None:

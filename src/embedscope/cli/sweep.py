@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from embedscope.cli.report import add_statistics_flags, statistics_options
 from embedscope.cli.settings_flags import add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
 
@@ -48,13 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also choose the point by K-fold over queries: per fold, the point best on the other folds, scored on "
         "the held-out fold (an unbiased score for the choice, e.g. of fusion weights)",
     )
-    p.add_argument(
-        "--test",
-        default="permutation",
-        help="paired test against the best point: permutation (default) | t-test | bootstrap",
-    )
-    p.add_argument("--rounds", type=int, default=10_000, help="resamples for the tests and CIs (default 10000)")
-    p.add_argument("--seed", type=int, default=42, help="seed of the resamples and of the folds (default 42)")
+    add_statistics_flags(p, paths=("test", "rounds", "seed", "correction"))  # against the best point, and the folds
     p.add_argument("--csv", metavar="FILE", help="also write the table as CSV to FILE")
     p.add_argument(
         "--html",
@@ -105,19 +100,17 @@ def _base_layers(
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from embedscope.compare.core import CompareOptions, check_options
     from embedscope.sweep.grid import SweepGrid, run_sweep
     from embedscope.sweep.manifest import manifests_for_grid
     from embedscope.sweep.preflight import check_sweep
     from embedscope.sweep.report import sweep_report
 
-    options = CompareOptions(test=args.test, rounds=args.rounds, seed=args.seed)
-    check_options(options)
+    options = statistics_options(args)
     if args.tune_folds is not None and args.tune_folds < 2:
         raise ConfigError(f"--tune-folds {args.tune_folds}: give 2 or more folds")
     layers, axes, grids = _base_layers(args)
     grid = SweepGrid(layers, axes, grids)
-    check_sweep(grid, {"--csv": args.csv, "--html": args.html}, args.seed)  # every problem at once, before any runs
+    check_sweep(grid, {"--csv": args.csv, "--html": args.html}, options.seed)  # every problem at once, before any runs
     manifests = manifests_for_grid(grid)  # in each output folder; report --html finds the sweep by them
     for manifest in manifests:
         manifest.write()

@@ -5,6 +5,13 @@ model's score, its 95% bootstrap interval and a marker where it differs signific
 (the comparison of :mod:`embedscope.compare`, Holm-adjusted), and each model's run metadata. Charts are
 inline SVG and the only script is inline: the page loads nothing.
 
+Two tables per task follow the charts where the results hold what they need. *Loss split*: per retrieval task whose
+per-item rows carry a pipeline's failure columns (its last stage ranked candidates: a reranker, a fusion), per model
+and split, nDCG@10, the loss ``1 − nDCG@10`` split into recall, ranking and partial recall by
+:func:`~embedscope.metrics.failures.loss_split` on those rows (as points of nDCG@10 and as shares of the loss), and
+the queries per failure class; a model whose rows lack the columns shows "—". *Query groups*: per task run with
+``group_by``, each group (rows) of each model (columns): the score, bootstrap CI and query count its result stores.
+
 Aggregates follow :mod:`embedscope.results.report`: a model missing a task gets no mean over a set that
 includes it. Borda count: on each task a model gets one point per model it beats; ranks follow the totals.
 """
@@ -20,9 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from embedscope.compare.core import CompareOptions, Comparison, compare_models, score_interval
-from embedscope.compare.items import ModelResults, load_model_results, result_paths, revision_folders
+from embedscope.compare.items import ModelResults, TaskItems, load_model_results, result_paths, revision_folders
 from embedscope.errors import ConfigError, DataFormatError
+from embedscope.metrics.failures import FAILURE_COLUMNS, LossSplit, loss_split
+from embedscope.results.per_item import read_per_item
+from embedscope.results.report import query_groups
+from embedscope.results.schema import TaskResult
 from embedscope.results.usage import USAGE_HEADER, file_usage, total_usage, usage_cells
+
+NOT_RERANKED = "—"
+"""What the loss-split table shows for a model whose rows carry no failure columns (not a pipeline that reranks)."""
 
 
 @dataclass(frozen=True)
@@ -204,13 +218,164 @@ def metadata_html(models: Sequence[ModelResults], names: Sequence[str]) -> str:
     )
 
 
+def _where(split: str, subset: str) -> str:
+    """A split's label, with its subset unless ``default`` (as the report's group table names it)."""
+    return split if subset == "default" else f"{split}/{subset}"
+
+
+def failure_splits(items: TaskItems, result: TaskResult) -> dict[str, LossSplit | None] | None:
+    """Per split (with its subset unless ``default``), the :func:`~embedscope.metrics.failures.loss_split` of the
+    per-item rows of a pipeline whose last stage ranked candidates (None for a split whose rows hold no
+    ``ndcg_at_10``: the task's cutoffs lack 10); None when the rows carry no failure columns.
+
+    Only a pipeline's result (one that records ``pipeline_stages``) has them: no other result's rows are read."""
+    if not result.extra.get("pipeline_stages") or items.item_file is None or not items.item_file.is_file():
+        return None
+    rows = read_per_item(items.item_file)
+    if not rows or not all(c in rows[0] for c in FAILURE_COLUMNS):
+        return None
+    by_split: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_split.setdefault(_where(str(r["split"]), str(r["hf_subset"])), []).append(r)
+    return {
+        where: (
+            loss_split(
+                [r["ndcg_at_10"] for r in mine], [r["ceiling_ndcg_at_10"] for r in mine], [r["failure"] for r in mine]
+            )
+            if "ndcg_at_10" in mine[0]
+            else None
+        )
+        for where, mine in by_split.items()
+    }
+
+
+def _number_cell(value: float, css: str, digits: int = 4) -> str:
+    return f"<td class='{css}' data-value='{_attr(value)}'>{_fmt(value, digits)}</td>"
+
+
+def _part_cell(part: float, loss: float, css: str) -> str:
+    """A part of the loss: its points of nDCG@10 and its share of the loss."""
+    share = part / loss if loss > 0 else math.nan
+    text = _fmt(part) + ("" if math.isnan(share) else f" ({share:.0%})")
+    return f"<td class='{css}' data-value='{_attr(part)}' data-share='{_attr(share)}'>{text}</td>"
+
+
+LOSS_HEADER = (
+    "model",
+    "split",
+    "queries",
+    "nDCG@10",
+    "loss",
+    "recall",
+    "ranking",
+    "partial",
+    "candidate miss",
+    "ranking failure",
+    "no failure",
+)
+
+
+def loss_split_html(task: str, splits: Sequence[tuple[str, dict[str, LossSplit | None] | None]]) -> str:
+    """One task's loss-split table: a row per model and split (``splits``: each model's :func:`failure_splits`)."""
+    body = []
+    width = len(LOSS_HEADER) - 1
+    for model, found in splits:
+        name = f"<td data-value='{html.escape(model, quote=True)}'>{html.escape(model)}</td>"
+        if found is None:
+            body.append(
+                f"<tr class='not-reranked'>{name}<td colspan='{width}'>{NOT_RERANKED} (not a pipeline that reranks: "
+                "its rows have no failure columns)</td></tr>"
+            )
+            continue
+        for where, split in found.items():
+            cells = [name, f"<td class='split'>{html.escape(where)}</td>"]
+            if split is None:
+                cells.append(f"<td colspan='{width - 1}'>{NOT_RERANKED} (its rows hold no ndcg_at_10)</td>")
+            else:
+                cells += [
+                    f"<td class='queries' data-value='{split.queries}'>{split.queries}</td>",
+                    _number_cell(1.0 - split.loss if split.queries else math.nan, "ndcg"),
+                    _number_cell(split.loss, "loss"),
+                    _part_cell(split.recall, split.loss, "loss-recall"),
+                    _part_cell(split.ranking, split.loss, "loss-ranking"),
+                    _part_cell(split.partial, split.loss, "loss-partial"),
+                    f"<td class='candidate-miss' data-value='{split.candidate_miss}'>{split.candidate_miss}</td>",
+                    f"<td class='ranking-failures' data-value='{split.ranking_failures}'>{split.ranking_failures}</td>",
+                    f"<td class='no-failure' data-value='{split.no_failure}'>{split.no_failure}</td>",
+                ]
+            body.append(f"<tr class='model-split' data-model='{html.escape(model, quote=True)}'>{''.join(cells)}</tr>")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in LOSS_HEADER)
+    return (
+        f"<h3>{html.escape(task)}</h3><table class='loss-split' data-task='{html.escape(task, quote=True)}'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def groups_html(task: str, models: Sequence[tuple[str, dict[tuple[str, str], dict[str, Any]]]]) -> str:
+    """One task's query groups side by side: a row per split and group, a column per model (``models``: each one's
+    :func:`~embedscope.results.report.query_groups`) with the group's score, CI and count as its result stores them."""
+    keys = list(dict.fromkeys(k for _, groups in models for k in groups))
+    body = []
+    for where, group in keys:
+        cells = [f"<td class='group'>{html.escape(group)}</td>", f"<td class='split'>{html.escape(where)}</td>"]
+        for model, groups in models:
+            g = groups.get((where, group))
+            if g is None:
+                cells.append("<td class='score' data-value=''>–</td>")
+                continue
+            low, high, n = g.get("ci_low"), g.get("ci_high"), int(g.get("n", 0))
+            ci = f" [{low:.4f}, {high:.4f}]" if low is not None and high is not None else " (no CI: n &lt; 2)"
+            cells.append(
+                f"<td class='score' data-model='{html.escape(model, quote=True)}' "
+                f"data-value='{_attr(g['main_score'])}' data-ci-low='{_attr(low)}' data-ci-high='{_attr(high)}' "
+                f"data-n='{n}'>{_fmt(g['main_score'])}{ci} <small>n={n}</small></td>"
+            )
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    head = "<th>group</th><th>split</th>" + "".join(f"<th>{html.escape(m)}</th>" for m, _ in models)
+    return (
+        f"<h3>{html.escape(task)}</h3><table class='query-groups' data-task='{html.escape(task, quote=True)}'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def breakdowns_html(models: Sequence[ModelResults], names: Sequence[str], tasks: Sequence[str]) -> str:
+    """The loss-split and query-group sections ("" when no result has either)."""
+    losses, groups = [], []
+    for t in tasks:
+        have = [(n, m.tasks[t]) for n, m in zip(names, models) if t in m.tasks]
+        results = [(n, TaskResult.from_dict(json.loads(it.path.read_text(encoding="utf-8")))) for n, it in have]
+        splits = [(n, failure_splits(it, r)) for (n, it), (_, r) in zip(have, results)]
+        if any(found is not None for _, found in splits):
+            losses.append(loss_split_html(t, splits))
+        grouped = [(n, query_groups(r)) for n, r in results]
+        if any(g for _, g in grouped):
+            groups.append(groups_html(t, grouped))
+    parts = []
+    if losses:
+        parts.append(
+            "<h2>Loss split</h2><p>Why a pipeline loses: its loss, 1 − nDCG@10 of its last stage (a reranker or a "
+            "fusion), split into <b>recall</b> (queries with no relevant document among the candidates), "
+            "<b>ranking</b> (what the best order of the candidates would win back) and <b>partial</b> recall (what "
+            "the candidates' ceilings leave), in points of nDCG@10 and as a share of the loss, from the per-item "
+            f"rows; and the queries per failure class. {NOT_RERANKED}: not a pipeline that reranks.</p>"
+            + "".join(losses)
+        )
+    if groups:
+        parts.append(
+            "<h2>Query groups</h2><p>Each query group's score, its 95% bootstrap interval and its query count, as each "
+            "result stores them (run option <code>group_by</code>).</p>" + "".join(groups)
+        )
+    return "".join(parts)
+
+
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}
 #leaderboard th{cursor:pointer;background:#f3f3f3}#leaderboard th.sorted-desc::after{content:' ▼'}
 #leaderboard th.sorted-asc::after{content:' ▲'}#metadata td{text-align:left;font-size:90%}
 .bar{fill:#4a7fb5}.ci{stroke:#222;stroke-width:1.5}svg text{font-size:12px}.value{fill:#333}
-figure{margin:1em 0}figcaption{font-weight:600}
+figure{margin:1em 0}figcaption{font-weight:600}.loss-split td,.query-groups td{white-space:nowrap}
+tr.not-reranked td{color:#777;text-align:left}td small{color:#666}
 """
 
 SCRIPT = """
@@ -297,5 +462,6 @@ def build_html(
         f"<style>{STYLE}</style></head><body><h1>embedscope report</h1>"
         f"<h2>Leaderboard</h2><p>Click a column to sort.</p>{leaderboard_html(leaderboard(models, names))}"
         f"<h2>Tasks</h2><p>{legend}</p>{''.join(charts)}"
+        f"{breakdowns_html(models, names, tasks)}"
         f"<h2>Runs</h2>{metadata_html(models, names)}<script>{SCRIPT}</script></body></html>\n"
     )

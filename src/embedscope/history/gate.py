@@ -10,6 +10,12 @@ splits, protocol parameters, ``limits``, ``top_k``; :func:`~embedscope.history.f
 baseline task present in the candidate; the *system under test* (model, options, pipeline, chunking, prompts,
 backend) may differ, and the summary lists what did.
 
+When both sides grouped a task's queries by the same field (run option ``group_by``), each group is tested too, as
+``compare`` tests it (:func:`~embedscope.compare.core.compare_groups`: the same paired test on the group's paired
+items, p-values adjusted across the task's groups). A group whose ``Δ < −tolerance`` with an adjusted p-value below
+``alpha`` makes its task a **warning** that names the group, never a failure: the task's own verdict decides the
+exit status.
+
 Exit status: 0 (no task fails), 1 (one fails), 3 (not like-for-like: the line names what differs); 2 stays a usage
 error (a folder of two models, an unknown tag, a side without per-item rows).
 """
@@ -21,7 +27,14 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from embedscope.compare.core import CompareOptions, check_options, json_safe, paired_test
+from embedscope.compare.core import (
+    CompareOptions,
+    GroupComparison,
+    check_options,
+    compare_groups,
+    json_safe,
+    paired_test,
+)
 from embedscope.compare.stats import adjust
 from embedscope.errors import ConfigError
 from embedscope.history.sides import Side, load_side, side_kind
@@ -56,6 +69,9 @@ class TaskGate:
     n: int = 0
     verdict: str = "pass"
     reason: str = ""
+    group_field: str = ""  # the queries' metadata field both sides are grouped by (run option group_by)
+    groups: list[GroupComparison] = field(default_factory=list)  # per query group, p-values adjusted across groups
+    dropped_groups: list[str] = field(default_factory=list)  # groups that drop beyond the tolerance, significantly
 
 
 @dataclass
@@ -107,7 +123,6 @@ class GateResult:
 
     def headline(self) -> str:
         fails = [r.task for r in self.rows if r.verdict == "fail"]
-        warns = [r.task for r in self.rows if r.verdict == "warn"]
         if self.mismatches:
             return f"NOT COMPARABLE: {self.mismatches[0]}" + (
                 f" (and {len(self.mismatches) - 1} more)" if len(self.mismatches) > 1 else ""
@@ -117,8 +132,15 @@ class GateResult:
                 f"FAIL: {len(fails)} of {len(self.rows)} tasks drop by more than {self.tolerance:g}, significantly: "
                 + ", ".join(fails)
             )
-        tail = f"; {len(warns)} dip(s) not significant or within the tolerance: {', '.join(warns)}" if warns else ""
+        dips = [r.task for r in self.rows if r.verdict == "warn" and r.delta < 0]
+        tail = f"; {len(dips)} dip(s) not significant or within the tolerance: {', '.join(dips)}" if dips else ""
+        groups = [f"{r.task} ({', '.join(self._labels(r))})" for r in self.rows if r.dropped_groups]
+        tail += f"; query groups that drop significantly: {'; '.join(groups)}" if groups else ""
         return f"PASS: no task drops by more than {self.tolerance:g} with significance ({len(self.rows)} tasks){tail}"
+
+    @staticmethod
+    def _labels(r: TaskGate) -> list[str]:
+        return [f"{r.group_field}={g}" for g in r.dropped_groups]
 
     def _cells(self, r: TaskGate, digits: int) -> list[str]:
         def num(x: float) -> str:
@@ -141,11 +163,55 @@ class GateResult:
         ]
         return markdown_table(header, [self._cells(r, digits) for r in self.rows])
 
+    def _group_table(self, digits: int) -> str:
+        """Each query group of the tasks both sides grouped: its scores, Δ, CI and p-value adjusted across the
+        task's groups; "drop" marks a group that drops beyond the tolerance, significantly ("" without groups)."""
+        rows = []
+        for r in self.rows:
+            for g in r.groups:
+                ci = "–" if math.isnan(g.ci_low) else f"[{g.ci_low:+.{digits}f}, {g.ci_high:+.{digits}f}]"
+                rows.append(
+                    [
+                        r.task,
+                        f"{r.group_field}={g.group}",
+                        str(g.n),
+                        f"{g.score_a:.{digits}f}",
+                        f"{g.score_b:.{digits}f}",
+                        f"{g.delta:+.{digits}f}",
+                        ci,
+                        "–" if math.isnan(g.p_adjusted) else f"{g.p_adjusted:.3g}",
+                        "drop" if g.group in r.dropped_groups else "",
+                    ]
+                )
+        if not rows:
+            return ""
+        header = [
+            "task",
+            "group",
+            "n",
+            "baseline",
+            "candidate",
+            "Δ",
+            f"{self.options.confidence:.0%} CI",
+            "p (adj.)",
+            "",
+        ]
+        return markdown_table(header, rows)
+
+    def _group_legend(self) -> str:
+        return (
+            f"query groups: p adjusted by {self.options.correction} across each task's groups; a group with "
+            f"Δ < −{self.tolerance:g} and p < {self.options.alpha:g} warns"
+        )
+
     def table(self, digits: int = 4) -> str:
         """What ``embedscope gate`` prints: the verdict, the per-task table, what differs and why."""
         lines = [self.headline(), "", f"baseline: {self.baseline}", f"candidate: {self.candidate}", ""]
         if self.rows:
             lines += [self._table(digits), ""]
+        groups = self._group_table(digits)
+        if groups:
+            lines += [groups, ""]
         lines += [f"not comparable: {m}" for m in self.mismatches]
         if self.system_differences:
             lines.append("the system under test differs:")
@@ -160,6 +226,8 @@ class GateResult:
             f"{self.options.correction} across tasks; "
             f"fail = Δ < −{self.tolerance:g} and p < {self.options.alpha:g}"
         )
+        if groups:
+            lines.append(self._group_legend())
         return "\n".join(lines).rstrip() + "\n"
 
     def markdown(self, digits: int = 4) -> str:
@@ -169,6 +237,9 @@ class GateResult:
         lines += [f"Baseline `{self.baseline}` → candidate `{self.candidate}`.", ""]
         if self.rows:
             lines += [self._table(digits), ""]
+        groups = self._group_table(digits)
+        if groups:
+            lines += ["Query groups:", "", groups, ""]
         lines += [f"- **not comparable**: {m}" for m in self.mismatches]
         lines += [f"- warning: {r.task}: {r.reason}" for r in self.rows if r.verdict == "warn"]
         if self.system_differences:
@@ -178,7 +249,7 @@ class GateResult:
             "",
             f"<sub>{TEST_NAMES.get(self.options.test, self.options.test)} on per-item scores, "
             f"{self.options.correction}-adjusted across tasks; a task fails when Δ < −{self.tolerance:g} and "
-            f"p < {self.options.alpha:g}.</sub>",
+            f"p < {self.options.alpha:g}" + (f"; {self._group_legend()}" if groups else "") + ".</sub>",
         ]
         return "\n".join(lines) + "\n"
 
@@ -284,11 +355,17 @@ def gate_sides(base: Side, cand: Side, tolerance: float, options: CompareOptions
             if outcome is not None:
                 row.ci_low, row.ci_high, row.p_value = outcome.ci_low, outcome.ci_high, outcome.p_value
                 row.test, row.n = outcome.test, outcome.n
+            row.groups = compare_groups(a, b, options)
+            row.group_field = (a.group_field or "") if row.groups else ""
         result.rows.append(row)
     tested = [r for r in result.rows if r.verdict != "not comparable"]
     for row, p in zip(tested, adjust([r.p_value for r in tested], options.correction)):
         row.p_adjusted = p
         row.verdict, row.reason = verdict(row, tolerance, options.alpha)
+        row.dropped_groups, why = group_drops(row, tolerance, options.alpha)
+        if why:
+            row.verdict = row.verdict if row.verdict == "fail" else "warn"
+            row.reason = "; ".join(part for part in (row.reason, why) if part)
     result.system_differences = system_differences(base.system, cand.system)
     return result
 
@@ -312,6 +389,25 @@ def verdict(row: TaskGate, tolerance: float, alpha: float) -> tuple[str, str]:
     if row.delta > 0 and significant:
         return "improved", ""
     return "pass", ""
+
+
+def group_drops(row: TaskGate, tolerance: float, alpha: float) -> tuple[list[str], str]:
+    """The query groups of ``row`` that drop by more than ``tolerance`` with an adjusted p-value (across the task's
+    groups) below ``alpha``, and a reason naming them ("" when none does).
+
+    >>> g = GroupComparison("de", 40, 0.8, 0.6, -0.2, p_adjusted=0.004)
+    >>> group_drops(TaskGate("T", "ndcg_at_10", 0.8, 0.79, -0.01, group_field="lang", groups=[g]), 0.01, 0.05)
+    (['de'], 'query group lang=de dropped by 0.2000 (> 0.01), p adj. 0.004 < 0.05')
+    """
+    dropped = [g for g in row.groups if g.delta < -tolerance and not math.isnan(g.p_adjusted) and g.p_adjusted < alpha]
+    if not dropped:
+        return [], ""
+    parts = [
+        f"{row.group_field}={g.group} dropped by {-g.delta:.4f} (> {tolerance:g}), p adj. {g.p_adjusted:.3g} < {alpha:g}"
+        for g in dropped
+    ]
+    noun = "query group" if len(parts) == 1 else "query groups"
+    return [g.group for g in dropped], f"{noun} {'; '.join(parts)}"
 
 
 def evaluation_difference(a: dict[str, Any], b: dict[str, Any]) -> str:

@@ -51,7 +51,7 @@ import numpy as np
 
 from embedscope.compare.core import CompareOptions
 from embedscope.compare.items import TaskItems
-from embedscope.errors import ConfigError
+from embedscope.errors import ConfigError, SettingError
 from embedscope.files import atomic_write_text
 from embedscope.models.device import CPU_BATCH_SIZE
 from embedscope.screen import halving
@@ -69,9 +69,9 @@ from embedscope.screen.passes import (
 )
 from embedscope.settings import RunSettings
 from embedscope.settings.run import ModelRun
+from embedscope.settings.screen import ScreenSettings
 from embedscope.tasks.proxy import Proxy, ProxySpec, phase_shares, proxy_task
 
-DEFAULT_MARGIN = 0.005  # main-score points within which two models count as tied: below what any test here resolves
 # a candidate whose exact run is estimated to cost at most this share of all the round's candidates' together is not
 # dropped on a proxy's word: dropping it saves next to nothing, and a proxy can be biased against it (a retrieval
 # proxy's hard negatives are BM25's own top documents); it is confirmed exact
@@ -226,43 +226,29 @@ class HalvingResult:
         }
 
 
-def check_proxy_sizes(sizes: Sequence[int | float]) -> list[ProxySpec]:
-    """The rounds' specs; sizes must grow (counts, or fractions), one line otherwise."""
-    specs = [ProxySpec(size=s) for s in sizes]
-    if not specs:
-        raise ConfigError("--proxy: give the size of each round (a count ≥ 1 or a fraction in (0, 1))")
-    kinds = {type(s.size) for s in specs}
-    if len(kinds) > 1 or any(b.size <= a.size for a, b in zip(specs, specs[1:])):
-        raise ConfigError(f"--proxy {' '.join(map(str, sizes))}: give growing sizes, all counts or all fractions")
-    return specs
-
-
 def halving_screen(
     settings: RunSettings,
     runs: Sequence[ModelRun],
     models: dict[str, ScreenedModel],
     overrides: Mapping[str, Any],
-    sizes: Sequence[int | float],
+    screen: ScreenSettings,
     options: CompareOptions,
-    margin: float = DEFAULT_MARGIN,
-    audit: bool = False,
-    audit_seeds: int = 0,
     costs: Mapping[str, float] | None = None,
     full_task: bool = True,
 ) -> HalvingResult:
-    """Successive halving over ``runs`` on proxies of sizes ``sizes``, then the survivors exact (see the module
-    docstring); fills each model's ``fast`` (round 1's score), ``exact``, folders and times. ``audit`` runs every
-    candidate exact too; ``audit_seeds`` then replays the screen at that many more seeds (:func:`replayed`).
+    """Successive halving over ``runs`` on proxies of sizes ``screen.proxy``, then the survivors exact (see the
+    module docstring); fills each model's ``fast`` (round 1's score), ``exact``, folders and times. ``screen.audit``
+    runs every candidate exact too; ``screen.audit_seeds`` then replays the screen at that many more seeds
+    (:func:`replayed`); models within ``screen.margin`` tie.
     ``costs``: each candidate's exact seconds where known beforehand (a replay's: its screen's estimates), used for
     the decisions that weigh cost instead of those estimated from this screen's proxy times. ``full_task``: the audit
     also states what the full tasks show (:func:`full_task_places`; a replay, which keeps only its own claim, skips
     it)."""
-    if margin < 0 or not math.isfinite(margin):
-        raise ConfigError(f"--tie-margin {margin}: give a number ≥ 0")
-    check_audit_seeds(audit_seeds, audit)
-    specs = check_proxy_sizes(sizes)
+    if screen.proxy is None:
+        raise ConfigError("a halving screen needs proxy rounds: give proxy sizes")
+    specs, margin = [ProxySpec(size=s) for s in screen.proxy], screen.margin
     if settings.limits is not None:
-        raise ConfigError("--proxy and --limits both shrink the tasks: give one")
+        raise SettingError("limits", "{proxy} and {limits} both shrink the tasks: give one")
     by_key = {str(r.model): r for r in runs}
     full_tasks = {key: _model_tasks(settings, run) for key, run in by_key.items()}
     remaining = list(by_key)
@@ -346,29 +332,20 @@ def halving_screen(
     _confirm(settings, by_key, models, remaining, replicates, result, options)
     result.ranking = _final_ranking(result.confirmed, result.unconfirmed, rounds)
     result.places = stated_places(result.ranking, rounds, result.confirmed, options.confidence)
-    if audit:
+    if screen.audit:
         result.audit = _audit(settings, by_key, models, result, options, full_task)
         result.audit.seeds = replayed(
-            settings, runs, overrides, sizes, options, margin, audit_seeds, exact_estimates(result.rounds)
+            settings, runs, overrides, screen, options, screen.audit_seeds, exact_estimates(result.rounds)
         )
     return result
-
-
-def check_audit_seeds(seeds: int, audit: bool) -> None:
-    """``--audit-seeds``: a count ≥ 0, with ``--audit`` (a replay is judged against every candidate's exact run)."""
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 0:
-        raise ConfigError(f"--audit-seeds {seeds}: give a number of seeds (an integer ≥ 0)")
-    if seeds and not audit:
-        raise ConfigError(f"--audit-seeds {seeds}: give --audit too (each replay is judged against the exact runs)")
 
 
 def replayed(
     settings: RunSettings,
     runs: Sequence[ModelRun],
     overrides: Mapping[str, Any],
-    sizes: Sequence[int | float],
+    screen: ScreenSettings,
     options: CompareOptions,
-    margin: float,
     seeds: int,
     costs: Mapping[str, float] | None = None,
 ) -> list[SeedAudit]:
@@ -383,8 +360,8 @@ def replayed(
     for seed in range(options.seed + 1, options.seed + 1 + seeds):
         models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
         again = halving_screen(
-            settings, runs, models, overrides, sizes, dataclasses.replace(options, seed=seed), margin, audit=True,
-            costs=costs, full_task=False,
+            settings, runs, models, overrides, screen.model_copy(update={"audit": True, "audit_seeds": 0}),
+            dataclasses.replace(options, seed=seed), costs=costs, full_task=False,
         )  # fmt: skip
         assert again.audit is not None
         claim = again.audit

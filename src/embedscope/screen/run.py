@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ from typing import Any
 
 from embedscope.compare.core import CompareOptions, Comparison, check_options, compare_models, json_safe
 from embedscope.compare.items import ModelResults, TaskItems
-from embedscope.errors import ConfigError, EmbedscopeError, UnknownNameError
+from embedscope.errors import ConfigError, EmbedscopeError, SettingError, UnknownNameError
 from embedscope.screen.passes import (
     MeanScore,
     Pass,
@@ -47,14 +48,13 @@ from embedscope.screen.passes import (
     run_one,
 )
 from embedscope.screen.rounds import (
-    DEFAULT_MARGIN,
     HalvingResult,
-    check_audit_seeds,
-    check_proxy_sizes,
     halving_screen,
 )
 from embedscope.settings import Layer, RunSettings, build_settings
 from embedscope.settings.run import ModelOptions, ModelRun
+from embedscope.settings.screen import DEFAULT_CONFIRM, ScreenSettings, screen_values
+from embedscope.settings.sources import build_declared
 
 # the fast paths that are not a backend: the model options each sets, its rank in the default order, the module it
 # needs and the extra that installs it. Every registered backend that declares a fast path joins them
@@ -63,7 +63,6 @@ DTYPE_FAST_PATHS: dict[str, tuple[dict[str, str], int, str, str]] = {"bf16": ({"
 # The default order (each backend's ``fast_rank``): fastest first, as bench/bench_fast_backends.py measured MiniLM's
 # encode on 2 Zen 4 cores (~240-token texts, against torch fp32): OpenVINO int8 4.51×, OpenVINO bf16 2.86×, torch
 # bf16 1.28× (ONNX int8 1.81×, OpenVINO fp32 1.63×).
-DEFAULT_CONFIRM = 2
 
 
 def fast_paths() -> dict[str, dict[str, str]]:
@@ -98,19 +97,20 @@ def _needs(name: str) -> tuple[str, str] | None:
 
 
 def fast_path_overrides(name: str) -> dict[str, str]:
-    """The model options of fast path ``name``; a name this embedscope cannot run is a ConfigError naming --fast."""
+    """The model options of fast path ``name``; a name this embedscope cannot run is refused naming the key
+    ``fast``."""
     paths = fast_paths()
     if name not in paths:
-        raise UnknownNameError("fast path (--fast)", name, paths)
+        raise SettingError("fast", f"{{fast}}: {UnknownNameError('fast path', name, paths)}")
     overrides = paths[name]
     try:
         ModelOptions.model_validate(overrides)
     except (EmbedscopeError, ValueError) as e:  # a backend this embedscope does not know yet
         reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else "unknown"
-        raise ConfigError(f"--fast {name}: this embedscope cannot run it ({reason})") from None
+        raise SettingError("fast", f"{{fast}} {name}: this embedscope cannot run it ({reason})") from None
     needed = _needs(name)
     if needed is not None and importlib.util.find_spec(needed[0]) is None:
-        raise ConfigError(f"--fast {name} needs {needed[0]}: pip install 'embedscope[{needed[1]}]'")
+        raise SettingError("fast", f"{{fast}} {name} needs {needed[0]}: pip install 'embedscope[{needed[1]}]'")
     return dict(overrides)
 
 
@@ -216,19 +216,21 @@ class ScreenReport:
         return self.text(digits)
 
 
-def _check(settings: RunSettings, confirm: int, fast_keys: Sequence[str]) -> list[ModelRun]:
-    """The model runs of a screen; one line for what a screen cannot do."""
-    if isinstance(confirm, bool) or not isinstance(confirm, int) or confirm < 1:
-        raise ConfigError(f"--confirm {confirm}: give a positive integer (the number of models to confirm)")
+def _check(settings: RunSettings, fast_keys: Sequence[str]) -> list[ModelRun]:
+    """The model runs of a screen; one line for what a screen cannot do (its own options are checked where
+    :class:`ScreenSettings` is built)."""
     if settings.pipeline is not None or settings.pipelines:
         raise ConfigError("screen compares embedding models; a pipeline cannot take a fast path: drop it")
     if settings.dtype not in (None, "fp32"):
         named = getattr(settings, "display_name", lambda key: key)("dtype")
-        raise ConfigError(f"{named} {settings.dtype}: screen runs the exact pass in fp32 and the fast one with --fast")
+        raise SettingError(
+            "fast", f"{named} {settings.dtype}: screen runs the exact pass in fp32 and the fast one on {{fast}}"
+        )
     runs = settings.model_runs()
     if settings.model is None and not settings.models or len(runs) < 2:
-        raise ConfigError(
-            f"screen needs at least two models (--models M1 M2 …), got {len(runs) if settings.models else 0}"
+        raise SettingError(
+            "models",
+            f"screen needs at least two models ({{models}} M1 M2 …), got {len(runs) if settings.models else 0}",
         )
     for run in runs:
         if not isinstance(run.model, str):
@@ -293,7 +295,7 @@ def fast_path_chain(fast: str | None) -> list[tuple[str, dict[str, str]]]:
         except ConfigError:
             continue
     if not chain:
-        raise ConfigError(f"no fast path can run here ({', '.join(order)}): name one with --fast")
+        raise SettingError("fast", f"no fast path can run here ({', '.join(order)}): name one with {{fast}}")
     return chain
 
 
@@ -327,38 +329,30 @@ def _fast_pass(
 
 def screen_settings(
     settings: RunSettings,
-    fast: str | None = None,
-    confirm: int | None = None,
+    screen: ScreenSettings = ScreenSettings(),
     options: CompareOptions = CompareOptions(),
-    fidelity: bool | None = None,
     outputs: Mapping[str, Any] | None = None,
-    proxy: Sequence[int | float] | None = None,
-    margin: float = DEFAULT_MARGIN,
-    audit: bool = False,
-    audit_seeds: int = 0,
 ) -> ScreenReport:
-    """Screen the models of ``settings`` on fast path ``fast`` (default: :func:`default_fast_path`) and confirm the
-    best ``confirm`` (default 2; and those whose interval overlaps theirs) exact; see the module docstring.
-    ``fidelity`` False leaves out the per-text cosines (they encode every text of the confirmed models' tasks twice
-    more, unless the cache holds them). ``outputs``: the report files that will be written (``{"--json": path}``),
-    checked with everything else before the first model runs.
+    """Screen the models of ``settings`` as ``screen`` says (:class:`~embedscope.settings.screen.ScreenSettings`,
+    checked once where it is built): on fast path ``screen.fast`` (default: :func:`default_fast_path`), confirming
+    the best ``screen.confirm`` (default 2; and those whose interval overlaps theirs) exact; see the module
+    docstring. ``screen.fidelity`` False leaves out the per-text cosines (they encode every text of the confirmed
+    models' tasks twice more, unless the cache holds them). ``outputs``: the report files that will be written
+    (``{"--json": path}``), checked with everything else before the first model runs.
 
-    ``proxy``: the sizes of successive-halving rounds on proxy tasks (:mod:`embedscope.screen.rounds`; ties within
-    ``margin``, ``audit`` runs every candidate exact too and ``audit_seeds`` replays the screen at that many more
-    seeds); their fast path is ``fast`` when given, else none (the proxies' vectors on the exact path serve the
-    confirming run from the cache)."""
+    ``screen.proxy``: the sizes of successive-halving rounds on proxy tasks (:mod:`embedscope.screen.rounds`; ties
+    within ``screen.margin``, ``audit`` runs every candidate exact too and ``audit_seeds`` replays the screen at that
+    many more seeds); their fast path is ``fast`` when given, else none (the proxies' vectors on the exact path serve
+    the confirming run from the cache)."""
     check_options(options)
-    if proxy is not None:
-        return _halving_report(settings, fast, confirm, options, fidelity, outputs, proxy, margin, audit, audit_seeds)
-    if audit:
-        raise ConfigError("--audit checks a screen with --proxy: give --proxy too")
-    if audit_seeds:
-        raise ConfigError(f"--audit-seeds {audit_seeds} replays a screen with --proxy and --audit: give them too")
-    confirm = DEFAULT_CONFIRM if confirm is None else confirm
-    fidelity = True if fidelity is None else fidelity
+    if screen.proxy is not None:
+        return _halving_report(settings, screen, options, outputs)
+    fast = screen.fast
+    confirm = DEFAULT_CONFIRM if screen.confirm is None else screen.confirm
+    fidelity = screen.fidelity is not False
     chain = fast_path_chain(fast)
     fast = chain[0][0]
-    runs = _check(settings, confirm, sorted({k for _, overrides in chain for k in overrides}))
+    runs = _check(settings, sorted({k for _, overrides in chain for k in overrides}))
     _preflight(settings, runs, options, outputs or {})
     models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
     fast_passes = {str(r.model): _fast_pass(settings, r, chain, models[str(r.model)]) for r in runs}
@@ -410,30 +404,16 @@ def screen_settings(
 
 
 def _halving_report(
-    settings: RunSettings,
-    fast: str | None,
-    confirm: int | None,
-    options: CompareOptions,
-    fidelity: bool | None,
-    outputs: Mapping[str, Any] | None,
-    proxy: Sequence[int | float],
-    margin: float,
-    audit: bool,
-    audit_seeds: int = 0,
+    settings: RunSettings, screen: ScreenSettings, options: CompareOptions, outputs: Mapping[str, Any] | None
 ) -> ScreenReport:
     """``screen --proxy``: the rounds of :func:`~embedscope.screen.rounds.halving_screen` as a :class:`ScreenReport`
     (``fast`` is round 1's score on the proxies)."""
-    if confirm is not None:
-        raise ConfigError("--confirm: with --proxy the rounds decide which models to confirm; drop it")
-    if fidelity:
-        raise ConfigError("fidelity: with --proxy no model runs the full tasks on a fast path to compare; drop it")
-    check_proxy_sizes(proxy)
-    check_audit_seeds(audit_seeds, audit)
+    fast, proxy = screen.fast, list(screen.proxy or ())
     overrides = fast_path_overrides(fast) if fast is not None else {}
-    runs = _check(settings, DEFAULT_CONFIRM, list(overrides))
+    runs = _check(settings, list(overrides))
     _preflight(settings, runs, options, outputs or {})
     models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
-    result = halving_screen(settings, runs, models, overrides, proxy, options, margin, audit, audit_seeds)
+    result = halving_screen(settings, runs, models, overrides, screen, options)
     confirmed = result.confirmed
     tau = kendall_tau([mean_of(models[k].fast) for k in confirmed], [mean_of(models[k].exact) for k in confirmed])
     versus = None
@@ -534,19 +514,15 @@ def screen(
     confirm: int | None = None,
     *,
     compare_options: CompareOptions = CompareOptions(),
-    fidelity: bool | None = None,
-    proxy: Sequence[int | float] | None = None,
-    margin: float = DEFAULT_MARGIN,
-    audit: bool = False,
-    audit_seeds: int = 0,
     **settings: Any,
 ) -> ScreenReport:
     """Screen ``models`` (names, paths or ``{model: …, options}`` mappings) on ``tasks`` (default: the built-in
     suite) on fast path ``fast`` and confirm the best ``confirm`` (default 2) exact, or, with ``proxy`` (the sizes
-    of the rounds: counts or fractions), by successive halving on proxy tasks (ties within ``margin``; ``audit``
+    of the rounds: counts or fractions), by successive halving on proxy tasks (ties within ``tie_margin``; ``audit``
     runs every candidate exact too, and ``audit_seeds`` replays the screen at that many more seeds).
-    ``settings``: any :class:`~embedscope.settings.RunSettings` key, as
-    :func:`~embedscope.evaluation.runner.evaluate` takes them.
+    ``settings``: any :class:`~embedscope.settings.screen.ScreenSettings` key (``proxy``, ``tie_margin``,
+    ``audit``, ``audit_seeds``, ``fidelity``) and any :class:`~embedscope.settings.RunSettings` key, as
+    :func:`~embedscope.evaluation.runner.evaluate` takes them; an error names the keyword.
 
     Examples:
         Retrievers have no fast path, so both passes run them exact here; a model (``minilm``, a folder) runs its
@@ -559,8 +535,16 @@ def screen(
         >>> [m.model for m in report.models], report.table().startswith("screen: 2 models on fast path bf16")
         (['fts5', 'fts5:match=all'], True)
     """
-    values = {**settings, "models": list(models)}
+    if "margin" in settings:  # its name until 2026-12: the key is tie_margin, as the flag --tie-margin
+        warnings.warn("screen(margin=…) is now screen(tie_margin=…)", DeprecationWarning, stacklevel=2)
+        settings["tie_margin"] = settings.pop("margin")
+    given = {"fast": fast, "confirm": confirm} | screen_values(**settings)
+    family = build_declared(
+        ScreenSettings, [Layer("screen()", {k: v for k, v in given.items() if v is not None}, "api")]
+    )
+    values = {k: v for k, v in settings.items() if k not in ScreenSettings.model_fields}
+    values["models"] = list(models)
     if tasks is not None:
         values["tasks"] = list(tasks)
     built = build_settings([Layer("screen()", values, "api")])
-    return screen_settings(built, fast, confirm, compare_options, fidelity, None, proxy, margin, audit, audit_seeds)
+    return screen_settings(built, family, compare_options)

@@ -103,6 +103,28 @@ def config_layer(source: str | Path | dict[str, Any]) -> Layer:
     return Layer(label, renamed_keys(data, label), "file")  # a key renamed in a release: today's, with a note
 
 
+def family_layers(layer: Layer, *families: str) -> tuple[Layer, dict[str, Layer]]:
+    """A config file's layer without the sections of other option families (``screen:``, ``statistics:``), and
+    each section given as a layer of its own, in that family's keys (an error names the file and ``screen.proxy``).
+
+    >>> run, found = family_layers(Layer("c.yaml", {"top_k": 5, "screen": {"proxy": [0.1]}}, "file"), "screen")
+    >>> run.values, found["screen"].values, found["screen"].name("proxy")
+    ({'top_k': 5}, {'proxy': [0.1]}, 'c.yaml: screen.proxy')
+    """
+    from embedscope.errors import ConfigError
+
+    values, found = dict(layer.values), {}
+    for family in families:
+        if family not in values:
+            continue
+        section = values.pop(family)
+        if not isinstance(section, dict):
+            raise ConfigError(f"{layer.label}: {family}: give a mapping of its options")
+        names = {key: f"{layer.label}: {family}.{key}" for key in section}
+        found[family] = Layer(layer.label, section, "file", names)
+    return Layer(layer.label, values, layer.kind, layer.names), found
+
+
 def load_settings(source: str | Path | dict[str, Any]) -> Any:
     """The validated settings of a config file (or mapping) on its own, over the defaults.
 

@@ -47,6 +47,7 @@ GROUPS = (
     "chunking",
     "results",
 )
+FAMILY_GROUPS = ("statistics", "screen")  # the option families beside the run's (settings/statistics.py, screen.py)
 
 
 def option(
@@ -69,8 +70,8 @@ def option(
     **field_kwargs: Any,
 ) -> Any:
     """A settings field with its option metadata (see the module docstring); ``field_kwargs`` go to ``Field``."""
-    if group not in GROUPS:
-        raise ValueError(f"option group {group!r}: one of {', '.join(GROUPS)}")
+    if group not in GROUPS + FAMILY_GROUPS:
+        raise ValueError(f"option group {group!r}: one of {', '.join(GROUPS + FAMILY_GROUPS)}")
     meta: dict[str, Any] = {
         "group": group,
         "flags": list(flags),
@@ -154,6 +155,23 @@ def register_root(root: type[BaseModel]) -> None:
     :func:`declared_options` lists by default; this module never imports it, so the two form no cycle."""
     global _ROOT
     _ROOT = root
+
+
+_FAMILIES: list[type[BaseModel]] = []  # the other option families (statistics, screen), registered at their import
+
+
+def register_family(root: type[BaseModel]) -> type[BaseModel]:
+    """Make ``root`` (a settings model of another option family: ``StatisticsSettings``, ``ScreenSettings``) one whose
+    keys the entry layers can name (:func:`family_options`); returns it, so it can decorate the class."""
+    if root not in _FAMILIES:
+        _FAMILIES.append(root)
+    return root
+
+
+def family_options() -> Iterator[DeclaredOption]:
+    """Every option of every registered family besides the run's (their keys never clash with a run option's)."""
+    for root in _FAMILIES:
+        yield from declared_options(root)
 
 
 def declared_options(root: type[BaseModel] | None = None, prefix: str = "") -> Iterator[DeclaredOption]:

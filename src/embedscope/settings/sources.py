@@ -288,6 +288,36 @@ def _fold_engine(merged: dict[str, Any], owner: dict[str, Layer]) -> None:
         raise _one_line([_problem(err, flat, lambda loc: ", ".join(kind.model_fields)) for err in e.errors()]) from None
 
 
+M = typing.TypeVar("M", bound=BaseModel)
+
+
+def build_declared(root: type[M], layers: Sequence[Layer]) -> M:
+    """One option family's settings (``root``: :class:`~embedscope.settings.statistics.StatisticsSettings`,
+    :class:`~embedscope.settings.screen.ScreenSettings`) from ``layers``, later winning key by key, validated once;
+    an error is one line naming the flag, the file and key, or the keyword that gave the value."""
+    merged, owner = {}, {}
+    for layer in layers:
+        for key, value in layer.values.items():
+            merged[key], owner[key] = value, layer
+    try:
+        return root.model_validate(merged)
+    except ValidationError as e:
+        setting = functools.partial(_family_name, root, layers)
+        valid = ", ".join(root.model_fields)
+        problems = [_problem(err, _naming(owner), lambda loc: valid, setting) for err in e.errors()]
+        raise _one_line(problems) from None
+
+
+def _family_name(root: type[BaseModel], layers: Sequence[Layer], path: str) -> str:
+    """How the user wrote ``path`` of an option family, or, left at its default on a command line, its flag."""
+    name = setting_name(layers, path)
+    if name == path and any(layer.kind == "flag" for layer in layers):
+        from embedscope.settings.options import declared_options
+
+        return next((o.flags[0] for o in declared_options(root) if o.path == path and o.flags), path)
+    return name
+
+
 def build_settings(layers: Sequence[Layer]) -> SettingsWithSources:
     """The settings of ``layers`` (later wins), validated once; an error is one line naming where the value came from."""
     merged, owner = merge_layers(layers)

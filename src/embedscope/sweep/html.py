@@ -243,7 +243,8 @@ def sweep_sections(report: SweepReport) -> str:
 def _summary(report: SweepReport) -> str:
     return (
         f"{len({r.point for r in report.rows})} points; axes: {html.escape(', '.join(report.axes))}. "
-        f"Δ and p against each task's best point ({html.escape(report.options.test)} test, Holm-adjusted)."
+        f"Δ and p against each task's best point ({html.escape(report.options.test)} test, "
+        f"{html.escape(report.options.correction)}-adjusted)."
     )
 
 
