@@ -127,3 +127,40 @@ def test_search_finds_a_flag_by_name(site: str, browser: Any) -> None:
     hits = page.evaluate(found)
     assert any("reference/cli/" in h for h in hits), hits
     assert errors == []
+
+
+_OVERFLOW = """() => {
+  const column = document.querySelector('.md-content__inner').getBoundingClientRect();
+  const found = [];
+  if (document.documentElement.scrollWidth > window.innerWidth) {
+    found.push(`the page scrolls sideways (${document.documentElement.scrollWidth} px)`);
+  }
+  for (const code of document.querySelectorAll('.md-content__inner pre > code')) {
+    const x = getComputedStyle(code).overflowX;
+    if (code.scrollWidth > code.clientWidth + 1 && x !== 'auto' && x !== 'scroll') {
+      found.push(`a code block without a scrollbar: ${code.textContent.slice(0, 60)}`);
+    }
+  }
+  for (const code of document.querySelectorAll('.md-content__inner :not(pre) > code')) {
+    let scrolls = false;  // in a table's scroll wrapper, or another box that scrolls
+    for (let a = code.parentElement; a && a !== document.body; a = a.parentElement) {
+      const x = getComputedStyle(a).overflowX;
+      if (x === 'auto' || x === 'scroll') { scrolls = true; break; }
+    }
+    if (!scrolls && [...code.getClientRects()].some(r => r.right > column.right + 8)) {
+      found.push(`inline code past the column: ${code.textContent.slice(0, 60)}`);
+    }
+  }
+  return found;
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
+def test_no_code_overflows_its_column(site: str, browser: Any, width: int) -> None:
+    """A long code line scrolls inside its block (``docs/css/extra.css``); no page scrolls sideways."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    found = []
+    for path in _nav_paths():
+        page.goto(site + path)
+        found += [f"{path or 'index'}: {what}" for what in page.evaluate(_OVERFLOW)]
+    assert found == []

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from embedscope.cli.report import add_statistics_flags, statistics_settings
-from embedscope.settings.screen import ScreenSettings
+from embedscope.settings.screen import DEFAULT_CONFIRM, DEFAULT_MARGIN, ScreenSettings
 
 _DESCRIPTION = (
     "Run every model on a fast path (--fast: bf16, onnx-int8, openvino-bf16, openvino-int8 …; default the fastest "
@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         paths=("models", "device", "batch_size", "engine", "limits", "top_k"),
         exclude=("save_predictions",),
     )
-    add_settings_flags(p, ("screen",), root=ScreenSettings)
+    # the defaults the screen applies (ScreenSettings' fields are None until then), shown in the reference
+    shown = {"confirm": DEFAULT_CONFIRM, "tie_margin": DEFAULT_MARGIN}
+    add_settings_flags(p, ("screen",), root=ScreenSettings, defaults=shown)
     p.add_argument(
         "--config",
         "-c",
