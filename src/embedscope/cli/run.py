@@ -42,6 +42,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="check the settings as the run does, print each resolved value with where it came from (default, "
         "config file, flag), and stop",
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the settings as the run does, and print per model and task the texts and tokens each role "
+        "would encode, the cost (models behind an API), the time (from stated throughputs) and the estimated peak "
+        "memory, and stop: nothing is encoded or written",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.set_defaults(func=_cmd_run, parser=p)
 
@@ -59,6 +66,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         check_run(settings)
         print(settings_table(settings))
+        return 0
+    if getattr(args, "dry_run", False):
+        from embedscope.evaluation.estimate import estimate_run
+
+        estimate = estimate_run(settings)
+        print(json.dumps(estimate.to_dict(), indent=2) if getattr(args, "json", False) else estimate.table())
         return 0
     if (
         settings.cache_dir

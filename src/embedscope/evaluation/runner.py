@@ -25,6 +25,7 @@ from typing import Any
 
 from embedscope.compare.groups import split_groups
 from embedscope.errors import ConfigError, SettingError
+from embedscope.evaluation.memory import MemoryEstimate, Workloads, guard_memory, plan_model
 from embedscope.evaluation.models import build_model, model_meta, run_placement
 from embedscope.evaluation.plan import model_tasks, resolve_tasks
 from embedscope.evaluation.recording import Recorded, check_recording, record_run
@@ -93,6 +94,7 @@ class EvaluationReport:
     cache: CacheStats | None
     seconds: float
     recorded: Recorded | None = None  # where the results store recorded them (with a store set)
+    memory: MemoryEstimate | None = None  # the largest estimated peak memory of the tasks it ran, before they ran
 
     def table(self) -> str:
         from embedscope.evaluation.summary import summary_table
@@ -132,17 +134,30 @@ def _split_by_subset(
     return (dataclasses.replace(stored, scores=mine) if mine else None), {s: e for s, e in others.items() if e}
 
 
-def _run_task(
+@dataclass
+class _Prepared:
+    """A task's stored result weighed before any task runs: reused whole (``reused``), or the splits to run."""
+
+    task: Task
+    record: dict[str, Any]
+    stored_all: TaskResult | None
+    stored: TaskResult | None
+    other_subsets: dict[str, list[dict[str, Any]]]
+    fresh: bool
+    splits: tuple[str, ...]
+    reused: TaskOutcome | None
+
+
+def _prepare_task(
     task: Task,
-    encoder: Any,
     store: ResultStore,
     strategy: OverwriteStrategy,
     options: SearchOptions,
-    save_predictions: bool,
-    placement: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
     index_dir: Path | None = None,
-) -> TaskOutcome:
+) -> _Prepared:
+    """Whether ``task``'s stored result is reused, else which splits run (the run weighs every task first, so the
+    memory guard sizes only those that run)."""
     record = json.loads(
         json.dumps(  # as the result file will hold it
             {
@@ -159,11 +174,32 @@ def _run_task(
         _remeasure(task.name, store.path(task.name), strategy)  # latency is asked: never silently absent
         stored = None
     fresh = stored is None or strategy == "always"
-    splits = splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name))
+    splits = tuple(splits_to_run(stored, task.eval_splits, strategy, task.name, store.path(task.name)))
+    reused = None
     if not splits and stored is not None:
         assert stored_all is not None  # stored is a part of it
         logger.info("%s: reusing stored result %s", task.name, store.path(task.name))
-        return TaskOutcome(task, stored_all, store.path(task.name), reused=True)
+        reused = TaskOutcome(task, stored_all, store.path(task.name), reused=True)
+    return _Prepared(task, record, stored_all, stored, other_subsets, fresh, splits, reused)
+
+
+def _run_task(
+    task: Task,
+    encoder: Any,
+    store: ResultStore,
+    strategy: OverwriteStrategy,
+    options: SearchOptions,
+    save_predictions: bool,
+    placement: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
+    index_dir: Path | None = None,
+    prepared: _Prepared | None = None,
+) -> TaskOutcome:
+    ready = prepared if prepared is not None else _prepare_task(task, store, strategy, options, settings, index_dir)
+    if ready.reused is not None:
+        return ready.reused
+    record, stored, other_subsets = ready.record, ready.stored, ready.other_subsets
+    fresh, splits = ready.fresh, ready.splits
     within = getattr(task, "encoder_within", None)  # a screen's row proxy: its calls encoded within the full task's
     task_encoder = within(encoder, options) if within is not None else encoder  # (its calls learned untimed)
     started = time.perf_counter()
@@ -324,7 +360,11 @@ def run(settings: RunSettings, *, record: bool = True) -> list[EvaluationReport]
         tasks = resolve_tasks(settings)
         check_recording(settings, len(settings.model_runs()))
         cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
-        return [_evaluate_model(entry, tasks, settings, cache, recording=record) for entry in settings.model_runs()]
+        workloads = Workloads(settings)  # each task sized once, for the memory guard of every model
+        return [
+            _evaluate_model(entry, tasks, settings, cache, recording=record, workloads=workloads)
+            for entry in settings.model_runs()
+        ]
     except SettingError as e:  # the layers below name settings by key: name them as the user gave them
         raise ConfigError(e.named(getattr(settings, "display_name", str))) from None
 
@@ -335,6 +375,7 @@ def _evaluate_model(
     settings: RunSettings,
     cache: EmbeddingCache | None,
     recording: bool = True,
+    workloads: Workloads | None = None,
 ) -> EvaluationReport:
     started = time.perf_counter()
     model = build_model(entry, settings, cache, tasks)
@@ -356,19 +397,26 @@ def _evaluate_model(
         )
     record = settings.result_record(model, pipeline=not encodes)
     experiment = {"experiment_kwargs": kwargs} if kwargs else {}
-    store.save_model_meta({**model_meta(model), **placement, **experiment, "run_settings": record})
     options = settings.search_options(
         batch_size=entry.batch_size or settings.batch_size or _default_batch_size(placement),
         show_progress=progress_wanted(settings.show_progress),  # never into piped output or log files, as the CLI
     )
     index = cache.directory if cache is not None else None  # the data fingerprints' index lives in the cache folder
+    prepared = [_prepare_task(t, store, settings.overwrite, options, record, index) for t in chosen]
+    # before any task encodes: a run whose estimated peak memory is above what is available is refused in one line
+    plan = plan_model(entry, settings, model, placement)
+    running = [p.task for p in prepared if p.reused is None]
+    memory = guard_memory(plan, running, settings, workloads or Workloads(settings))
+    store.save_model_meta({**model_meta(model), **placement, **experiment, "run_settings": record})
     outcomes = [
-        _run_task(t, model, store, settings.overwrite, options, settings.save_predictions, placement, record, index)
-        for t in chosen
+        _run_task(
+            p.task, model, store, settings.overwrite, options, settings.save_predictions, placement, record, index, p
+        )
+        for p in prepared
     ]
     seconds = time.perf_counter() - started
     recorded = record_run(settings, store.folder, [o.task.name for o in outcomes]) if recording else None
-    return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), seconds, recorded)
+    return EvaluationReport(model.name, model.revision, outcomes, cache_stats(model), seconds, recorded, memory)
 
 
 def _check_dense_stage(model: Any, settings: RunSettings, dense: dict[str, Any]) -> None:

@@ -231,6 +231,9 @@ class ModelBase:
         return f"{type(self).__name__}(name={self.name!r}, device={self.device!r}, dtype={self.dtype!r})"
 
 
+COUNT_SLICE = 64  # texts whose untruncated tokens are counted at once (a tokenizer holds ~200 bytes a token)
+
+
 class BaseEncoder(ModelBase):
     """What every single-vector backend shares. A backend sets its identity in ``__init__``,
     implements :meth:`settings` and :meth:`_encode`, and (if it batches differently) :meth:`batch_plan`.
@@ -340,9 +343,12 @@ class BaseEncoder(ModelBase):
         limit = getattr(self, "max_seq_length", None)
         if not isinstance(limit, int) or limit < 1:
             return
-        lengths = self.token_lengths(texts, role=role)
-        if lengths is None:
-            return
+        lengths: list[int] = []
+        for start in range(0, len(texts), COUNT_SLICE):  # a slice at a time: untruncated encodings are large
+            part = self.token_lengths(texts[start : start + COUNT_SLICE], role=role)
+            if part is None:
+                return
+            lengths += part
         counts = self.__dict__.setdefault("_truncation", {}).setdefault(
             role, {"texts": 0, "truncated": 0, "max_length": limit}
         )

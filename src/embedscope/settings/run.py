@@ -73,6 +73,17 @@ def _budget(value: Any) -> Any:
 Budget = Annotated[str, BeforeValidator(_budget)]  # an API model's cap: tokens or a spend (the run option budget)
 
 
+def _memory_size(value: Any) -> Any:
+    """A memory size as text (``8GB``, ``512MB``) once it parses (:func:`embedscope.profiling.parse_bytes`)."""
+    from embedscope.profiling import parse_bytes
+
+    parse_bytes(value)
+    return str(value).strip()
+
+
+MemorySize = Annotated[str, BeforeValidator(_memory_size)]  # the run option memory_limit
+
+
 def _not_bool(value: Any) -> Any:
     """A number field refuses ``true``/``false`` (a bool is an int to Python: ``top_k: true`` would be 1)."""
     if isinstance(value, bool):
@@ -845,6 +856,15 @@ class RunSettings(BaseModel):
         metavar="CAP",
         help="API models: stop before paying more than this: tokens (50000) or a spend ('$0.50', with --price-per-mtok);"
         " what was answered stays in the cache, so a rerun pays only for the rest",
+        stored=False,
+    )
+    memory_limit: MemorySize | None = option(
+        None,
+        group="encoding",
+        metavar="SIZE",
+        help="the memory this run may reach (8GB, 512MB; default: what the machine has available, its control "
+        "group's limit or MemAvailable): a run whose estimated peak is above it is refused before encoding, naming "
+        "the --batch-size, --corpus-chunk-size or --max-seq-length that fits",
         stored=False,
     )
     engine: SerializeAsAny[EngineSettings] = option(
