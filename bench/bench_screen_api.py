@@ -10,7 +10,11 @@ of all of them on fresh folders. Printed: tokens and requests billed, wall times
 ``(screen's tokens − the winner's exact tokens) ÷ (the other candidates' exact tokens)`` (the issue's bound: 0.35),
 the same for wall time, whether the screen named the exact winner (or a tie holding it) and Kendall's τ.
 
-    .venv/bin/python bench/bench_screen_api.py [--proxy 0.05] [--tasks BBCNewsRetrieval] [--model DIR ...]
+    .venv/bin/python bench/bench_screen_api.py [--proxy 0.05 | --planned] [--tasks BBCNewsRetrieval] [--model DIR ...]
+
+``--planned`` runs the default screen instead (no mode named: its plan chooses; for models behind an API and the
+cache on, the proxy rounds of :data:`embedscope.screen.plan.DEFAULT_PROXY`), and prints the plan's token estimate
+against what the screen was billed.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ def candidate(name: str, server: ApiServer) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--proxy", nargs="+", type=float, default=[0.05])
+    parser.add_argument("--planned", action="store_true", help="the default screen: its plan chooses the mode")
     parser.add_argument("--tasks", nargs="+", default=["BBCNewsRetrieval"])
     parser.add_argument("--model", nargs="*", default=[], help="more model folders to serve (named by folder)")
     args = parser.parse_args()
@@ -92,14 +97,26 @@ def main() -> None:
             exact[name] = sum(scores) / len(scores)
             tokens[name] = billed(server, since)[0][name]
         since, started = len(server.requests), time.perf_counter()
+        mode = {} if args.planned else {"proxy": args.proxy}
         screened = embedscope.screen(
-            [candidate(n, server) for n in names], args.tasks, proxy=args.proxy, output_folder=Path(root) / "screen",
-            cache_dir=Path(root) / "screen" / "cache", show_progress=False,
+            [candidate(n, server) for n in names], args.tasks, output_folder=Path(root) / "screen",
+            cache_dir=Path(root) / "screen" / "cache", show_progress=False, **mode,
         )  # fmt: skip
         screen_seconds = time.perf_counter() - started
         screen_tokens, screen_requests = billed(server, since)
+    if screened.plan is not None:
+        plan = screened.plan
+        print("\n".join(plan.lines()))
+        print(f"  {screened.outcome_line()}")
+        if plan.bounds is not None:
+            low, high = plan.bounds
+            billed_total = sum(screen_tokens.values())
+            inside = low * 0.7 <= billed_total <= high * 1.3
+            print(
+                f"  billed {billed_total} tokens against the plan's {low:.0f} to {high:.0f}: {'within' if inside else 'OUTSIDE'} 30%"
+            )
     halving = screened.halving
-    assert halving is not None
+    assert halving is not None, "the plan ran every candidate exactly (see its line above)"
     key = {f"openai:{n}": n for n in names}
     winner = max(exact, key=lambda n: exact[n])
     named = key.get(halving.confirmed[0], halving.confirmed[0])
@@ -109,7 +126,8 @@ def main() -> None:
     others_seconds = sum(seconds.values()) - seconds[winner]
     order = [key.get(k, k) for k in halving.ranking]
     tau = float(kendalltau([-p for p in halving.places], [exact[n] for n in order]).statistic)  # as stated
-    print(f"\n== {len(names)} API models (local service, real vectors) on {args.tasks}, proxy rounds {args.proxy}")
+    rounds = [r.size for r in halving.rounds]
+    print(f"\n== {len(names)} API models (local service, real vectors) on {args.tasks}, proxy rounds {rounds}")
     for n in names:
         print(
             f"  {n:24s} exact {exact[n]:.5f}: {tokens[n]:9d} tokens in {seconds[n]:7.1f} s; "

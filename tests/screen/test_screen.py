@@ -365,3 +365,36 @@ def test_screen_of_shipped_models_on_a_builtin_task(tmp_path) -> None:
         assert report.model(name).exact.tasks["LeeDocumentSimilarity"] == plain.outcomes[0].result.main_score()
     shift = report.model("minilm").fidelity[0]
     assert abs(shift["shift"]) < 0.01 and shift["embedding_cosine_mean"] > 0.99
+
+
+@pytest.mark.slow
+def test_fidelity_encodes_nothing_and_reads_the_vectors_both_passes_cached(tiny_models, tmp_path, monkeypatch) -> None:
+    phase, encoded = ["passes"], []
+    original, agreement = SentenceTransformerEncoder._encode, screen_module._embedding_agreement
+
+    def counting(self, texts, role, batch_size, show_progress):
+        encoded.append((phase[0], len(texts)))
+        return original(self, texts, role, batch_size, show_progress)
+
+    def measuring(*args, **kwargs):
+        phase[0] = "fidelity"
+        return agreement(*args, **kwargs)
+
+    monkeypatch.setattr(SentenceTransformerEncoder, "_encode", counting)
+    monkeypatch.setattr(screen_module, "_embedding_agreement", measuring)
+    report = _screen(tiny_models[:2], tmp_path, confirm=2)
+    assert phase == ["fidelity"] and [n for p, n in encoded if p == "passes"]
+    assert [n for p, n in encoded if p == "fidelity"] == []  # every vector served from the cache
+    rows = [f for m in report.models for f in m.fidelity]
+    assert len(rows) == 4 and all(0.5 < f["embedding_cosine_mean"] <= 1.0 + 1e-6 for f in rows)
+
+
+@pytest.mark.slow
+def test_without_the_cache_fidelity_says_no_pass_kept_its_vectors(tiny_models, tmp_path) -> None:
+    report = screen(
+        tiny_models[:2], [tiny_retrieval_task()], fast="bf16", confirm=2, compare_options=OPTIONS,
+        output_folder=str(tmp_path / "out"), cache=False, show_progress=False,
+    )  # fmt: skip
+    notes = [line for line in report.text().splitlines() if "per-text cosines" in line]
+    assert len(notes) == 2 and all("not measured: the cache is off" in line for line in notes)
+    assert all("embedding_cosine_mean" not in f and "shift" in f for m in report.models for f in m.fidelity)

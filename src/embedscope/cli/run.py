@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from embedscope.cli.settings_flags import add_settings_flags, settings_layer
+from embedscope.cli.settings_flags import add_dry_run_flag, add_settings_flags, settings_layer
 from embedscope.errors import ConfigError
 from embedscope.results.compute import truncation_lines
 from embedscope.settings.options import GROUPS
@@ -42,12 +42,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="check the settings as the run does, print each resolved value with where it came from (default, "
         "config file, flag), and stop",
     )
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="check the settings as the run does, and print per model and task the texts and tokens each role "
-        "would encode, the cost (models behind an API), the time (from stated throughputs) and the estimated peak "
-        "memory, and stop: nothing is encoded or written",
+    add_dry_run_flag(
+        p,
+        "check the settings as the run does, and print per model and task the texts and tokens each role would "
+        "encode, the cost (models behind an API), the time (from stated throughputs) and the estimated peak memory, "
+        "and stop: nothing is encoded or written",
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.set_defaults(func=_cmd_run, parser=p)

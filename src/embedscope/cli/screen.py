@@ -10,24 +10,25 @@ from embedscope.cli.report import add_statistics_flags, statistics_settings
 from embedscope.settings.screen import DEFAULT_CONFIRM, DEFAULT_MARGIN, ScreenSettings
 
 _DESCRIPTION = (
-    "Run every model on a fast path (--fast: bf16, onnx-int8, openvino-bf16, openvino-int8 …; default the fastest "
-    "one that runs here), rank them by mean main score over the tasks with a bootstrap CI, run the top --confirm "
-    "models (and every model whose CI overlaps theirs) exact (fp32, the model's own backend), and print both "
-    "rankings side by side: each confirmed model's shift fast → exact, Kendall's tau between the rankings, whether "
-    "the exact winner is significantly better than the runner-up (compare's paired test, Holm-adjusted) and the "
-    "fidelity of each fast model (score shift with CI, per-text cosine, top-10 agreement). Stored results and the "
-    "embedding cache are reused as by run, so an interrupted screen resumes; fast results go to their own "
-    "experiments folder."
+    "Find the best of many models for less than running them all. By default the screen plans first: it times each "
+    "model on a few of its texts, estimates what running every model exactly would cost, and takes proxy rounds "
+    "(successive halving on 5%% proxies of the tasks, the survivors confirmed exactly) when they can only save, "
+    "else runs each model exactly once; the plan is printed first (--dry-run prints only the plan). --proxy SIZE … "
+    "names the rounds; --fast PATH (bf16, onnx-int8, openvino-bf16, openvino-int8 …, or auto), --confirm or "
+    "--no-fidelity name a fast pass: every model on the fast path, the top --confirm models (and every model whose "
+    "CI overlaps theirs) exact, both rankings side by side with each model's fidelity. The exact winner is tested "
+    "against the runner-up (compare's paired test, Holm-adjusted). Stored results and the embedding cache are "
+    "reused as by run, so an interrupted screen resumes."
 )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the screen command."""
-    from embedscope.cli.settings_flags import add_settings_flags
+    from embedscope.cli.settings_flags import add_dry_run_flag, add_settings_flags
 
     p = sub.add_parser(
         "screen",
-        help="rank many models on a fast path, confirm the best exact",
+        help="find the best of many models for less than running them all (planned: proxy rounds or exact runs)",
         description=_DESCRIPTION,
         argument_default=argparse.SUPPRESS,  # only the flags given become a settings layer
     )
@@ -47,9 +48,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "'screen:' and 'statistics:' sections; flags override it",
     )
     add_statistics_flags(p)
+    add_dry_run_flag(
+        p,
+        "print the screen's plan (each model's exact cost, timed on a few of its texts; the way to screen and its "
+        "estimate against running every model exactly) and stop: nothing is screened or written",
+    )
     p.add_argument("--json", dest="json_file", metavar="FILE", help="also write the whole report as JSON to FILE")
     p.add_argument("--csv", dest="csv_file", metavar="FILE", help="also write the rankings as CSV to FILE")
     p.set_defaults(func=_cmd_screen, parser=p)
+
+
+def _print_plan(plan: Any) -> None:
+    """The plan, printed before the screen encodes anything."""
+    print("\n".join(plan.lines()), flush=True)
 
 
 def _cmd_screen(args: argparse.Namespace) -> int:
@@ -70,8 +81,14 @@ def _cmd_screen(args: argparse.Namespace) -> int:
     layers.append(settings_layer(args))
     settings = build_settings(layers)
     outputs = {"--json": getattr(args, "json_file", None), "--csv": getattr(args, "csv_file", None)}
-    report = screen_settings(settings, screen, statistics.compare_options(), outputs)
-    print(report.text(statistics.digits))
+    dry_run = bool(getattr(args, "dry_run", False))
+    report = screen_settings(
+        settings, screen, statistics.compare_options(), outputs, on_plan=_print_plan, dry_run=dry_run
+    )
+    if dry_run:  # the plan is printed: nothing was screened, nothing is written
+        print("dry run: nothing was screened or written")
+        return 0
+    print(report.text(statistics.digits, plan=False))
     if getattr(args, "json_file", None):
         atomic_write_text(args.json_file, json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n")
     if getattr(args, "csv_file", None):

@@ -74,6 +74,12 @@ def add_settings_flags(
         renamed.update(old_spellings(option))
 
 
+def add_dry_run_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--dry-run``: the commands that encode (run, screen) say what they would do and stop; ``help`` says what
+    each prints."""
+    parser.add_argument("--dry-run", action="store_true", help=help)
+
+
 def old_spellings(option: DeclaredOption) -> dict[str, str]:
     """Each old flag of ``option`` (its ``renamed_from``) and the flag of today it stands for; a boolean's
     ``--no-`` form too.

@@ -68,12 +68,20 @@ def embedding_agreement(
     reference: Encoder, candidate: Encoder, tasks: Sequence[Task], options: SearchOptions
 ) -> dict[str, dict[str, Any]]:
     """``{task: cosine_summary}`` over the texts each task encodes, each model given the task's own encode calls
-    (:func:`replayed_vectors`): vectors a run of the task cached are served, none encoded again."""
+    (:func:`replayed_vectors`): vectors a run of the task cached are served, none encoded again. A served-only
+    encoder (:class:`~embedscope.models.cache.ServedOnly`) missing a batch leaves the task a note instead."""
+    from embedscope.models.cache import NotCached
+
     out = {}
     for task in tasks:
         recorded = recorded_protocol(task, options)
         texts = list(recorded.texts)
-        a, b = (replayed_vectors(reference, recorded.calls, texts), replayed_vectors(candidate, recorded.calls, texts))
+        try:
+            a = replayed_vectors(reference, recorded.calls, texts)
+            b = replayed_vectors(candidate, recorded.calls, texts)
+        except NotCached as e:  # a served-only encoder: the two were not both encoded
+            out[task.name] = {"embedding_agreement": f"not both encoded ({e})"}
+            continue
         if a.shape != b.shape:
             out[task.name] = {"embedding_agreement": f"dimensions differ ({a.shape[1]} vs {b.shape[1]})"}
         else:

@@ -21,6 +21,7 @@ No model is loaded (nor its library imported), no embedding cache is opened, no 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,8 @@ ACCELERATOR_FLOPS = 20e12  # … on an accelerator
 STATIC_TOKENS = 1e6  # tokens a second a static (lookup) model embeds
 API_SECONDS = 0.5  # assumed seconds a request to a model behind an API takes
 API_CONCURRENCY = 4  # requests in flight at once (an API model's default max_concurrency)
+SAMPLE_TEXTS = 8  # texts in each group of like lengths a task keeps for a caller to time (TaskEstimate.sample)
+SAMPLE_QUANTILES = (0.5, 0.9)  # where those groups lie in the task's order of token lengths
 ASSUMPTIONS = (
     f"time assumes {CPU_FLOPS / 1e9:g} GFLOP/s on the CPU, {ACCELERATOR_FLOPS / 1e12:g} TFLOP/s on an accelerator, "
     f"{API_SECONDS:g} s an API request ({API_CONCURRENCY} at once); nothing was measured, encoded or written"
@@ -80,6 +83,13 @@ class TaskEstimate:
     cost_text: str  # "local", "$0.0012", "unpriced (41,200 tokens): give --price-per-mtok"
     seconds: float | None  # None: not estimated
     memory: MemoryEstimate
+    # groups of its texts (role, text as the model is given it) of like token lengths, around the median and the
+    # 90th percentile (SAMPLE_TEXTS each), and the stated seconds of encoding them, each group one batch: what a
+    # caller times on this machine to scale ``seconds`` (``screen``'s plan)
+    sample: tuple[tuple[tuple[Role, str], ...], ...] = ()
+    sample_seconds: float | None = None
+    run: int = 0  # the index of its model's run in the settings' model_runs()
+    protocol_seconds: float = 0.0  # what running its protocol on hash vectors took here: loading, fitting, scoring
 
     @property
     def texts(self) -> int:
@@ -201,29 +211,39 @@ def _cost(plan: ModelPlan, distinct_tokens: int) -> tuple[float | None, str]:
     return cost, f"${cost:.4f} ({distinct_tokens:,} tokens)"
 
 
-def estimate_run(settings: RunSettings) -> RunEstimate:
+def estimate_run(settings: RunSettings, count_at_most: int | None = None) -> RunEstimate:
     """What ``settings``' run would encode, cost, take and hold, per model and task (see the module docstring);
-    nothing is encoded and nothing written. A setting's error names it as the user gave it, as :func:`run` does."""
+    nothing is encoded and nothing written. A setting's error names it as the user gave it, as :func:`run` does.
+    ``count_at_most``: tokenize only that many texts of each role and task, each standing for its neighbours (a
+    screen's plan: seconds instead of a minute on a large suite; token counts then approximate)."""
     from embedscope.errors import ConfigError, SettingError
 
     try:
-        return _estimate(settings)
+        return _estimate(settings, count_at_most)
     except SettingError as e:
         raise ConfigError(e.named(getattr(settings, "display_name", str))) from None
 
 
-def _estimate(settings: RunSettings) -> RunEstimate:
+def _estimate(settings: RunSettings, count_at_most: int | None = None) -> RunEstimate:
     tasks = resolve_tasks(settings)
     options = settings.search_options(show_progress=False)
     found: dict[int, tuple[Task, TaskWorkload]] = {}  # each task sized once (the task kept: its id stays its own)
+    protocol: dict[int, float] = {}
+    counters: dict[str, Any] = {}  # one tokenizer read per file (models of one family share it)
+    counts: dict[tuple[Any, ...], list[int]] = {}  # and each task's texts counted once per tokenizer
     rows: list[TaskEstimate] = []
-    for entry in settings.model_runs():
+    for index, entry in enumerate(settings.model_runs()):
         plan = plan_model(entry, settings)
-        count = token_counter(plan.shape.tokenizer) if plan.shape is not None and plan.kind == "local" else None
+        tokenizer = str(plan.shape.tokenizer) if plan.shape is not None and plan.kind == "local" else ""
+        if tokenizer and tokenizer not in counters:
+            counters[tokenizer] = token_counter(plan.shape.tokenizer)  # type: ignore[union-attr]
+        count = counters.get(tokenizer)
         chosen = planned_tasks(entry, tasks, settings, plan)
         for task in chosen:
             if id(task) not in found:
+                started = time.perf_counter()
                 found[id(task)] = (task, task_workload(task, options))
+                protocol[id(task)] = time.perf_counter() - started
         resident, available = resident_bytes(), memory_available(settings)  # once the tasks are read, as the guard
         for task in chosen:
             work = found[id(task)][1]
@@ -231,11 +251,16 @@ def _estimate(settings: RunSettings) -> RunEstimate:
             memory = estimate_task(plan, sizes, settings, resident=resident, available=available)
             roles: list[RoleCount] = []
             lengths: list[int] = []
+            given: list[tuple[Role, str]] = []
             for role in dict.fromkeys(role for role, _, _ in work.calls()):
                 texts = [t for r, call, _ in work.calls() if r == role for t in call]
                 prompted = _prompted(texts, role, dict(plan.options))
-                counted = count(prompted) if count is not None else [estimate_tokens(t) for t in prompted]
+                key = (tokenizer, id(task), role, len(prompted), tuple(prompted[:1]), tuple(prompted[-1:]))
+                if key not in counts or not tokenizer:
+                    counts[key] = _counted(prompted, count, count_at_most)
+                counted = counts[key]
                 lengths += counted
+                given += [(role, t) for t in prompted]
                 by = "tokenizer" if count is not None else "4 bytes a token"
                 roles.append(RoleCount(role, len(texts), sum(counted), max(counted, default=0), by))
             distinct = [
@@ -244,5 +269,59 @@ def _estimate(settings: RunSettings) -> RunEstimate:
             distinct_tokens = sum(estimate_tokens(t) for t in distinct) if plan.kind == "api" else 0
             cost, cost_text = _cost(plan, distinct_tokens)
             seconds = _seconds(plan, lengths, distinct_tokens, len(distinct))
-            rows.append(TaskEstimate(plan.name, task.name, tuple(roles), cost, cost_text, seconds, memory))
+            groups = length_groups(lengths, SAMPLE_QUANTILES, SAMPLE_TEXTS)
+            sample = tuple(tuple(given[i] for i in group) for group in groups)
+            sample_seconds = (
+                sum(_seconds(plan, [lengths[i] for i in group], 0, len(group)) or 0.0 for group in groups)
+                if plan.kind == "local"
+                else None
+            )
+            rows.append(
+                TaskEstimate(
+                    plan.name,
+                    task.name,
+                    tuple(roles),
+                    cost,
+                    cost_text,
+                    seconds,
+                    memory,
+                    sample,
+                    sample_seconds,
+                    index,
+                    protocol[id(task)],
+                )
+            )
     return RunEstimate(tuple(rows))
+
+
+def _counted(texts: Sequence[str], count: Any, at_most: int | None) -> list[int]:
+    """Each text's tokens (``count``: the model's tokenizer; else one per 4 bytes); with ``at_most``, only that many
+    texts at evenly spaced positions are counted and each stands for its neighbours (a plan's estimate, fast)."""
+    if count is None:
+        return [estimate_tokens(t) for t in texts]
+    n = len(texts)
+    if at_most is None or n <= at_most:
+        return list(count(texts))
+    positions = [i * n // at_most for i in range(at_most)]
+    counted = count([texts[i] for i in positions])
+    return [counted[i * at_most // n] for i in range(n)]
+
+
+def length_groups(lengths: Sequence[int], quantiles: Sequence[float], size: int) -> list[list[int]]:
+    """For each quantile, the indices of the ``size`` texts around that rank of ``lengths``' sorted order (texts of
+    like lengths, batched as a run batches them), no index twice.
+
+    >>> length_groups([50, 10, 40, 20, 30, 60], (0.5, 0.9), 2)
+    [[3, 4], [2, 0]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    taken: set[int] = set()
+    groups = []
+    for q in quantiles:
+        centre = round(q * (len(order) - 1))
+        start = max(0, min(centre - size // 2, len(order) - size))
+        group = [i for i in order[start : start + size] if i not in taken]
+        taken.update(group)
+        if group:
+            groups.append(group)
+    return groups

@@ -769,3 +769,64 @@ def with_cache(encoder: Encoder, cache: EmbeddingCache | None) -> Encoder:
 def cache_stats(model: Any) -> CacheStats | None:
     """How many texts a cached encoder served and encoded (None for any other model)."""
     return model.stats if isinstance(model, CachedEncoder) else None
+
+
+class NotCached(Exception):
+    """A :class:`ServedOnly` encoder was asked for vectors its cache does not hold."""
+
+
+class ServedOnly:
+    """An encoder's identity with no way to encode: wrapped in a :class:`CachedEncoder`, it is served every batch its
+    cache holds and raises :class:`NotCached` for any other (vectors compared from what earlier runs encoded, never
+    encoded again: a screen's fidelity). Nothing of the wrapped encoder loads.
+
+    >>> import tempfile
+    >>> from embedscope.testing.fakes import KeywordEncoder
+    >>> cache = EmbeddingCache(tempfile.mkdtemp())
+    >>> _ = CachedEncoder(KeywordEncoder(["cat"]), cache).encode(["a cat"], role="query")
+    >>> served = CachedEncoder(ServedOnly(KeywordEncoder(["cat"])), cache)
+    >>> served.encode(["a cat"], role="query").tolist()
+    [[1.0]]
+    >>> served.encode(["a dog"], role="query")
+    Traceback (most recent call last):
+    ...
+    embedscope.models.cache.NotCached: fake/keyword-encoder: 1 query texts were never encoded into the cache
+    """
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.wrapped = encoder
+
+    @property
+    def name(self) -> str:
+        return self.wrapped.name
+
+    @property
+    def revision(self) -> str:
+        return self.wrapped.revision
+
+    @property
+    def fingerprint(self) -> str | None:
+        return self.wrapped.fingerprint
+
+    @property
+    def similarity(self) -> Similarity:
+        return self.wrapped.similarity
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        return self.wrapped.prompts
+
+    def __getattr__(self, item: str) -> Any:
+        """The wrapped encoder's metadata (its device, which sets the batches a call forms; its backend, which says
+        whether its vectors are sparse); never a way to encode."""
+        if item.startswith(("encode", "_")) or item == "wrapped":
+            raise AttributeError(item)
+        return getattr(self.wrapped, item)
+
+    def encode(
+        self, texts: Sequence[str], *, role: Role, batch_size: int | None = None, show_progress: bool = False
+    ) -> np.ndarray:
+        raise NotCached(f"{self.name}: {len(texts)} {role} texts were never encoded into the cache")
+
+    def encode_batch(self, texts: Sequence[str], *, role: Role) -> np.ndarray:
+        return self.encode(texts, role=role)

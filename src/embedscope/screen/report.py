@@ -268,10 +268,47 @@ def _estimate(r: ProxyRound, key: str) -> str:
     return f"about {seconds:.0f} s{paid} exact"
 
 
-def screen_text(report: ScreenReport, digits: int = 4) -> str:
-    """The whole report as printed."""
+def exact_table(report: ScreenReport, digits: int = 4) -> str:
+    """A screen that ran every candidate exactly: rank, model, exact mean with its CI and seconds (and API use)."""
+    level = round(report.options.confidence * 100)
+    usage = model_usage(report)
+    costs = any(u is not None for u in usage.values())
+    rows = [
+        [
+            str(i),
+            m.model,
+            _with_ci(m.exact, digits),
+            f"{m.exact_seconds:.1f}",
+            *(usage_cells(usage[m.model]) if costs else []),
+        ]
+        for i, m in enumerate(report.models, 1)
+    ]
+    header = ["exact rank", "model", f"exact mean [{level}% CI]", "exact s", *(USAGE_HEADER if costs else [])]
+    return markdown_table(header, rows)
+
+
+def screen_text(report: ScreenReport, digits: int = 4, plan: bool = True) -> str:
+    """The whole report as printed (``plan`` False: without the plan's lines, for a caller that printed them
+    first)."""
+    head = report.plan.lines() if report.plan is not None and plan else []
+    if report.plan is not None and not report.models:  # a dry run
+        return "\n".join([*report.plan.lines(), "dry run: nothing was screened or written"])
+    if report.fast_path == "exact":
+        lines = [
+            *head,
+            f"screen: {len(report.models)} models run exactly once each, mean main score over {len(report.tasks)} "
+            f"tasks ({', '.join(report.tasks)})",
+            "",
+            exact_table(report, digits),
+            "",
+            significance_line(report),
+            "",
+            f"wall time (measured): {report.exact_seconds:.1f} s",
+        ]
+        return "\n".join(lines + ([report.outcome_line() or ""] if report.plan else []))
     tau = "n/a (one model confirmed)" if math.isnan(report.kendall_tau) else f"{report.kendall_tau:.3f}"
     lines = [
+        *head,
         f"screen: {len(report.models)} models on fast path {report.fast_path}, mean main score over "
         f"{len(report.tasks)} tasks ({', '.join(report.tasks)}); {len(report.confirmed)} confirmed exact",
         "",
@@ -279,6 +316,12 @@ def screen_text(report: ScreenReport, digits: int = 4) -> str:
         "",
     ]
     lines += [f"note: {m.model}: {m.note}" for m in report.models if m.note]
+    lines += [
+        f"note: {m.model} on {f['task']}: per-text cosines {f['embedding_agreement']}"
+        for m in report.models
+        for f in m.fidelity
+        if isinstance(f.get("embedding_agreement"), str)
+    ]
     if report.halving is not None:
         lines += halving_lines(report.halving, digits, report.options.confidence) + [""]
     lines.append(f"Kendall's τ between the fast and exact rankings of the confirmed models: {tau}")
@@ -292,7 +335,8 @@ def screen_text(report: ScreenReport, digits: int = 4) -> str:
         f"wall time (measured): fast pass {report.fast_seconds:.1f} s, exact pass {report.exact_seconds:.1f} s, "
         f"fidelity {report.fidelity_seconds:.1f} s; {total:.1f} s in all",
     ]
-    return "\n".join(lines)
+    outcome = report.outcome_line()
+    return "\n".join(lines + ([outcome] if outcome else []))
 
 
 def screen_csv(report: ScreenReport) -> str:

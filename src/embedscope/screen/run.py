@@ -1,4 +1,8 @@
-"""Screen many models on a fast path, then confirm the best on the exact one (``embedscope screen``).
+"""Screen many models (``embedscope screen``): planned, on proxy rounds, or on a fast pass confirmed exactly.
+
+With no mode named the screen plans first (:mod:`embedscope.screen.plan`): proxy rounds
+(:mod:`embedscope.screen.rounds`) where they cannot cost much more than running every candidate, else each candidate
+exactly once (ranked, the winner tested against the runner-up). A fast pass, when named:
 
 1. Every model runs on the fast path: its own options with the fast path's overrides (:func:`fast_paths`, e.g.
    ``{"dtype": "bf16"}``), through :func:`~embedscope.evaluation.runner.run`, so stored results and the embedding
@@ -14,10 +18,10 @@
    exact mean scores), the exact winner against the runner-up (:func:`~embedscope.compare.core.compare_models`:
    the paired test per task, Holm-adjusted as compare does), and each confirmed model's fidelity: fast against
    exact, as ``compare --models`` measures it (score shift with CI, top-10 Jaccard/RBO or similarity Spearman, and
-   the per-text cosine of the two vectors).
+   the per-text cosine of the two vectors, read from the vectors both passes cached: never encoded again).
 
-With the default fast path, each model takes the first of :func:`fast_path_chain` that acts on it (an ONNX graph
-quantized already, which ``openvino-int8`` will not quantize again, takes ``openvino-bf16``, or ``openvino`` where
+With ``fast="auto"`` (or a fast pass named by ``confirm`` or ``fidelity`` alone), each model takes the first of
+:func:`fast_path_chain` that acts on it (an ONNX graph quantized already, which ``openvino-int8`` will not quantize again, takes ``openvino-bf16``, or ``openvino`` where
 this CPU computes no bf16); a named ``--fast`` is the only one tried. A model on which no fast path can act (a static
 model, bm25) is screened on its exact path, and the report says so on its row. Times are the wall times measured
 here, nothing estimated.
@@ -25,10 +29,12 @@ here, nothing estimated.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +53,7 @@ from embedscope.screen.passes import (
     one_model,
     run_one,
 )
+from embedscope.screen.plan import ScreenPlan, outcome_line, plan_screen
 from embedscope.screen.rounds import (
     HalvingResult,
     halving_screen,
@@ -157,6 +164,8 @@ class ScreenReport:
     fidelity_seconds: float
     options: CompareOptions
     halving: HalvingResult | None = None  # screen --proxy: the rounds, the odds and the audit
+    plan: ScreenPlan | None = None  # what the screen planned (a screen whose mode it chose; any with dry_run)
+    spent: dict[str, float] = dataclasses.field(default_factory=dict)  # {"seconds": wall time, "tokens": …}
 
     def model(self, name: str) -> ScreenedModel:
         return next(m for m in self.models if m.model == name)
@@ -197,8 +206,17 @@ class ScreenReport:
                 "significance": self.significance_line(),
                 "seconds": {"fast": self.fast_seconds, "exact": self.exact_seconds, "fidelity": self.fidelity_seconds},
                 "halving": self.halving.to_dict() if self.halving else None,
+                "plan": self.plan.to_dict() if self.plan else None,
+                "spent": self.spent,
+                "outcome": self.outcome_line(),
             }
         )
+
+    def outcome_line(self) -> str | None:
+        """What the screen cost against its plan's estimate (None without a plan, or for a dry run)."""
+        if self.plan is None or not self.models:
+            return None
+        return outcome_line(self.plan, self.spent)
 
     def significance_line(self) -> str:
         """Whether the exact winner is significantly better than the runner-up, task by task."""
@@ -206,10 +224,11 @@ class ScreenReport:
 
         return significance_line(self)
 
-    def text(self, digits: int = 4) -> str:
+    def text(self, digits: int = 4, plan: bool = True) -> str:
+        """The report as printed; ``plan`` False leaves out the plan's lines (a caller that printed them first)."""
         from embedscope.screen.report import screen_text
 
-        return screen_text(self, digits)
+        return screen_text(self, digits, plan)
 
     def table(self, digits: int = 4) -> str:
         """What ``embedscope screen`` prints (the verbs' return convention: ``table()`` and ``to_dict()``)."""
@@ -285,7 +304,7 @@ def fast_path_chain(fast: str | None) -> list[tuple[str, dict[str, str]]]:
     """The fast paths a screen tries on each model, in order, with their model options: ``fast`` alone when named;
     by default every fast path of :func:`preference` that can run here, so that a model the first refuses (an ONNX
     graph quantized already, which ``openvino-int8`` will not quantize again) takes the next that applies."""
-    if fast is not None:
+    if fast is not None and fast != "auto":
         return [(fast, fast_path_overrides(fast))]
     order = preference()
     chain = []
@@ -332,21 +351,96 @@ def screen_settings(
     screen: ScreenSettings = ScreenSettings(),
     options: CompareOptions = CompareOptions(),
     outputs: Mapping[str, Any] | None = None,
+    on_plan: Callable[[ScreenPlan], None] | None = None,
+    dry_run: bool = False,
 ) -> ScreenReport:
     """Screen the models of ``settings`` as ``screen`` says (:class:`~embedscope.settings.screen.ScreenSettings`,
-    checked once where it is built): on fast path ``screen.fast`` (default: :func:`default_fast_path`), confirming
-    the best ``screen.confirm`` (default 2; and those whose interval overlaps theirs) exact; see the module
-    docstring. ``screen.fidelity`` False leaves out the per-text cosines (they encode every text of the confirmed
-    models' tasks twice more, unless the cache holds them). ``outputs``: the report files that will be written
-    (``{"--json": path}``), checked with everything else before the first model runs.
+    checked once where it is built). ``outputs``: the report files that will be written (``{"--json": path}``),
+    checked with everything else before the first model runs; ``on_plan``: called with the plan before anything is
+    encoded (the command line prints it then).
 
-    ``screen.proxy``: the sizes of successive-halving rounds on proxy tasks (:mod:`embedscope.screen.rounds`; ties
-    within ``screen.margin``, ``audit`` runs every candidate exact too and ``audit_seeds`` replays the screen at that
-    many more seeds); their fast path is ``fast`` when given, else none (the proxies' vectors on the exact path serve
-    the confirming run from the cache)."""
+    - No way to screen named: the plan (:mod:`embedscope.screen.plan`) times each candidate on a few texts and
+      takes proxy rounds (:data:`~embedscope.screen.plan.DEFAULT_PROXY`) or runs each candidate exactly once.
+    - ``screen.proxy``: the sizes of successive-halving rounds on proxy tasks (:mod:`embedscope.screen.rounds`;
+      ties within ``screen.margin``, ``audit`` runs every candidate exact too and ``audit_seeds`` replays the
+      screen at that many more seeds); their fast path is ``fast`` when given, else none (the proxies' vectors on the
+      exact path serve the confirming run from the cache).
+    - ``screen.fast``, ``confirm`` or ``fidelity``: a fast pass on ``fast`` (default: :func:`default_fast_path`),
+      confirming the best ``confirm`` (default 2; and those whose interval overlaps theirs) exact; ``fidelity``
+      False leaves out the per-text cosines.
+    - ``dry_run``: the plan only (nothing screened or written), in ``report.plan``."""
     check_options(options)
-    if screen.proxy is not None:
-        return _halving_report(settings, screen, options, outputs)
+    started = time.perf_counter()
+    mode = screen.mode
+    plan = None
+    if mode is None or dry_run:
+        runs = _check(settings, [])
+        _preflight(settings, runs, options, outputs or {})
+        plan = plan_screen(settings, runs, mode, screen.proxy)
+        if on_plan is not None:
+            on_plan(plan)
+        if dry_run:
+            return ScreenReport(plan.mode, [], [], [], math.nan, None, 0.0, 0.0, 0.0, options, plan=plan)
+        if plan.mode == "proxy":
+            screen = screen.model_copy(update={"proxy": list(plan.proxy)})
+    if plan is not None and plan.mode == "exact":
+        report = _exact_report(settings, runs, options)
+    elif screen.proxy is not None:
+        report = _halving_report(settings, screen, options, outputs)
+    else:
+        report = _fast_report(settings, screen, options, outputs)
+    report.plan = plan
+    report.spent = {"seconds": time.perf_counter() - started, "tokens": _tokens(report)}
+    return report
+
+
+def _tokens(report: ScreenReport) -> float:
+    """The tokens the screen's models were billed for (0 for local models)."""
+    from embedscope.screen.report import model_usage
+
+    return float(sum((u or {}).get("tokens") or 0 for u in model_usage(report).values()))
+
+
+def winner_vs_runner_up(
+    models: Mapping[str, ScreenedModel],
+    passes: Mapping[str, Pass],
+    confirmed: Sequence[str],
+    tasks: Sequence[str],
+    options: CompareOptions,
+) -> Comparison | None:
+    """The exact winner against the runner-up (the first two of ``confirmed``, by their exact ``passes``):
+    compare's paired test per task; None with fewer than two."""
+    if len(confirmed) < 2:
+        return None
+    pair = [
+        ModelResults(models[k].name, passes[k].folder, {t: passes[k].items[t] for t in tasks}) for k in confirmed[:2]
+    ]
+    return compare_models(pair, options, tasks)
+
+
+def _exact_report(settings: RunSettings, runs: Sequence[ModelRun], options: CompareOptions) -> ScreenReport:
+    """Every candidate run exactly once (the plan found no screen that saves): ranked by exact mean score, the
+    winner tested against the runner-up."""
+    models = {str(r.model): ScreenedModel(str(r.model), fast_applied=False) for r in runs}
+    passes: dict[str, Pass] = {}
+    for r in runs:
+        key = str(r.model)
+        passes[key] = done = run_one(one_model(settings, r, {}), confirms=True)
+        models[key].name, models[key].exact_folder, models[key].exact_seconds = done.name, done.folder, done.seconds
+    tasks = _shared_tasks({k: p.items for k, p in passes.items()})
+    for key, m in models.items():
+        m.exact = mean_score({t: passes[key].items[t] for t in tasks}, options)
+    confirmed = sorted(models, key=lambda k: -mean_of(models[k].exact))
+    versus = winner_vs_runner_up(models, passes, confirmed, tasks, options)
+    ranked = [models[k] for k in confirmed]
+    seconds = sum(m.exact_seconds for m in ranked)
+    return ScreenReport("exact", tasks, ranked, confirmed, math.nan, versus, 0.0, seconds, 0.0, options)
+
+
+def _fast_report(
+    settings: RunSettings, screen: ScreenSettings, options: CompareOptions, outputs: Mapping[str, Any] | None
+) -> ScreenReport:
+    """A fast pass on ``screen.fast``, the leaders confirmed exact (the module docstring's steps 1–4)."""
     fast = screen.fast
     confirm = DEFAULT_CONFIRM if screen.confirm is None else screen.confirm
     fidelity = screen.fidelity is not False
@@ -381,13 +475,7 @@ def screen_settings(
                     row.update(cosines.get(row["task"], {}))
     fidelity_seconds = time.perf_counter() - started
     tau = kendall_tau([mean_of(models[k].fast) for k in chosen], [mean_of(models[k].exact) for k in chosen])
-    versus = None
-    if len(confirmed) >= 2:
-        pair = [
-            ModelResults(models[k].name, exact_passes[k].folder, {t: exact_passes[k].items[t] for t in tasks})
-            for k in confirmed[:2]
-        ]
-        versus = compare_models(pair, options, tasks)
+    versus = winner_vs_runner_up(models, exact_passes, confirmed, tasks, options)
     ranked = sorted(models.values(), key=lambda m: -mean_of(m.fast))
     return ScreenReport(
         fast,
@@ -409,6 +497,7 @@ def _halving_report(
     """``screen --proxy``: the rounds of :func:`~embedscope.screen.rounds.halving_screen` as a :class:`ScreenReport`
     (``fast`` is round 1's score on the proxies)."""
     fast, proxy = screen.fast, list(screen.proxy or ())
+    fast = default_fast_path() if fast == "auto" else fast
     overrides = fast_path_overrides(fast) if fast is not None else {}
     runs = _check(settings, list(overrides))
     _preflight(settings, runs, options, outputs or {})
@@ -490,21 +579,30 @@ def _embedding_agreement(
     settings: RunSettings, run: ModelRun, overrides: Mapping[str, Any], tasks: Sequence[Any]
 ) -> dict[str, dict[str, Any]]:
     """Per-text cosine of the exact and fast vectors of each task's texts
-    (:func:`~embedscope.compare.embeddings.embedding_agreement`; vectors through the run's cache)."""
+    (:func:`~embedscope.compare.embeddings.embedding_agreement`), read from the vectors the two passes cached and
+    never encoded again (:class:`~embedscope.models.cache.ServedOnly`); a task whose vectors the cache does not
+    hold for both says so."""
     from embedscope.compare.embeddings import embedding_agreement
     from embedscope.models.base import Encoder
-    from embedscope.models.cache import EmbeddingCache
+    from embedscope.models.cache import CachedEncoder, EmbeddingCache, ServedOnly
 
-    cache = EmbeddingCache(settings.cache_dir) if settings.cache else None
-    built = [built_model(settings, run, extra, cache) for extra in ({}, overrides)]
+    if not settings.cache:
+        note = "not measured: the cache is off, so neither pass kept its vectors"
+        return {t.name: {"embedding_agreement": note} for t in tasks}
+    built = [built_model(settings, run, extra, None) for extra in ({}, overrides)]
     if not all(isinstance(b, Encoder) for b in built):  # a pipeline: its score shift is the fidelity figure
         return {}
+    if any(b.fingerprint is None for b in built):
+        note = "not measured: the model has no fingerprint, so its vectors are not cached"
+        return {t.name: {"embedding_agreement": note} for t in tasks}
+    cache = EmbeddingCache(settings.cache_dir)
+    served = [CachedEncoder(ServedOnly(b), cache) for b in built]
     # None: each encoder's device default (models.device.default_batch_size), as the runner's passes had: the
     # same batches, so every vector those passes cached is served
     search = RunSettings(limits=settings.limits, corpus_chunk_size=settings.corpus_chunk_size).search_options(
         batch_size=run.batch_size or settings.batch_size, show_progress=False
     )
-    return embedding_agreement(built[0], built[1], tasks, search)
+    return embedding_agreement(served[0], served[1], tasks, search)
 
 
 def screen(
@@ -514,12 +612,16 @@ def screen(
     confirm: int | None = None,
     *,
     compare_options: CompareOptions = CompareOptions(),
+    dry_run: bool = False,
     **settings: Any,
 ) -> ScreenReport:
     """Screen ``models`` (names, paths or ``{model: …, options}`` mappings) on ``tasks`` (default: the built-in
-    suite) on fast path ``fast`` and confirm the best ``confirm`` (default 2) exact, or, with ``proxy`` (the sizes
-    of the rounds: counts or fractions), by successive halving on proxy tasks (ties within ``tie_margin``; ``audit``
-    runs every candidate exact too, and ``audit_seeds`` replays the screen at that many more seeds).
+    suite). With no mode named, a plan (:mod:`embedscope.screen.plan`) takes proxy rounds or runs each model
+    exactly once, whichever cannot cost more than running them all (``dry_run=True``: the plan only, in
+    ``report.plan``). ``proxy`` (the sizes of the rounds: counts or fractions) names successive halving on proxy
+    tasks (ties within ``tie_margin``; ``audit`` runs every candidate exact too, and ``audit_seeds`` replays the
+    screen at that many more seeds); ``fast`` (a path, or ``"auto"``), ``confirm`` (default 2) or ``fidelity``
+    name a fast pass with the best ``confirm`` confirmed exact.
     ``settings``: any :class:`~embedscope.settings.screen.ScreenSettings` key (``proxy``, ``tie_margin``,
     ``audit``, ``audit_seeds``, ``fidelity``) and any :class:`~embedscope.settings.RunSettings` key, as
     :func:`~embedscope.evaluation.runner.evaluate` takes them; an error names the keyword.
@@ -547,4 +649,4 @@ def screen(
     if tasks is not None:
         values["tasks"] = list(tasks)
     built = build_settings([Layer("screen()", values, "api")])
-    return screen_settings(built, family, compare_options)
+    return screen_settings(built, family, compare_options, dry_run=dry_run)

@@ -37,7 +37,11 @@ class ScreenSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     fast: str | None = option(
-        None, group=GROUP, help="the fast path (default: the fastest one that runs here)", metavar="PATH"
+        None,
+        group=GROUP,
+        help="screen on a fast pass on this path (auto: the fastest one that runs here); with none of fast, confirm, "
+        "proxy or no-fidelity, the screen's plan chooses proxy rounds or exact runs",
+        metavar="PATH",
     )
     confirm: int | None = option(
         None,
@@ -81,10 +85,21 @@ class ScreenSettings(BaseModel):
         None,
         group=GROUP,
         flags=("--no-fidelity",),
-        help="leave out the per-text cosines of a fast-path screen (they encode the confirmed models' texts again "
-        "unless the cache has them); a screen with proxy rounds measures none",
+        help="leave out the per-text cosines of a fast-pass screen (read from the vectors both passes cached, never "
+        "encoded again); a screen with proxy rounds measures none",
         action="store_false",
     )
+
+    @property
+    def mode(self) -> str | None:
+        """The way to screen the options name: ``proxy`` (proxy rounds), ``fast`` (a fast pass: ``fast``,
+        ``confirm`` or ``fidelity`` given), or None: the screen's plan chooses
+        (:mod:`embedscope.screen.plan`)."""
+        if self.proxy is not None:
+            return "proxy"
+        if self.fast is not None or self.confirm is not None or self.fidelity is not None:
+            return "fast"
+        return None
 
     @field_validator("proxy", mode="before")
     @classmethod
