@@ -274,3 +274,32 @@ def test_real_pipelines_in_headless_chromium(real_runs) -> None:
         assert opened.page.locator("table.query-groups").is_visible()
         assert opened.screenshot("html_report_breakdowns.png").stat().st_size > 1000
     assert opened.errors == [] and opened.requests == [path.as_uri()]
+
+
+def _with_compute(folder: Path, threads: dict, model: str = "Xeon") -> None:
+    """Every result in ``folder`` as if run with ``threads`` on a CPU named ``model``."""
+    for path in folder.glob("*.json"):
+        if path.name == "model_meta.json":
+            continue
+        data = json.loads(path.read_text())
+        data["compute"] = {"threads": threads, "cpu": {"model": model, "isa": "avx2"}}
+        path.write_text(json.dumps(data))
+
+
+def test_the_report_says_when_models_ran_with_other_threads_and_not_when_alike(tmp_path) -> None:
+    from embedscope.compare.html import metadata_html
+    from embedscope.compare.items import load_model_results
+
+    folders = {m: write_result(tmp_path, m, "T1", retrieval_values(20, 0.5, seed=1)) for m in ("org/a", "org/b")}
+    _with_compute(folders["org/a"], {"torch": {"intra_op": 2, "inter_op": 2}})
+    _with_compute(folders["org/b"], {"torch": {"intra_op": 2, "inter_op": 2}})
+    models = [load_model_results(f) for f in folders.values()]
+    alike = metadata_html(models, ["a", "b"])
+    assert "compute-differs" not in alike and alike.count("compute: torch intra_op 2, inter_op 2; Xeon (avx2)") == 2
+    _with_compute(folders["org/b"], {"onnxruntime": {"intra_op": 4, "inter_op": 1}})
+    unlike = metadata_html([load_model_results(f) for f in folders.values()], ["a", "b"])
+    assert (
+        "the seconds compare unlike compute: threads differ (a: torch intra_op 2, inter_op 2; b: onnxruntime "
+        "intra_op 4, inter_op 1)" in unlike
+    )
+    assert "CPUs differ" not in unlike

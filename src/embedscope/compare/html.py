@@ -30,6 +30,7 @@ from embedscope.compare.core import CompareOptions, Comparison, compare_models, 
 from embedscope.compare.items import ModelResults, TaskItems, load_model_results, result_paths, revision_folders
 from embedscope.errors import ConfigError, DataFormatError
 from embedscope.metrics.failures import FAILURE_COLUMNS, LossSplit, loss_split
+from embedscope.results.compute import compute_differences, compute_line
 from embedscope.results.per_item import read_per_item
 from embedscope.results.report import query_groups
 from embedscope.results.schema import TaskResult
@@ -192,28 +193,34 @@ def task_chart(task: str, metric: str, bars: Sequence[tuple[str, float, float, f
 
 
 def metadata_html(models: Sequence[ModelResults], names: Sequence[str]) -> str:
-    """Each model's ``model_meta.json`` (scalars) and the dates, versions and seconds of its results."""
-    rows = []
+    """Each model's ``model_meta.json`` (scalars) and the dates, versions, seconds and compute (threads, CPU) of its
+    results; above them, a note when the models' threads or CPUs differ (their seconds then compare unlike)."""
+    rows, computes = [], {}
     for n, m in zip(names, models):
         meta_path = m.folder / "model_meta.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         details = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) and k != "name"}
-        dates, seconds, versions = [], 0.0, set()
+        dates, seconds, versions, compute = [], 0.0, set(), None
         for items in m.tasks.values():
             data = json.loads(items.path.read_text(encoding="utf-8"))
             dates.append(str(data.get("date") or ""))
             seconds += float(data.get("evaluation_time") or 0.0)
             versions.add(str(data.get("embedscope_version") or data.get("mteb_version") or ""))
+            compute = compute or data.get("compute")
+        computes[n] = compute
         details.update(
             results=len(m.tasks),
             evaluated=f"{min(dates)} … {max(dates)}" if dates else "",
             seconds=round(seconds, 1),
+            compute=compute_line(compute),
             versions=", ".join(sorted(v for v in versions if v)),
         )
         text = "; ".join(f"{html.escape(str(k))}: {html.escape(str(v))}" for k, v in details.items())
         rows.append(f"<tr><td>{html.escape(n)}</td><td>{html.escape(str(m.folder))}</td><td>{text}</td></tr>")
+    differs = compute_differences(computes)
+    note = f"<p class='note' id='compute-differs'>{html.escape(differs)}</p>" if differs else ""
     return (
-        "<table id='metadata'><thead><tr><th>model</th><th>folder</th><th>run</th></tr></thead>"
+        f"{note}<table id='metadata'><thead><tr><th>model</th><th>folder</th><th>run</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
 

@@ -179,3 +179,54 @@ def truncation_lines(task: str, truncated: Mapping[str, Any] | None, above: floa
             f"({100 * entry['share']:.1f}%) were truncated at {entry['max_length']} tokens"
         )
     return lines
+
+
+def compute_line(record: Mapping[str, Any] | None) -> str:
+    """A result's ``compute`` in a few words: each runtime's threads, then the CPU and its widest instruction set.
+
+    >>> compute_line({"threads": {"torch": {"intra_op": 2, "inter_op": 2}, "threadpools": []},
+    ...               "cpu": {"model": "Xeon", "isa": "avx512f"}})
+    'torch intra_op 2, inter_op 2; Xeon (avx512f)'
+    >>> compute_line(None)
+    'not recorded'
+    """
+    if not record:
+        return "not recorded"
+    return "; ".join(part for part in (_threads_text(record), _cpu_text(record)) if part)
+
+
+def _threads_text(record: Mapping[str, Any]) -> str:
+    threads = {k: v for k, v in (record.get("threads") or {}).items() if k != "threadpools"}
+    return "; ".join(
+        f"{name} " + ", ".join(f"{k} {v}" for k, v in values.items())
+        if isinstance(values, Mapping)
+        else f"{name} {values}"
+        for name, values in sorted(threads.items())
+    )
+
+
+def _cpu_text(record: Mapping[str, Any]) -> str:
+    cpu = record.get("cpu") or {}
+    return f"{cpu.get('model') or 'CPU'}" + (f" ({cpu['isa']})" if cpu.get("isa") else "")
+
+
+def compute_differences(records: Mapping[str, Mapping[str, Any] | None]) -> str | None:
+    """What differs between the compute of several results (``{label: record}``), in one line, or None when their
+    threads and CPU agree: times measured under other thread budgets or on other CPUs compare unlike.
+
+    >>> same = {"threads": {"torch": {"intra_op": 2}}, "cpu": {"model": "Xeon", "isa": "avx2"}}
+    >>> other = {"threads": {"onnxruntime": {"intra_op": 4}}, "cpu": {"model": "Xeon", "isa": "avx2"}}
+    >>> compute_differences({"a": same, "b": same}) is None
+    True
+    >>> compute_differences({"a": same, "b": other})
+    'the seconds compare unlike compute: threads differ (a: torch intra_op 2; b: onnxruntime intra_op 4)'
+    """
+    known = {k: v for k, v in records.items() if v}
+    if len(known) < 2:
+        return None
+    parts = []
+    for what, text in (("threads", _threads_text), ("CPUs", _cpu_text)):
+        seen = {label: text(record) or "none recorded" for label, record in known.items()}
+        if len(set(seen.values())) > 1:
+            parts.append(f"{what} differ ({'; '.join(f'{label}: {v}' for label, v in seen.items())})")
+    return f"the seconds compare unlike compute: {', '.join(parts)}" if parts else None
