@@ -381,3 +381,25 @@ def test_one_progress_bar_over_the_grid_on_a_terminal_only(beir, tmp_path, monke
     quiet = io.StringIO()
     run_sweep(SweepGrid([base(beir, tmp_path)], [("model", ["bm25", "fts5"])]), log=quiet)  # not the terminal
     assert "100%" not in quiet.getvalue() and quiet.getvalue().count("\n") == 2
+
+
+def test_the_sweep_says_when_its_points_ran_with_other_threads_or_cpus(tmp_path) -> None:
+    import embedscope
+    from embedscope.testing.tiny import tiny_retrieval_task
+
+    def sweep():
+        return embedscope.sweep(
+            {"model": ["fts5", "fts5:match=all"]}, tasks=[tiny_retrieval_task()], output_folder=tmp_path,
+            cache=False, show_progress=False,
+        )  # fmt: skip
+
+    first = sweep()
+    assert all(r.compute and r.compute["cpu"] for r in first.rows)  # every result records its compute
+    assert "compare unlike" not in first.table()
+    stored = Path(first.rows[1].path)
+    data = json.loads(stored.read_text())
+    data["compute"] = {"threads": {"torch": {"intra_op": 7}}, "cpu": {"model": "Other", "isa": "sve"}}
+    stored.write_text(json.dumps(data))
+    line = next(x for x in sweep().table().splitlines() if "compare unlike" in x)
+    assert "threads differ (point 0: " in line and "point 1: torch intra_op 7)" in line
+    assert "CPUs differ (point 0: " in line and "point 1: Other (sve))" in line

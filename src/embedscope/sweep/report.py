@@ -47,6 +47,7 @@ from embedscope.compare.items import TaskItems, task_items
 from embedscope.compare.selection import kfold_choice, pareto_front
 from embedscope.compare.stats import adjust
 from embedscope.errors import ConfigError
+from embedscope.results.compute import compute_differences
 from embedscope.results.table import markdown_table
 from embedscope.results.usage import recorded_usage
 from embedscope.sweep.grid import PointOutcome
@@ -97,6 +98,7 @@ class SweepRow:
     pareto: list[str] = field(default_factory=list)
     path: str = ""
     note: str = ""  # why a figure is missing (a result without its per-item rows: no CI, no p-value)
+    compute: dict[str, Any] | None = None  # the result's threads and CPU (results/compute.py), None when not recorded
 
 
 @dataclass
@@ -154,6 +156,8 @@ class SweepReport:
             parts.append(f"### {task} ({rows[0].metric}; Δ and p against the best point, Holm over {len(rows) - 1})")
             parts.append(markdown_table(self.header(), [self.cells(r) for r in rows]))
             notes = [f"- point {r.point} ({r.label}): {r.note}" for r in rows if r.note]
+            differs = compute_differences({f"point {r.point}": r.compute for r in rows})
+            notes += [f"- {differs}"] if differs else []
             if notes:
                 parts.append("\n".join(notes))
         for f in self.folds:
@@ -455,7 +459,17 @@ def _row(outcome: PointOutcome, task: str, items: TaskItems) -> SweepRow:
         costs=result_costs(outcome.paths[task], len(items.keys), point.settings),
         path=str(outcome.paths[task]),
         note=_missing_items_note(outcome.paths[task], items),
+        compute=_compute_of(outcome.paths[task]),
     )
+
+
+def _compute_of(path: Path) -> dict[str, Any] | None:
+    """The threads and CPU a result records (None for a result stored before they were recorded)."""
+    try:
+        recorded = json.loads(Path(path).read_text(encoding="utf-8")).get("compute")
+    except (OSError, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 _NO_FIGURES = "no 95% CI and no p-value for this point"
