@@ -109,6 +109,11 @@ def test_a_planned_proxy_screen_runs_the_plans_rounds_and_says_what_it_cost(tiny
     def made_up(settings, runs):  # costs that make the rounds pay, whatever this machine's speed
         return [CandidateCost(str(r.model), 100.0 * (i + 1), 0.0, "made up") for i, r in enumerate(runs)], "seconds", 0
 
+    from embedscope.screen import run as screen_run
+
+    checked = []
+    preflight = screen_run._preflight
+    monkeypatch.setattr(screen_run, "_preflight", lambda *a: checked.append(1) or preflight(*a))
     monkeypatch.setattr(plan_module, "candidate_costs", made_up)
     monkeypatch.setattr(plan_module, "DEFAULT_PROXY", (0.5,))
     report = embedscope.screen(
@@ -118,6 +123,7 @@ def test_a_planned_proxy_screen_runs_the_plans_rounds_and_says_what_it_cost(tiny
     assert report.plan is not None and report.plan.mode == "proxy" and report.plan.proxy == (0.5,)
     assert report.halving is not None and [r.size for r in report.halving.rounds] == [0.5]
     assert report.spent["seconds"] > 0 and "with its plan (estimated" in report.table()
+    assert checked == [1]  # the plan's check of the models serves the rounds
 
 
 @pytest.mark.slow

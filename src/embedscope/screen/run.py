@@ -21,8 +21,8 @@ exactly once (ranked, the winner tested against the runner-up). A fast pass, whe
    the per-text cosine of the two vectors, read from the vectors both passes cached: never encoded again).
 
 With ``fast="auto"`` (or a fast pass named by ``confirm`` or ``fidelity`` alone), each model takes the first of
-:func:`fast_path_chain` that acts on it (an ONNX graph quantized already, which ``openvino-int8`` will not quantize again, takes ``openvino-bf16``, or ``openvino`` where
-this CPU computes no bf16); a named ``--fast`` is the only one tried. A model on which no fast path can act (a static
+:func:`fast_path_chain` that acts on it (an ONNX graph quantized already, which ``openvino-int8`` will not quantize
+again, takes ``openvino-bf16``, or ``openvino`` where this CPU computes no bf16); a named ``--fast`` is the only one tried. A model on which no fast path can act (a static
 model, bm25) is screened on its exact path, and the report says so on its row. Times are the wall times measured
 here, nothing estimated.
 """
@@ -386,7 +386,7 @@ def screen_settings(
     if plan is not None and plan.mode == "exact":
         report = _exact_report(settings, runs, options)
     elif screen.proxy is not None:
-        report = _halving_report(settings, screen, options, outputs)
+        report = _halving_report(settings, screen, options, outputs, runs if plan is not None else None)
     else:
         report = _fast_report(settings, screen, options, outputs)
     report.plan = plan
@@ -492,15 +492,21 @@ def _fast_report(
 
 
 def _halving_report(
-    settings: RunSettings, screen: ScreenSettings, options: CompareOptions, outputs: Mapping[str, Any] | None
+    settings: RunSettings,
+    screen: ScreenSettings,
+    options: CompareOptions,
+    outputs: Mapping[str, Any] | None,
+    runs: Sequence[ModelRun] | None = None,
 ) -> ScreenReport:
     """``screen --proxy``: the rounds of :func:`~embedscope.screen.rounds.halving_screen` as a :class:`ScreenReport`
-    (``fast`` is round 1's score on the proxies)."""
+    (``fast`` is round 1's score on the proxies). ``runs``: the model runs a plan already checked (with no fast
+    path), else checked here."""
     fast, proxy = screen.fast, list(screen.proxy or ())
     fast = default_fast_path() if fast == "auto" else fast
     overrides = fast_path_overrides(fast) if fast is not None else {}
-    runs = _check(settings, list(overrides))
-    _preflight(settings, runs, options, outputs or {})
+    if runs is None:
+        runs = _check(settings, list(overrides))
+        _preflight(settings, runs, options, outputs or {})
     models = {str(r.model): ScreenedModel(str(r.model)) for r in runs}
     result = halving_screen(settings, runs, models, overrides, screen, options)
     confirmed = result.confirmed
